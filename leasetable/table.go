@@ -1,0 +1,727 @@
+// Package leasetable is the lease state machine of leased: read leases,
+// pending writes and the invalidations they need, and exclusive write leases
+// with fencing tokens.
+//
+// It does no I/O, owns no timers and starts no goroutines. Every method takes
+// the current time (from a monotonic clock) and returns decisions: the
+// invalidations and recalls to send, the operations that may now commit, the
+// operations abandoned. The server owns one Table, guards it with one mutex,
+// applies the decisions, and keeps one timer for NextDeadline. A Table is not
+// safe for concurrent use.
+package leasetable
+
+import (
+	"container/heap"
+	"errors"
+	"time"
+)
+
+// Errors returned by the Table.
+var (
+	// ErrFenced: a write carried a fencing token that is not the token of a
+	// live write lease on its key.
+	ErrFenced = errors.New("fencing token is not the live write lease's token")
+	// ErrNotFound: the write lease to release is not held with that token.
+	ErrNotFound = errors.New("no such write lease")
+	// ErrUnknownSession: the session was never added, or has been closed.
+	ErrUnknownSession = errors.New("unknown session")
+	// ErrDuplicate: the op was already submitted.
+	ErrDuplicate = errors.New("operation already submitted")
+)
+
+// SessionID names a client session (one connection).
+type SessionID uint64
+
+// OpKind says what an Op does once it is ready.
+type OpKind uint8
+
+// Kinds of Op.
+const (
+	// OpWrite changes the key's value: Put, Delete or CompareAndSwap.
+	OpWrite OpKind = iota + 1
+	// OpAcquire acquires the key's exclusive write lease.
+	OpAcquire
+)
+
+type opState uint8
+
+const (
+	opNew       opState = iota
+	opQueued            // behind another op on the key
+	opWaiting           // at the head, waiting for holders
+	opReady             // handed to the server to commit
+	opDone              // committed or failed; Done was called
+	opAbandoned         // left before it was ready
+)
+
+// Op is a write or a write-lease acquisition on one key. The server fills
+// the exported input fields and submits it; the Table fills the outputs.
+type Op struct {
+	Kind     OpKind
+	Session  SessionID
+	Key      string
+	Token    uint64    // OpWrite: the writer's fencing token, or 0
+	Deadline time.Time // abandon if not ready by then; zero means never
+	Data     any       // the server's own; the Table never reads it
+
+	// Started is when the op reached the head of its key's queue and its
+	// invalidations and recall were sent. Holders is how many leases it had to
+	// invalidate or recall. Both are set by the Table.
+	Started time.Time
+	Holders int
+
+	state     opState
+	heapIndex int // in Table.deadlines, or -1
+	holder    bool
+}
+
+// Wait reports how long the op waited between Started and now.
+func (o *Op) Wait(now time.Time) time.Duration { return now.Sub(o.Started) }
+
+// Notice is an invalidation or a recall to send to a session.
+type Notice struct {
+	Session SessionID
+	Key     string
+	Token   uint64 // recalls: the token of the write lease recalled
+}
+
+// Effects are the decisions of one Table call, for the server to carry out
+// in order after the call.
+type Effects struct {
+	// Invalidate asks holders to drop a key and acknowledge.
+	Invalidate []Notice
+	// Recall asks write-lease holders to release.
+	Recall []Notice
+	// Ready ops may now commit (OpWrite) or be granted (OpAcquire). The server
+	// persists them in the order given, then calls Done or DoneAcquire.
+	Ready []*Op
+	// Abandoned ops left the queue before they were ready: their deadline
+	// passed or their session closed. Nothing changed for them.
+	Abandoned []*Op
+}
+
+func (e *Effects) empty() bool {
+	return len(e.Invalidate) == 0 && len(e.Recall) == 0 && len(e.Ready) == 0 && len(e.Abandoned) == 0
+}
+
+// Config sets the Table's parameters. The zero value is valid.
+type Config struct {
+	// Epsilon is the clock allowance ε: the Table keeps a lease of term t live
+	// for t + ε after it granted it. Zero means no allowance.
+	Epsilon time.Duration
+}
+
+// Stats are the Table's counters.
+type Stats struct {
+	Sessions             int    // open sessions
+	Leases               int    // outstanding read leases, unexpired
+	WriteLeases          int    // outstanding write leases
+	WritesWaiting        int    // ops queued or waiting for holders
+	InvalidationsSent    uint64 // read leases asked to be dropped
+	InvalidationsAcked   uint64 // of those, relinquished by their holder
+	InvalidationsExpired uint64 // of those, expired instead
+	Recalls              uint64 // write leases recalled
+}
+
+// lease is a read lease or a write lease of one session on one key.
+type lease struct {
+	key         *keyState
+	session     *session
+	expiry      time.Time
+	heapIndex   int
+	write       bool
+	token       uint64 // write leases
+	invalidated bool   // read leases: an invalidation was sent
+	recalled    bool   // write leases: a recall was sent
+}
+
+type keyState struct {
+	name    string
+	holders map[SessionID]*lease // read leases
+	wlease  *lease               // the write lease, if any
+	queue   []*Op                // waiting ops, FIFO; queue[0] is the head
+	// inflight counts ops handed out as Ready that are not Done yet: the head
+	// op once ready, and writes of the write-lease holder, which bypass the
+	// queue.
+	inflight int
+	blocked  bool // the head is ready but for the write barrier
+}
+
+func (k *keyState) idle() bool {
+	return len(k.holders) == 0 && k.wlease == nil && len(k.queue) == 0 && k.inflight == 0
+}
+
+type session struct {
+	id     SessionID
+	leases map[string]*lease // read leases by key
+	wrlses map[string]*lease // write leases by key
+	ops    map[*Op]struct{}  // ops queued or waiting
+	closed bool              // closed without relinquishing; kept until its leases expire
+}
+
+// Table is the lease state machine. See the package comment.
+type Table struct {
+	eps       time.Duration
+	keys      map[string]*keyState
+	sessions  map[SessionID]*session
+	leases    leaseHeap
+	deadlines opHeap
+	barrier   time.Time
+	blocked   []*keyState // keys whose head is held only by the barrier
+	stats     Stats
+}
+
+// New returns an empty Table.
+func New(cfg Config) *Table {
+	return &Table{
+		eps:      cfg.Epsilon,
+		keys:     make(map[string]*keyState),
+		sessions: make(map[SessionID]*session),
+	}
+}
+
+// SetWriteBarrier holds every op until t: none becomes ready before it. A
+// restarted server sets it to the time when no lease granted before the
+// restart can still be live. Reads and grants are not affected.
+func (t *Table) SetWriteBarrier(at time.Time) { t.barrier = at }
+
+// Stats returns the Table's counters.
+func (t *Table) Stats() Stats {
+	s := t.stats
+	s.Sessions = 0
+	for _, ss := range t.sessions {
+		if !ss.closed {
+			s.Sessions++
+		}
+	}
+	s.WriteLeases = 0
+	for _, l := range t.leases {
+		if l.write {
+			s.WriteLeases++
+		}
+	}
+	s.Leases = len(t.leases) - s.WriteLeases
+	return s
+}
+
+// AddSession registers a session. Adding an open session again is a no-op.
+func (t *Table) AddSession(id SessionID) {
+	if s, ok := t.sessions[id]; ok && !s.closed {
+		return
+	}
+	t.sessions[id] = &session{
+		id:     id,
+		leases: make(map[string]*lease),
+		wrlses: make(map[string]*lease),
+		ops:    make(map[*Op]struct{}),
+	}
+}
+
+// CloseSession ends a session. Its ops that are not ready yet are abandoned
+// (ready ones still finish). If relinquish is true (a graceful close), all
+// of its leases are freed at once; otherwise they stay live until they
+// expire, because the client may still trust its cache.
+func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effects {
+	var eff Effects
+	s := t.sessions[id]
+	if s == nil || s.closed {
+		return eff
+	}
+	for op := range s.ops {
+		t.abandon(op, now, &eff)
+		eff.Abandoned = append(eff.Abandoned, op)
+	}
+	s.closed = true
+	if relinquish {
+		for _, l := range s.leases {
+			t.dropLease(l, now, &eff, false)
+		}
+		for _, l := range s.wrlses {
+			t.dropLease(l, now, &eff, false)
+		}
+	}
+	t.gcSession(s)
+	return eff
+}
+
+func (t *Table) gcSession(s *session) {
+	if s.closed && len(s.leases) == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 {
+		delete(t.sessions, s.id)
+	}
+}
+
+func (t *Table) openSession(id SessionID) *session {
+	s := t.sessions[id]
+	if s == nil || s.closed {
+		return nil
+	}
+	return s
+}
+
+func (t *Table) key(name string) *keyState {
+	k := t.keys[name]
+	if k == nil {
+		k = &keyState{name: name, holders: make(map[SessionID]*lease)}
+		t.keys[name] = k
+	}
+	return k
+}
+
+func (t *Table) gcKey(k *keyState) {
+	if k.idle() {
+		delete(t.keys, k.name)
+	}
+}
+
+// Grant gives session a read lease on key for term, and returns the term
+// granted: term, or 0 if the key must not be cached now because an op is
+// pending on it, another session holds its write lease, the session is
+// unknown, or term <= 0. A session that already holds a lease on the key has
+// it extended.
+func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Time) time.Duration {
+	s := t.openSession(id)
+	if s == nil || term <= 0 {
+		return 0
+	}
+	k := t.keys[key]
+	if k != nil && (len(k.queue) > 0 || (k.wlease != nil && k.wlease.session != s)) {
+		return 0
+	}
+	if k == nil {
+		k = t.key(key)
+	}
+	expiry := now.Add(term + t.eps)
+	if l := s.leases[key]; l != nil {
+		// An invalidated lease whose op was abandoned: the holder dropped or
+		// will drop the entry, so the fresh grant makes it valid again.
+		l.invalidated = false
+		if expiry.After(l.expiry) {
+			l.expiry = expiry
+			heap.Fix(&t.leases, l.heapIndex)
+		}
+		return term
+	}
+	l := &lease{key: k, session: s, expiry: expiry}
+	s.leases[key] = l
+	k.holders[id] = l
+	heap.Push(&t.leases, l)
+	return term
+}
+
+// Renew extends the session's leases on keys by term and returns, per key,
+// the term granted, or 0 if that lease was not renewed: not held, already
+// invalidated or recalled, or an op is pending on the key. A write lease on
+// the key is renewed too.
+func (t *Table) Renew(id SessionID, keys []string, term time.Duration, now time.Time) []time.Duration {
+	out := make([]time.Duration, len(keys))
+	s := t.openSession(id)
+	if s == nil || term <= 0 {
+		return out
+	}
+	expiry := now.Add(term + t.eps)
+	for i, key := range keys {
+		if wl := s.wrlses[key]; wl != nil && !wl.recalled {
+			if expiry.After(wl.expiry) {
+				wl.expiry = expiry
+				heap.Fix(&t.leases, wl.heapIndex)
+			}
+			out[i] = term
+		}
+		l := s.leases[key]
+		if l == nil || l.invalidated || len(l.key.queue) > 0 {
+			continue
+		}
+		if wl := l.key.wlease; wl != nil && wl.session != s {
+			continue
+		}
+		if expiry.After(l.expiry) {
+			l.expiry = expiry
+			heap.Fix(&t.leases, l.heapIndex)
+		}
+		out[i] = term
+	}
+	return out
+}
+
+// Relinquish frees the session's read leases on keys: after an eviction, or
+// as the acknowledgement of an invalidation. Keys it holds no lease on are
+// ignored. Ops waiting for those leases may become ready.
+func (t *Table) Relinquish(id SessionID, keys []string, now time.Time) Effects {
+	var eff Effects
+	s := t.sessions[id]
+	if s == nil {
+		return eff
+	}
+	for _, key := range keys {
+		if l := s.leases[key]; l != nil {
+			t.dropLease(l, now, &eff, false)
+		}
+	}
+	t.gcSession(s)
+	return eff
+}
+
+// ReleaseWriteLease frees the session's write lease on key if it was granted
+// with token. It returns ErrNotFound otherwise.
+func (t *Table) ReleaseWriteLease(id SessionID, key string, token uint64, now time.Time) (Effects, error) {
+	var eff Effects
+	s := t.sessions[id]
+	if s == nil {
+		return eff, ErrUnknownSession
+	}
+	l := s.wrlses[key]
+	if l == nil || l.token != token {
+		return eff, ErrNotFound
+	}
+	t.dropLease(l, now, &eff, false)
+	t.gcSession(s)
+	return eff, nil
+}
+
+// WriteLease returns the token and the holder of the live write lease on key.
+func (t *Table) WriteLease(key string) (token uint64, holder SessionID, ok bool) {
+	k := t.keys[key]
+	if k == nil || k.wlease == nil {
+		return 0, 0, false
+	}
+	return k.wlease.token, k.wlease.session.id, true
+}
+
+// dropLease removes l from its key, its session and the heap, and lets the
+// key's head op move on.
+func (t *Table) dropLease(l *lease, now time.Time, eff *Effects, expired bool) {
+	k := l.key
+	if l.write {
+		delete(l.session.wrlses, k.name)
+		if k.wlease == l {
+			k.wlease = nil
+		}
+	} else {
+		delete(l.session.leases, k.name)
+		delete(k.holders, l.session.id)
+		if l.invalidated {
+			if expired {
+				t.stats.InvalidationsExpired++
+			} else {
+				t.stats.InvalidationsAcked++
+			}
+		}
+	}
+	if l.heapIndex >= 0 {
+		heap.Remove(&t.leases, l.heapIndex)
+	}
+	t.checkReady(k, now, eff)
+	t.gcKey(k)
+}
+
+// Submit hands an op to the Table. A write carrying a fencing token must
+// match the live write lease on its key, or Submit returns ErrFenced. A
+// write by the write lease's holder is ready at once: nobody else holds a
+// lease on the key. Any other op joins the key's FIFO queue; at the head, it
+// invalidates the read leases of other sessions and recalls another
+// session's write lease, and becomes ready when all of them are gone.
+func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
+	var eff Effects
+	s := t.openSession(op.Session)
+	if s == nil {
+		return eff, ErrUnknownSession
+	}
+	if op.state != opNew {
+		return eff, ErrDuplicate
+	}
+	op.heapIndex = -1
+	k := t.keys[op.Key]
+	if op.Kind == OpWrite {
+		var wl *lease
+		if k != nil {
+			wl = k.wlease
+		}
+		switch {
+		case op.Token != 0 && (wl == nil || wl.token != op.Token || !now.Before(wl.expiry)):
+			return eff, ErrFenced
+		case wl != nil && (op.Token == wl.token || wl.session == s) && !now.Before(t.barrier):
+			// The holder writes under its lease.
+			op.holder = true
+			op.Started = now
+			op.state = opReady
+			k.inflight++
+			eff.Ready = append(eff.Ready, op)
+			return eff, nil
+		}
+	}
+	if k == nil {
+		k = t.key(op.Key)
+	}
+	op.state = opQueued
+	k.queue = append(k.queue, op)
+	s.ops[op] = struct{}{}
+	t.stats.WritesWaiting++
+	if !op.Deadline.IsZero() {
+		heap.Push(&t.deadlines, op)
+	}
+	if len(k.queue) == 1 {
+		t.start(k, now, &eff)
+	}
+	return eff, nil
+}
+
+// start sends the head op's invalidations and recall.
+func (t *Table) start(k *keyState, now time.Time, eff *Effects) {
+	op := k.queue[0]
+	op.state = opWaiting
+	op.Started = now
+	for sid, l := range k.holders {
+		if sid == op.Session {
+			// The writer's own lease: its library dropped the entry before
+			// it sent the op, so there is nobody to ask.
+			t.dropLease(l, now, eff, false)
+			continue
+		}
+		if !l.invalidated {
+			l.invalidated = true
+			t.stats.InvalidationsSent++
+			eff.Invalidate = append(eff.Invalidate, Notice{Session: sid, Key: k.name})
+		}
+		op.Holders++
+	}
+	if wl := k.wlease; wl != nil && wl.session.id != op.Session {
+		if !wl.recalled {
+			wl.recalled = true
+			t.stats.Recalls++
+			eff.Recall = append(eff.Recall, Notice{Session: wl.session.id, Key: k.name, Token: wl.token})
+		}
+		op.Holders++
+	}
+	t.checkReady(k, now, eff)
+}
+
+// checkReady hands out the key's head op if nothing holds it back any more.
+func (t *Table) checkReady(k *keyState, now time.Time, eff *Effects) {
+	if len(k.queue) == 0 {
+		return
+	}
+	op := k.queue[0]
+	if op.state != opWaiting || k.inflight > 0 {
+		return
+	}
+	for sid := range k.holders {
+		if sid != op.Session {
+			return
+		}
+	}
+	if k.wlease != nil && k.wlease.session.id != op.Session {
+		return
+	}
+	if now.Before(t.barrier) {
+		if !k.blocked {
+			k.blocked = true
+			t.blocked = append(t.blocked, k)
+		}
+		return
+	}
+	op.state = opReady
+	k.inflight++
+	t.unlinkOp(op)
+	eff.Ready = append(eff.Ready, op)
+}
+
+// unlinkOp takes a ready or abandoned op out of its session and the
+// deadline heap.
+func (t *Table) unlinkOp(op *Op) {
+	if s := t.sessions[op.Session]; s != nil {
+		delete(s.ops, op)
+		t.gcSession(s)
+	}
+	if op.heapIndex >= 0 {
+		heap.Remove(&t.deadlines, op.heapIndex)
+	}
+	t.stats.WritesWaiting--
+}
+
+// Abandon takes an op that is not ready yet out of its queue: its writer
+// gave up. It reports false if the op is already ready or finished, in which
+// case the server must wait for its commit and report that.
+func (t *Table) Abandon(op *Op, now time.Time) (bool, Effects) {
+	var eff Effects
+	if op.state != opQueued && op.state != opWaiting {
+		return false, eff
+	}
+	t.abandon(op, now, &eff)
+	return true, eff
+}
+
+func (t *Table) abandon(op *Op, now time.Time, eff *Effects) {
+	k := t.keys[op.Key]
+	t.unlinkOp(op)
+	op.state = opAbandoned
+	head := k.queue[0] == op
+	for i, q := range k.queue {
+		if q == op {
+			k.queue = append(k.queue[:i], k.queue[i+1:]...)
+			break
+		}
+	}
+	if head && len(k.queue) > 0 {
+		t.start(k, now, eff)
+	}
+	t.gcKey(k)
+}
+
+// Done finishes a ready OpWrite after the server committed it, or failed to
+// (a storage error, a CompareAndSwap mismatch). If committed is true and no
+// other op waits on the key, the writer gets a fresh read lease for term,
+// which Done returns (0: none). The key's next op starts.
+func (t *Table) Done(op *Op, committed bool, term time.Duration, now time.Time) (time.Duration, Effects) {
+	var eff Effects
+	if op.state != opReady || op.Kind != OpWrite {
+		return 0, eff
+	}
+	k := t.finish(op)
+	var granted time.Duration
+	if committed && len(k.queue) == 0 {
+		granted = t.Grant(op.Session, op.Key, term, now)
+	}
+	t.next(k, now, &eff)
+	return granted, eff
+}
+
+// DoneAcquire finishes a ready OpAcquire. If token is not 0, the server has
+// persisted it as the key's new fencing token, and the session now holds the
+// key's write lease for term. Token 0 means the grant failed. The key's
+// next op starts, and recalls the lease at once if it belongs to another
+// session.
+func (t *Table) DoneAcquire(op *Op, token uint64, term time.Duration, now time.Time) Effects {
+	var eff Effects
+	if op.state != opReady || op.Kind != OpAcquire {
+		return eff
+	}
+	k := t.finish(op)
+	s := t.openSession(op.Session)
+	if token != 0 && s != nil {
+		if old := k.wlease; old != nil {
+			t.dropLease(old, now, &eff, false)
+		}
+		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), write: true, token: token}
+		k.wlease = l
+		s.wrlses[k.name] = l
+		heap.Push(&t.leases, l)
+	}
+	t.next(k, now, &eff)
+	return eff
+}
+
+func (t *Table) finish(op *Op) *keyState {
+	k := t.keys[op.Key]
+	op.state = opDone
+	k.inflight--
+	if !op.holder {
+		k.queue = k.queue[1:]
+	}
+	return k
+}
+
+func (t *Table) next(k *keyState, now time.Time, eff *Effects) {
+	if len(k.queue) > 0 && k.queue[0].state == opQueued {
+		t.start(k, now, eff)
+	} else {
+		t.checkReady(k, now, eff)
+	}
+	t.gcKey(k)
+}
+
+// NextDeadline returns the earliest time at which Tick has something to do:
+// a lease expiry, an op deadline, or the end of the write barrier.
+func (t *Table) NextDeadline() (time.Time, bool) {
+	var next time.Time
+	ok := false
+	consider := func(at time.Time) {
+		if !ok || at.Before(next) {
+			next, ok = at, true
+		}
+	}
+	if len(t.leases) > 0 {
+		consider(t.leases[0].expiry)
+	}
+	if len(t.deadlines) > 0 {
+		consider(t.deadlines[0].Deadline)
+	}
+	if len(t.blocked) > 0 {
+		consider(t.barrier)
+	}
+	return next, ok
+}
+
+// Tick expires the leases whose time has come, abandons the ops whose
+// deadline has passed, and lets ops held by the write barrier go once it
+// has passed.
+func (t *Table) Tick(now time.Time) Effects {
+	var eff Effects
+	for len(t.leases) > 0 && !now.Before(t.leases[0].expiry) {
+		l := t.leases[0]
+		s := l.session
+		t.dropLease(l, now, &eff, true)
+		t.gcSession(s)
+	}
+	for len(t.deadlines) > 0 && !now.Before(t.deadlines[0].Deadline) {
+		op := t.deadlines[0]
+		t.abandon(op, now, &eff)
+		eff.Abandoned = append(eff.Abandoned, op)
+	}
+	if len(t.blocked) > 0 && !now.Before(t.barrier) {
+		blocked := t.blocked
+		t.blocked = nil
+		for _, k := range blocked {
+			k.blocked = false
+			t.checkReady(k, now, &eff)
+		}
+	}
+	return eff
+}
+
+// leaseHeap orders leases by expiry.
+type leaseHeap []*lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].expiry.Before(h[j].expiry) }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex = i
+	h[j].heapIndex = j
+}
+func (h *leaseHeap) Push(x any) {
+	l := x.(*lease)
+	l.heapIndex = len(*h)
+	*h = append(*h, l)
+}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.heapIndex = -1
+	return l
+}
+
+// opHeap orders ops by deadline.
+type opHeap []*Op
+
+func (h opHeap) Len() int           { return len(h) }
+func (h opHeap) Less(i, j int) bool { return h[i].Deadline.Before(h[j].Deadline) }
+func (h opHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex = i
+	h[j].heapIndex = j
+}
+func (h *opHeap) Push(x any) {
+	op := x.(*Op)
+	op.heapIndex = len(*h)
+	*h = append(*h, op)
+}
+func (h *opHeap) Pop() any {
+	old := *h
+	op := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	op.heapIndex = -1
+	return op
+}

@@ -1,0 +1,379 @@
+package protocol
+
+import "time"
+
+// Type tags a message. It is the first byte of every frame, before the
+// msgpack body, so a reader can dispatch without decoding.
+type Type uint8
+
+// Message types. Requests carry an ID chosen by the client; every request
+// but Ack and Cancel gets exactly one reply with the same ID: its own reply
+// type, or Error.
+const (
+	TypeHello         Type = 1  // client → server, first frame on the request stream
+	TypeHelloReply    Type = 2  // server → client
+	TypeGet           Type = 3  // read a key, with a read lease
+	TypeGetReply      Type = 4  //
+	TypeWrite         Type = 5  // Put, Delete or CompareAndSwap
+	TypeWriteReply    Type = 6  //
+	TypeRenew         Type = 7  // extend the leases of many keys
+	TypeRenewReply    Type = 8  //
+	TypeRelease       Type = 9  // relinquish the read leases of many keys
+	TypeAcquire       Type = 10 // acquire the write lease of a key
+	TypeAcquireReply  Type = 11 //
+	TypeReleaseWrite  Type = 12 // relinquish a write lease
+	TypeCancel        Type = 13 // abandon a waiting write; no reply of its own
+	TypeAck           Type = 14 // acknowledge invalidations; no reply
+	TypeStats         Type = 15 // server counters
+	TypeStatsReply    Type = 16 //
+	TypeGoodbye       Type = 17 // graceful close: free every lease of the session
+	TypeOK            Type = 18 // reply without a body
+	TypeError         Type = 19 // reply carrying an error code
+	TypeInvalidate    Type = 20 // server → client, on the invalidation stream
+	TypeRecall        Type = 21 // server → client, on the invalidation stream
+	typeLimit         Type = 22
+	typeUnknownMarker Type = 0
+)
+
+var typeNames = [...]string{
+	typeUnknownMarker: "unknown",
+	TypeHello:         "hello",
+	TypeHelloReply:    "hello_reply",
+	TypeGet:           "get",
+	TypeGetReply:      "get_reply",
+	TypeWrite:         "write",
+	TypeWriteReply:    "write_reply",
+	TypeRenew:         "renew",
+	TypeRenewReply:    "renew_reply",
+	TypeRelease:       "release",
+	TypeAcquire:       "acquire",
+	TypeAcquireReply:  "acquire_reply",
+	TypeReleaseWrite:  "release_write",
+	TypeCancel:        "cancel",
+	TypeAck:           "ack",
+	TypeStats:         "stats",
+	TypeStatsReply:    "stats_reply",
+	TypeGoodbye:       "goodbye",
+	TypeOK:            "ok",
+	TypeError:         "error",
+	TypeInvalidate:    "invalidate",
+	TypeRecall:        "recall",
+}
+
+// NumTypes bounds the message types: every valid Type is below it. Servers
+// use it to size per-type counter arrays.
+const NumTypes = int(typeLimit)
+
+// String returns the type's name, as used in stats.
+func (t Type) String() string {
+	if int(t) < len(typeNames) && typeNames[t] != "" {
+		return typeNames[t]
+	}
+	return "unknown"
+}
+
+// Valid reports whether t is a known message type.
+func (t Type) Valid() bool { return t > typeUnknownMarker && t < typeLimit }
+
+// Message is any protocol message.
+type Message interface {
+	Type() Type
+}
+
+// Hello opens a session. It must be the first frame a client sends.
+type Hello struct {
+	Version uint16 `msgpack:"v"`
+	Client  string `msgpack:"c,omitempty"` // free-form client name, for logs
+}
+
+// HelloReply accepts a session and tells the client the server's settings.
+type HelloReply struct {
+	Version      uint16        `msgpack:"v"`
+	SessionID    uint64        `msgpack:"s"`
+	Epsilon      time.Duration `msgpack:"e"`  // the server's clock allowance ε
+	DefaultTerm  time.Duration `msgpack:"t"`  // the default lease term
+	MaxKeySize   int           `msgpack:"mk"` // bytes
+	MaxValueSize int           `msgpack:"mv"` // bytes
+	MaxFrameSize int           `msgpack:"mf"` // bytes, type byte and body
+	MaxInflight  int           `msgpack:"mi"` // requests in flight per connection
+}
+
+// Get reads a key. If Revalidate is set and Known is still the key's version,
+// the reply says Unchanged and carries no value.
+type Get struct {
+	ID         uint64 `msgpack:"i"`
+	Key        []byte `msgpack:"k"`
+	Revalidate bool   `msgpack:"r,omitempty"`
+	Known      uint64 `msgpack:"n,omitempty"`
+}
+
+// GetReply answers a Get. Term is how long the client may serve the answer
+// from its cache, counted from when it sent the request; 0 means do not cache.
+type GetReply struct {
+	ID        uint64        `msgpack:"i"`
+	Found     bool          `msgpack:"f,omitempty"`
+	Unchanged bool          `msgpack:"u,omitempty"`
+	Value     []byte        `msgpack:"val,omitempty"`
+	Version   uint64        `msgpack:"ver"`
+	Term      time.Duration `msgpack:"t"`
+}
+
+// WriteOp says what a Write does.
+type WriteOp uint8
+
+// Write operations.
+const (
+	OpPut    WriteOp = 1
+	OpDelete WriteOp = 2
+	OpCAS    WriteOp = 3 // Put if the key's version equals Expect
+)
+
+// Write changes a key. Token, if not 0, is the fencing token of the
+// writer's write lease on the key. Timeout, if not 0, abandons the write if
+// it has not committed that long after the server received it.
+type Write struct {
+	ID      uint64        `msgpack:"i"`
+	Op      WriteOp       `msgpack:"o"`
+	Key     []byte        `msgpack:"k"`
+	Value   []byte        `msgpack:"val,omitempty"`
+	Expect  uint64        `msgpack:"x,omitempty"`
+	Token   uint64        `msgpack:"tok,omitempty"`
+	Timeout time.Duration `msgpack:"to,omitempty"`
+}
+
+// WriteReply reports a committed write. Waited is how long the write waited
+// for holders, and Holders how many it had to invalidate or recall. Term is
+// the writer's fresh read lease on the value it wrote (0: none).
+type WriteReply struct {
+	ID      uint64        `msgpack:"i"`
+	Version uint64        `msgpack:"ver"`
+	Waited  time.Duration `msgpack:"w"`
+	Holders int           `msgpack:"h"`
+	Term    time.Duration `msgpack:"t"`
+}
+
+// Renew extends the session's leases on Keys.
+type Renew struct {
+	ID   uint64   `msgpack:"i"`
+	Keys [][]byte `msgpack:"k"`
+}
+
+// RenewReply gives, for each key of the Renew in order, the new term, or 0
+// if the lease was not renewed (not held, or a write is pending).
+type RenewReply struct {
+	ID    uint64          `msgpack:"i"`
+	Terms []time.Duration `msgpack:"t"`
+}
+
+// Release relinquishes the session's read leases on Keys. Keys the session
+// holds no lease on are ignored. The reply is OK.
+type Release struct {
+	ID   uint64   `msgpack:"i"`
+	Keys [][]byte `msgpack:"k"`
+}
+
+// Acquire asks for the exclusive write lease on Key.
+type Acquire struct {
+	ID      uint64        `msgpack:"i"`
+	Key     []byte        `msgpack:"k"`
+	Timeout time.Duration `msgpack:"to,omitempty"`
+}
+
+// AcquireReply grants a write lease with its fencing token and term, and
+// gives the key's committed value.
+type AcquireReply struct {
+	ID      uint64        `msgpack:"i"`
+	Token   uint64        `msgpack:"tok"`
+	Term    time.Duration `msgpack:"t"`
+	Found   bool          `msgpack:"f,omitempty"`
+	Value   []byte        `msgpack:"val,omitempty"`
+	Version uint64        `msgpack:"ver"`
+}
+
+// ReleaseWrite relinquishes the write lease on Key granted with Token.
+type ReleaseWrite struct {
+	ID    uint64 `msgpack:"i"`
+	Key   []byte `msgpack:"k"`
+	Token uint64 `msgpack:"tok"`
+}
+
+// Cancel asks the server to abandon the waiting request ID. The request
+// still gets its one reply: Error with CodeCanceled if it was abandoned, or
+// its normal reply if it had already committed.
+type Cancel struct {
+	ID uint64 `msgpack:"i"`
+}
+
+// Ack tells the server that the client dropped Keys from its cache after an
+// Invalidate, relinquishing its leases on them.
+type Ack struct {
+	Keys [][]byte `msgpack:"k"`
+}
+
+// Stats asks for the server's counters.
+type Stats struct {
+	ID uint64 `msgpack:"i"`
+}
+
+// StatsReply carries the server's counters.
+type StatsReply struct {
+	ID                   uint64            `msgpack:"i"`
+	Revision             uint64            `msgpack:"rev"`
+	Sessions             int               `msgpack:"s"`
+	Leases               int               `msgpack:"l"`
+	WriteLeases          int               `msgpack:"wl"`
+	WritesWaiting        int               `msgpack:"ww"`
+	InvalidationsSent    uint64            `msgpack:"is"`
+	InvalidationsAcked   uint64            `msgpack:"ia"`
+	InvalidationsExpired uint64            `msgpack:"ie"`
+	Recalls              uint64            `msgpack:"rc"`
+	MessagesIn           map[string]uint64 `msgpack:"mi"`
+	MessagesOut          map[string]uint64 `msgpack:"mo"`
+	Uptime               time.Duration     `msgpack:"up"`
+	DefaultTerm          time.Duration     `msgpack:"t"`
+	Epsilon              time.Duration     `msgpack:"e"`
+	WritesAllowedIn      time.Duration     `msgpack:"wa"` // time left before a restarted server accepts writes
+}
+
+// Goodbye ends a session gracefully: the server frees all of its leases at
+// once. The reply is OK.
+type Goodbye struct {
+	ID uint64 `msgpack:"i"`
+}
+
+// OK is the reply to a request that returns nothing.
+type OK struct {
+	ID uint64 `msgpack:"i"`
+}
+
+// Error is the reply to a request that failed. ID 0 reports an error that
+// concerns the whole session, such as a protocol violation, just before the
+// server closes the connection.
+type Error struct {
+	ID      uint64 `msgpack:"i"`
+	Code    Code   `msgpack:"c"`
+	Message string `msgpack:"m"`
+}
+
+// Invalidate asks the client to drop Keys from its cache and acknowledge.
+type Invalidate struct {
+	Keys [][]byte `msgpack:"k"`
+}
+
+// Recall asks the holder of the write lease on Key, granted with Token, to
+// finish its writes and release it.
+type Recall struct {
+	Key   []byte `msgpack:"k"`
+	Token uint64 `msgpack:"tok"`
+}
+
+func (*Hello) Type() Type        { return TypeHello }
+func (*HelloReply) Type() Type   { return TypeHelloReply }
+func (*Get) Type() Type          { return TypeGet }
+func (*GetReply) Type() Type     { return TypeGetReply }
+func (*Write) Type() Type        { return TypeWrite }
+func (*WriteReply) Type() Type   { return TypeWriteReply }
+func (*Renew) Type() Type        { return TypeRenew }
+func (*RenewReply) Type() Type   { return TypeRenewReply }
+func (*Release) Type() Type      { return TypeRelease }
+func (*Acquire) Type() Type      { return TypeAcquire }
+func (*AcquireReply) Type() Type { return TypeAcquireReply }
+func (*ReleaseWrite) Type() Type { return TypeReleaseWrite }
+func (*Cancel) Type() Type       { return TypeCancel }
+func (*Ack) Type() Type          { return TypeAck }
+func (*Stats) Type() Type        { return TypeStats }
+func (*StatsReply) Type() Type   { return TypeStatsReply }
+func (*Goodbye) Type() Type      { return TypeGoodbye }
+func (*OK) Type() Type           { return TypeOK }
+func (*Error) Type() Type        { return TypeError }
+func (*Invalidate) Type() Type   { return TypeInvalidate }
+func (*Recall) Type() Type       { return TypeRecall }
+
+// New returns a new zero message of type t, or nil if t is not a known type.
+func New(t Type) Message {
+	switch t {
+	case TypeHello:
+		return new(Hello)
+	case TypeHelloReply:
+		return new(HelloReply)
+	case TypeGet:
+		return new(Get)
+	case TypeGetReply:
+		return new(GetReply)
+	case TypeWrite:
+		return new(Write)
+	case TypeWriteReply:
+		return new(WriteReply)
+	case TypeRenew:
+		return new(Renew)
+	case TypeRenewReply:
+		return new(RenewReply)
+	case TypeRelease:
+		return new(Release)
+	case TypeAcquire:
+		return new(Acquire)
+	case TypeAcquireReply:
+		return new(AcquireReply)
+	case TypeReleaseWrite:
+		return new(ReleaseWrite)
+	case TypeCancel:
+		return new(Cancel)
+	case TypeAck:
+		return new(Ack)
+	case TypeStats:
+		return new(Stats)
+	case TypeStatsReply:
+		return new(StatsReply)
+	case TypeGoodbye:
+		return new(Goodbye)
+	case TypeOK:
+		return new(OK)
+	case TypeError:
+		return new(Error)
+	case TypeInvalidate:
+		return new(Invalidate)
+	case TypeRecall:
+		return new(Recall)
+	}
+	return nil
+}
+
+// RequestID returns the request or reply ID that m carries, and false for
+// messages that have none (Hello, HelloReply, Ack, Invalidate, Recall).
+func RequestID(m Message) (uint64, bool) {
+	switch m := m.(type) {
+	case *Get:
+		return m.ID, true
+	case *GetReply:
+		return m.ID, true
+	case *Write:
+		return m.ID, true
+	case *WriteReply:
+		return m.ID, true
+	case *Renew:
+		return m.ID, true
+	case *RenewReply:
+		return m.ID, true
+	case *Release:
+		return m.ID, true
+	case *Acquire:
+		return m.ID, true
+	case *AcquireReply:
+		return m.ID, true
+	case *ReleaseWrite:
+		return m.ID, true
+	case *Cancel:
+		return m.ID, true
+	case *Stats:
+		return m.ID, true
+	case *StatsReply:
+		return m.ID, true
+	case *Goodbye:
+		return m.ID, true
+	case *OK:
+		return m.ID, true
+	case *Error:
+		return m.ID, true
+	}
+	return 0, false
+}

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/protocol"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("leased: server closed")
+
+// Domain errors of the server. They reach clients as codes through
+// errorCodes, the one table that maps errors to codes.
+var (
+	errVersionMismatch   = errors.New("version mismatch")
+	errTooLarge          = errors.New("too large")
+	errInvalidArgument   = errors.New("invalid argument")
+	errResourceExhausted = errors.New("resource exhausted")
+	errProtocol          = errors.New("protocol error")
+	errCanceled          = errors.New("write abandoned before it committed; nothing changed")
+	errClosed            = errors.New("server is shutting down")
+	errInternal          = errors.New("internal error")
+)
+
+// errorCodes maps domain errors to wire codes. Errors not listed are
+// CodeInternal.
+var errorCodes = []struct {
+	err  error
+	code protocol.Code
+}{
+	{errVersionMismatch, protocol.CodeVersionMismatch},
+	{leasetable.ErrFenced, protocol.CodeFenced},
+	{leasetable.ErrNotFound, protocol.CodeNotFound},
+	{leasetable.ErrUnknownSession, protocol.CodeClosed},
+	{errTooLarge, protocol.CodeTooLarge},
+	{protocol.ErrFrameTooLarge, protocol.CodeTooLarge},
+	{errInvalidArgument, protocol.CodeInvalidArgument},
+	{errResourceExhausted, protocol.CodeResourceExhausted},
+	{errProtocol, protocol.CodeProtocol},
+	{protocol.ErrMalformed, protocol.CodeProtocol},
+	{errCanceled, protocol.CodeCanceled},
+	{errClosed, protocol.CodeClosed},
+	{errInternal, protocol.CodeInternal},
+}
+
+// codeOf returns the wire code for err.
+func codeOf(err error) protocol.Code {
+	for _, e := range errorCodes {
+		if errors.Is(err, e.err) {
+			return e.code
+		}
+	}
+	return protocol.CodeInternal
+}
+
+// errorReply builds the Error reply for request id.
+func errorReply(id uint64, err error) *protocol.Error {
+	return &protocol.Error{ID: id, Code: codeOf(err), Message: err.Error()}
+}

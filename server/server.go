@@ -1,0 +1,650 @@
+// Package server is the leased lease server: a QUIC listener, one session
+// per connection, the lease table, and committed data in badger.
+//
+// A Server is made with New, run with Serve, and stopped with Shutdown or
+// Close. All of its methods are safe for concurrent use.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/protocol"
+)
+
+// Defaults of Config.
+const (
+	DefaultDir          = "leased-data"
+	DefaultAddr         = "127.0.0.1:7400"
+	DefaultLeaseTerm    = 10 * time.Second
+	DefaultEpsilon      = 100 * time.Millisecond
+	DefaultMaxValueSize = 1 << 20
+	DefaultMaxInflight  = 4096
+	DefaultMaxSessions  = 10000
+	DefaultIdleTimeout  = 30 * time.Second
+	// MaxKeySize is the largest key, in bytes. Keys are 1 to MaxKeySize bytes.
+	MaxKeySize = 4096
+)
+
+// Config configures a Server. The zero value of every field means its
+// default.
+type Config struct {
+	// Dir is the data folder: the database and, unless TLSConfig is set,
+	// the self-signed TLS files under Dir/tls. Default DefaultDir.
+	Dir string
+	// Addr is the UDP address to listen on. Default DefaultAddr; port 0
+	// picks a free port (see Server.Addr).
+	Addr string
+	// LeaseTerm is the term of read and write leases. Default
+	// DefaultLeaseTerm.
+	LeaseTerm time.Duration
+	// Epsilon is the clock allowance ε: a lease of term t is live on the
+	// server until t+ε after it was granted. Default DefaultEpsilon.
+	Epsilon time.Duration
+	// MaxValueSize is the largest value, in bytes. Default
+	// DefaultMaxValueSize.
+	MaxValueSize int
+	// MaxInflight is how many requests one connection may have waiting for
+	// a reply. Default DefaultMaxInflight.
+	MaxInflight int
+	// MaxSessions is how many sessions the server holds at once. Default
+	// DefaultMaxSessions.
+	MaxSessions int
+	// IdleTimeout closes a connection that has been silent this long.
+	// Clients send keep-alives well within it. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// TLSConfig, if set, is used instead of the self-signed files under Dir.
+	// The server sets MinVersion to TLS 1.3 and NextProtos to protocol.ALPN.
+	TLSConfig *tls.Config
+	// TLSHosts are extra host names or IPs for the self-signed server
+	// certificate, beside localhost, 127.0.0.1 and ::1.
+	TLSHosts []string
+	// Clock reads time for every lease decision. Nil means the system clock.
+	Clock clock.Clock
+	// Logger receives the server's logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Dir == "" {
+		c.Dir = DefaultDir
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.LeaseTerm == 0 {
+		c.LeaseTerm = DefaultLeaseTerm
+	}
+	if c.Epsilon == 0 {
+		c.Epsilon = DefaultEpsilon
+	}
+	if c.MaxValueSize == 0 {
+		c.MaxValueSize = DefaultMaxValueSize
+	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	c.Clock = clock.OrReal(c.Clock)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate checks a Config after withDefaults.
+func (c Config) validate() error {
+	switch {
+	case c.LeaseTerm < 0:
+		return fmt.Errorf("lease term %v is negative", c.LeaseTerm)
+	case c.Epsilon < 0:
+		return fmt.Errorf("epsilon %v is negative", c.Epsilon)
+	case c.MaxValueSize < 0 || c.MaxValueSize > 64<<20:
+		return fmt.Errorf("max value size %d is outside 0..64 MiB", c.MaxValueSize)
+	case c.MaxInflight < 0:
+		return fmt.Errorf("max inflight %d is negative", c.MaxInflight)
+	case c.MaxSessions < 0:
+		return fmt.Errorf("max sessions %d is negative", c.MaxSessions)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("idle timeout %v is negative", c.IdleTimeout)
+	}
+	return nil
+}
+
+func (c Config) maxFrameSize() int { return c.MaxValueSize + MaxKeySize + 1024 }
+
+// Server is a leased server. See the package comment.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	clock   clock.Clock
+	store   *store
+	ln      *quic.Listener
+	udp     net.PacketConn
+	tr      *quic.Transport
+	started time.Time
+
+	mu    sync.Mutex // guards table
+	table *leasetable.Table
+
+	smu      sync.Mutex // guards sessions and closing
+	sessions map[leasetable.SessionID]*session
+	closing  bool
+
+	nextSession atomic.Uint64
+	commits     commitQueue
+	wake        chan struct{} // pokes the timer loop; capacity 1
+
+	msgsIn  [protocol.NumTypes]atomic.Uint64
+	msgsOut [protocol.NumTypes]atomic.Uint64
+
+	stop      chan struct{} // closed by Close and Shutdown
+	stopOnce  sync.Once
+	closeOnce sync.Once
+	closeErr  error
+	serving   sync.WaitGroup // accept loop and sessions
+	loops     sync.WaitGroup // timer and committer
+}
+
+// New opens the data folder, creates or loads TLS, binds the UDP socket and
+// returns a Server ready to Serve.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("leased: config: %w", err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("leased: data folder: %w", err)
+	}
+	tlsConf := cfg.TLSConfig
+	if tlsConf == nil {
+		var err error
+		if tlsConf, err = LoadOrCreateTLS(cfg.Dir, cfg.TLSHosts); err != nil {
+			return nil, fmt.Errorf("leased: tls: %w", err)
+		}
+	} else {
+		tlsConf = tlsConf.Clone()
+	}
+	tlsConf.MinVersion = tls.VersionTLS13
+	tlsConf.NextProtos = []string{protocol.ALPN}
+
+	st, err := openStore(filepath.Join(cfg.Dir, "db"), cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("leased: %w", err)
+	}
+	udpAddr, err := net.ResolveUDPAddr("udp", cfg.Addr)
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("leased: listen address %q: %w", cfg.Addr, err)
+	}
+	udp, err := net.ListenUDP("udp", udpAddr)
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("leased: listen: %w", err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	ln, err := tr.Listen(tlsConf, &quic.Config{
+		MaxIdleTimeout:        cfg.IdleTimeout,
+		MaxIncomingStreams:    4,
+		MaxIncomingUniStreams: -1,
+	})
+	if err != nil {
+		udp.Close()
+		st.close()
+		return nil, fmt.Errorf("leased: listen: %w", err)
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		store:    st,
+		ln:       ln,
+		udp:      udp,
+		tr:       tr,
+		table:    leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon}),
+		sessions: make(map[leasetable.SessionID]*session),
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+	}
+	s.commits.init()
+	s.started = s.clock.Now()
+	if st.restarted {
+		// Read leases are soft state: a lease granted before the restart
+		// may still be live for up to a full term plus ε. Hold writes until
+		// then; reads are served at once.
+		s.table.SetWriteBarrier(s.started.Add(cfg.LeaseTerm + cfg.Epsilon))
+		s.log.Info("restarted: holding writes until leases granted before the restart have expired",
+			"wait", cfg.LeaseTerm+cfg.Epsilon)
+	}
+	s.loops.Add(2)
+	go s.timerLoop()
+	go s.commitLoop()
+	return s, nil
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve accepts connections until ctx ends or the server is closed. It
+// returns ErrServerClosed after Shutdown or Close; when ctx ends, it closes
+// the server and returns ctx's error.
+func (s *Server) Serve(ctx context.Context) error {
+	s.serving.Add(1)
+	defer s.serving.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.stop:
+			cancel()
+		}
+	}()
+	s.log.Info("serving", "addr", s.Addr().String(), "dir", s.cfg.Dir,
+		"lease_term", s.cfg.LeaseTerm, "epsilon", s.cfg.Epsilon)
+	for {
+		conn, err := s.ln.Accept(ctx)
+		if err != nil {
+			select {
+			case <-s.stop:
+				return ErrServerClosed
+			default:
+			}
+			if ctx.Err() != nil {
+				s.Close()
+				return ctx.Err()
+			}
+			if errors.Is(err, quic.ErrServerClosed) {
+				return ErrServerClosed
+			}
+			return fmt.Errorf("leased: accept: %w", err)
+		}
+		if !s.admit(conn) {
+			continue
+		}
+	}
+}
+
+// admit starts a session for conn, or refuses it when the server is full or
+// closing.
+func (s *Server) admit(conn *quic.Conn) bool {
+	s.smu.Lock()
+	if s.closing {
+		s.smu.Unlock()
+		conn.CloseWithError(quic.ApplicationErrorCode(protocol.CodeClosed), "server is shutting down")
+		return false
+	}
+	if len(s.sessions) >= s.cfg.MaxSessions {
+		s.smu.Unlock()
+		sess := newSession(s, conn, 0)
+		s.serving.Add(1)
+		go func() {
+			defer s.serving.Done()
+			sess.refuse(fmt.Errorf("%w: the server holds its maximum of %d sessions", errResourceExhausted, s.cfg.MaxSessions))
+		}()
+		return false
+	}
+	id := leasetable.SessionID(s.nextSession.Add(1))
+	sess := newSession(s, conn, id)
+	s.sessions[id] = sess
+	s.serving.Add(1)
+	s.smu.Unlock()
+	s.mu.Lock()
+	s.table.AddSession(id)
+	s.mu.Unlock()
+	go func() {
+		defer s.serving.Done()
+		sess.run()
+	}()
+	return true
+}
+
+func (s *Server) session(id leasetable.SessionID) *session {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.sessions[id]
+}
+
+// endSession removes a finished session. A session that said goodbye has
+// already relinquished its leases; one that was lost keeps them until they
+// expire, because its client may still trust its cache.
+func (s *Server) endSession(sess *session) {
+	s.smu.Lock()
+	delete(s.sessions, sess.id)
+	s.smu.Unlock()
+	s.mu.Lock()
+	eff := s.table.CloseSession(sess.id, false, s.clock.Now())
+	s.enqueueReady(eff)
+	s.mu.Unlock()
+	s.apply(eff)
+}
+
+// Shutdown stops accepting connections, abandons writes that have not
+// started to commit (their writers are told), lets committing ones finish,
+// tells every session to go, and closes the database. If ctx ends first,
+// it closes at once and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.beginClose()
+	done := make(chan struct{})
+	go func() {
+		s.commits.drain()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+	return s.Close()
+}
+
+// beginClose stops accepting and abandons every waiting op.
+func (s *Server) beginClose() {
+	s.stopOnce.Do(func() {
+		s.smu.Lock()
+		s.closing = true
+		sessions := make([]*session, 0, len(s.sessions))
+		for _, sess := range s.sessions {
+			sessions = append(sessions, sess)
+		}
+		s.smu.Unlock()
+		close(s.stop)
+		s.ln.Close()
+		for _, sess := range sessions {
+			sess.abandonAll()
+		}
+	})
+}
+
+// Close closes the server at once: connections, loops and the database.
+// Writes that were acknowledged are durable; writes still waiting are
+// abandoned. Close waits for the server's goroutines to end.
+func (s *Server) Close() error {
+	s.beginClose()
+	s.closeOnce.Do(func() {
+		s.smu.Lock()
+		for _, sess := range s.sessions {
+			sess.conn.CloseWithError(quic.ApplicationErrorCode(protocol.CodeClosed), "server closed")
+		}
+		s.smu.Unlock()
+		s.serving.Wait()
+		s.commits.close()
+		s.loops.Wait()
+		s.tr.Close()
+		s.udp.Close()
+		s.closeErr = s.store.close()
+	})
+	return s.closeErr
+}
+
+// poke tells the timer loop that the next deadline may have moved.
+func (s *Server) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// timerLoop is the one timer of the lease table: it sleeps until the
+// table's next deadline and ticks it.
+func (s *Server) timerLoop() {
+	defer s.loops.Done()
+	for {
+		s.mu.Lock()
+		next, ok := s.table.NextDeadline()
+		s.mu.Unlock()
+		var timer clock.Timer
+		var fire <-chan time.Time
+		if ok {
+			timer = s.clock.NewTimer(next.Sub(s.clock.Now()))
+			fire = timer.Chan()
+		}
+		select {
+		case <-s.commits.closed:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-s.wake:
+			if timer != nil {
+				timer.Stop()
+			}
+			continue
+		case <-fire:
+		}
+		s.mu.Lock()
+		eff := s.table.Tick(s.clock.Now())
+		s.enqueueReady(eff)
+		s.mu.Unlock()
+		s.apply(eff)
+	}
+}
+
+// enqueueReady hands ready ops to the committer. The caller holds s.mu, so
+// that ops reach the committer in the order the table made them ready.
+func (s *Server) enqueueReady(eff leasetable.Effects) {
+	if len(eff.Ready) > 0 {
+		s.commits.push(eff.Ready...)
+	}
+}
+
+// apply carries out the table's decisions other than ready ops: it sends
+// invalidations and recalls, and tells the writers of abandoned ops. The
+// caller must not hold s.mu.
+func (s *Server) apply(eff leasetable.Effects) {
+	if len(eff.Invalidate) > 0 {
+		// One message per session, with all of its keys.
+		bySession := make(map[leasetable.SessionID][][]byte)
+		for _, n := range eff.Invalidate {
+			bySession[n.Session] = append(bySession[n.Session], []byte(n.Key))
+		}
+		for id, keys := range bySession {
+			if sess := s.session(id); sess != nil {
+				sess.sendNotice(&protocol.Invalidate{Keys: keys})
+			}
+		}
+	}
+	for _, n := range eff.Recall {
+		if sess := s.session(n.Session); sess != nil {
+			sess.sendNotice(&protocol.Recall{Key: []byte(n.Key), Token: n.Token})
+		}
+	}
+	for _, op := range eff.Abandoned {
+		p := op.Data.(*pendingOp)
+		p.sess.finishOp(p, errorReply(p.reqID, errCanceled))
+	}
+	s.poke()
+}
+
+// commitLoop persists ready ops in batches, one fsync per batch, and
+// replies to their writers.
+func (s *Server) commitLoop() {
+	defer s.loops.Done()
+	var muts []*mutation
+	for {
+		batch := s.commits.take(256)
+		if batch == nil {
+			return
+		}
+		muts = muts[:0]
+		for _, op := range batch {
+			p := op.Data.(*pendingOp)
+			muts = append(muts, &p.mut)
+		}
+		s.store.apply(muts)
+		now := s.clock.Now()
+		var effs []leasetable.Effects
+		s.mu.Lock()
+		for _, op := range batch {
+			p := op.Data.(*pendingOp)
+			var eff leasetable.Effects
+			if op.Kind == leasetable.OpAcquire {
+				var token uint64
+				if p.mut.err == nil {
+					token = p.mut.token
+				}
+				eff = s.table.DoneAcquire(op, token, s.cfg.LeaseTerm, now)
+			} else {
+				p.term, eff = s.table.Done(op, p.mut.err == nil, s.cfg.LeaseTerm, now)
+			}
+			s.enqueueReady(eff)
+			effs = append(effs, eff)
+		}
+		s.mu.Unlock()
+		for _, eff := range effs {
+			s.apply(eff)
+		}
+		for _, op := range batch {
+			p := op.Data.(*pendingOp)
+			p.sess.finishOp(p, s.opReply(op, p, now))
+		}
+		s.commits.done(len(batch))
+	}
+}
+
+// opReply builds the reply to a finished op.
+func (s *Server) opReply(op *leasetable.Op, p *pendingOp, now time.Time) protocol.Message {
+	if p.mut.err != nil {
+		return errorReply(p.reqID, p.mut.err)
+	}
+	waited := now.Sub(p.received)
+	if op.Kind == leasetable.OpWrite {
+		return &protocol.WriteReply{ID: p.reqID, Version: p.mut.version, Waited: waited, Holders: op.Holders, Term: p.term}
+	}
+	rec, err := s.store.get(p.mut.key)
+	if err != nil {
+		return errorReply(p.reqID, fmt.Errorf("%w: read after grant: %v", errInternal, err))
+	}
+	return &protocol.AcquireReply{ID: p.reqID, Token: p.mut.token, Term: s.cfg.LeaseTerm,
+		Found: rec.Found, Value: rec.Value, Version: rec.Version}
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() *protocol.StatsReply {
+	now := s.clock.Now()
+	s.mu.Lock()
+	ts := s.table.Stats()
+	s.mu.Unlock()
+	s.smu.Lock()
+	sessions := len(s.sessions)
+	s.smu.Unlock()
+	st := &protocol.StatsReply{
+		Revision:             s.store.revision(),
+		Sessions:             sessions,
+		Leases:               ts.Leases,
+		WriteLeases:          ts.WriteLeases,
+		WritesWaiting:        ts.WritesWaiting,
+		InvalidationsSent:    ts.InvalidationsSent,
+		InvalidationsAcked:   ts.InvalidationsAcked,
+		InvalidationsExpired: ts.InvalidationsExpired,
+		Recalls:              ts.Recalls,
+		MessagesIn:           make(map[string]uint64),
+		MessagesOut:          make(map[string]uint64),
+		Uptime:               now.Sub(s.started),
+		DefaultTerm:          s.cfg.LeaseTerm,
+		Epsilon:              s.cfg.Epsilon,
+	}
+	if s.store.restarted {
+		if left := s.started.Add(s.cfg.LeaseTerm + s.cfg.Epsilon).Sub(now); left > 0 {
+			st.WritesAllowedIn = left
+		}
+	}
+	for t := range protocol.NumTypes {
+		if n := s.msgsIn[t].Load(); n > 0 {
+			st.MessagesIn[protocol.Type(t).String()] = n
+		}
+		if n := s.msgsOut[t].Load(); n > 0 {
+			st.MessagesOut[protocol.Type(t).String()] = n
+		}
+	}
+	return st
+}
+
+// commitQueue is the unbounded FIFO of ready ops between the lease table
+// and the committer. push never blocks, so it may be called with s.mu held.
+type commitQueue struct {
+	mu      sync.Mutex // guards ops, busy and isShut
+	cond    *sync.Cond
+	ops     []*leasetable.Op
+	busy    int // ops taken and not done
+	isShut  bool
+	closed  chan struct{} // closed by close
+	shutOne sync.Once
+}
+
+func (q *commitQueue) init() {
+	q.cond = sync.NewCond(&q.mu)
+	q.closed = make(chan struct{})
+}
+
+func (q *commitQueue) push(ops ...*leasetable.Op) {
+	q.mu.Lock()
+	q.ops = append(q.ops, ops...)
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// take waits for ops and returns up to max of them, or nil once the queue is
+// closed and empty.
+func (q *commitQueue) take(max int) []*leasetable.Op {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.ops) == 0 && !q.isShut {
+		q.cond.Wait()
+	}
+	if len(q.ops) == 0 {
+		return nil
+	}
+	n := min(len(q.ops), max)
+	batch := append([]*leasetable.Op(nil), q.ops[:n]...)
+	q.ops = q.ops[n:]
+	q.busy += n
+	return batch
+}
+
+func (q *commitQueue) done(n int) {
+	q.mu.Lock()
+	q.busy -= n
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// drain waits until no op is queued or being committed.
+func (q *commitQueue) drain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for (len(q.ops) > 0 || q.busy > 0) && !q.isShut {
+		q.cond.Wait()
+	}
+}
+
+// close lets the committer finish what is queued, then stop.
+func (q *commitQueue) close() {
+	q.shutOne.Do(func() {
+		q.mu.Lock()
+		q.isShut = true
+		q.mu.Unlock()
+		q.cond.Broadcast()
+		close(q.closed)
+	})
+}

@@ -1,0 +1,423 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/protocol"
+)
+
+const (
+	// helloTimeout bounds how long a new connection may take to open its
+	// request stream and say hello.
+	helloTimeout = 10 * time.Second
+	// maxQueuedBytes bounds the replies or notices waiting for a slow
+	// client. Past it the client is not reading, and its session is closed:
+	// the server never blocks on it, and its leases simply expire.
+	maxQueuedBytes = 16 << 20
+)
+
+// pendingOp is the server's side of a write or acquisition while the lease
+// table holds it and the committer persists it.
+type pendingOp struct {
+	sess     *session
+	reqID    uint64
+	op       *leasetable.Op
+	mut      mutation
+	received time.Time
+	term     time.Duration // the writer's fresh read lease, set by Done
+}
+
+// session serves one connection. Its reader goroutine handles requests in
+// order; replies and notices go out through two senders, so the reader
+// never blocks on the network.
+type session struct {
+	srv  *Server
+	id   leasetable.SessionID
+	conn *quic.Conn
+
+	replies *sender // on the request stream
+	notices *sender // invalidations and recalls, on their own stream
+
+	mu  sync.Mutex // guards ops
+	ops map[uint64]*pendingOp
+}
+
+func newSession(s *Server, conn *quic.Conn, id leasetable.SessionID) *session {
+	return &session{srv: s, id: id, conn: conn, ops: make(map[uint64]*pendingOp)}
+}
+
+// refuse closes a connection the server cannot take, with err's code.
+func (ss *session) refuse(err error) {
+	ss.srv.log.Warn("refusing connection", "remote", ss.conn.RemoteAddr().String(), "err", err)
+	ss.conn.CloseWithError(quic.ApplicationErrorCode(codeOf(err)), err.Error())
+}
+
+// closeWith closes the connection with err's code.
+func (ss *session) closeWith(err error) {
+	ss.conn.CloseWithError(quic.ApplicationErrorCode(codeOf(err)), err.Error())
+}
+
+// run serves the session until its connection ends.
+func (ss *session) run() {
+	s := ss.srv
+	log := s.log.With("session", uint64(ss.id), "remote", ss.conn.RemoteAddr().String())
+	defer s.endSession(ss)
+
+	ctx, cancel := context.WithTimeout(ss.conn.Context(), helloTimeout)
+	stream, err := ss.conn.AcceptStream(ctx)
+	cancel()
+	if err != nil {
+		ss.closeWith(fmt.Errorf("%w: no request stream: %v", errProtocol, err))
+		return
+	}
+	fr := protocol.NewFrameReader(stream, s.cfg.maxFrameSize())
+	ss.replies = newSender(stream, &s.msgsOut, func() {
+		ss.closeWith(fmt.Errorf("%w: client is not reading its replies", errResourceExhausted))
+	})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ss.replies.close()
+	wg.Add(1)
+	go func() { defer wg.Done(); ss.replies.run() }()
+
+	// The hello names the protocol version. Nothing else may come first.
+	stream.SetReadDeadline(time.Now().Add(helloTimeout))
+	m, err := ss.read(fr)
+	if err != nil {
+		ss.closeWith(fmt.Errorf("%w: reading hello: %v", errProtocol, err))
+		return
+	}
+	hello, ok := m.(*protocol.Hello)
+	switch {
+	case !ok:
+		id, _ := protocol.RequestID(m)
+		ss.replies.send(errorReply(id, fmt.Errorf("%w: the first message must be hello, not %s", errProtocol, m.Type())))
+		ss.replies.flush()
+		ss.closeWith(fmt.Errorf("%w: request before hello", errProtocol))
+		return
+	case hello.Version != protocol.Version:
+		err := fmt.Errorf("%w: protocol version %d is not supported; this server speaks %d", errProtocol, hello.Version, protocol.Version)
+		ss.replies.send(errorReply(0, err))
+		ss.replies.flush()
+		ss.closeWith(err)
+		return
+	}
+	stream.SetReadDeadline(time.Time{})
+	ctx, cancel = context.WithTimeout(ss.conn.Context(), helloTimeout)
+	uni, err := ss.conn.OpenUniStreamSync(ctx)
+	cancel()
+	if err != nil {
+		ss.closeWith(fmt.Errorf("%w: opening the notice stream: %v", errResourceExhausted, err))
+		return
+	}
+	ss.notices = newSender(uni, &s.msgsOut, func() {
+		ss.closeWith(fmt.Errorf("%w: client is not reading its invalidations", errResourceExhausted))
+	})
+	defer ss.notices.close()
+	wg.Add(1)
+	go func() { defer wg.Done(); ss.notices.run() }()
+	ss.replies.send(&protocol.HelloReply{
+		Version:      protocol.Version,
+		SessionID:    uint64(ss.id),
+		Epsilon:      s.cfg.Epsilon,
+		DefaultTerm:  s.cfg.LeaseTerm,
+		MaxKeySize:   MaxKeySize,
+		MaxValueSize: s.cfg.MaxValueSize,
+		MaxFrameSize: s.cfg.maxFrameSize(),
+		MaxInflight:  s.cfg.MaxInflight,
+	})
+	log.Debug("session opened", "client", hello.Client)
+
+	for {
+		m, err := ss.read(fr)
+		switch {
+		case err == nil:
+			if !ss.handle(m) {
+				return
+			}
+		case errors.Is(err, protocol.ErrMalformed):
+			// The frame was read whole, so the stream is still in step:
+			// report and go on.
+			ss.replies.send(errorReply(0, err))
+		case errors.Is(err, protocol.ErrFrameTooLarge):
+			ss.replies.send(errorReply(0, err))
+			ss.replies.flush()
+			ss.closeWith(err)
+			return
+		default:
+			if !errors.Is(err, io.EOF) && ss.conn.Context().Err() == nil {
+				log.Debug("session read failed", "err", err)
+			}
+			ss.closeWith(fmt.Errorf("%w: request stream ended", errClosed))
+			return
+		}
+	}
+}
+
+// read reads and decodes one message, counting it.
+func (ss *session) read(fr *protocol.FrameReader) (protocol.Message, error) {
+	t, body, err := fr.ReadFrame()
+	if err != nil {
+		return nil, err
+	}
+	if t.Valid() {
+		ss.srv.msgsIn[t].Add(1)
+	}
+	return protocol.Decode(t, body)
+}
+
+// handle serves one request. It returns false when the session must end.
+func (ss *session) handle(m protocol.Message) bool {
+	s := ss.srv
+	switch m := m.(type) {
+	case *protocol.Get:
+		ss.replies.send(ss.get(m))
+	case *protocol.Write:
+		if err := ss.submitWrite(m); err != nil {
+			ss.replies.send(errorReply(m.ID, err))
+		}
+	case *protocol.Acquire:
+		if err := ss.submitAcquire(m); err != nil {
+			ss.replies.send(errorReply(m.ID, err))
+		}
+	case *protocol.Renew:
+		keys, err := keyStrings(m.Keys)
+		if err != nil {
+			ss.replies.send(errorReply(m.ID, err))
+			break
+		}
+		now := s.clock.Now()
+		s.mu.Lock()
+		terms := s.table.Renew(ss.id, keys, s.cfg.LeaseTerm, now)
+		s.mu.Unlock()
+		s.poke()
+		ss.replies.send(&protocol.RenewReply{ID: m.ID, Terms: terms})
+	case *protocol.Release:
+		if err := ss.relinquish(m.Keys); err != nil {
+			ss.replies.send(errorReply(m.ID, err))
+			break
+		}
+		ss.replies.send(&protocol.OK{ID: m.ID})
+	case *protocol.Ack:
+		if err := ss.relinquish(m.Keys); err != nil {
+			ss.replies.send(errorReply(0, err))
+		}
+	case *protocol.ReleaseWrite:
+		s.mu.Lock()
+		eff, err := s.table.ReleaseWriteLease(ss.id, string(m.Key), m.Token, s.clock.Now())
+		s.enqueueReady(eff)
+		s.mu.Unlock()
+		s.apply(eff)
+		if err != nil {
+			ss.replies.send(errorReply(m.ID, fmt.Errorf("release write lease on %q with token %d: %w", m.Key, m.Token, err)))
+			break
+		}
+		ss.replies.send(&protocol.OK{ID: m.ID})
+	case *protocol.Cancel:
+		ss.cancel(m.ID, errCanceled)
+	case *protocol.Stats:
+		st := s.Stats()
+		st.ID = m.ID
+		ss.replies.send(st)
+	case *protocol.Goodbye:
+		s.mu.Lock()
+		eff := s.table.CloseSession(ss.id, true, s.clock.Now())
+		s.enqueueReady(eff)
+		s.mu.Unlock()
+		s.apply(eff)
+		ss.replies.send(&protocol.OK{ID: m.ID})
+		ss.replies.flush()
+		return false
+	default:
+		id, _ := protocol.RequestID(m)
+		ss.replies.send(errorReply(id, fmt.Errorf("%w: %s is not a request", errProtocol, m.Type())))
+	}
+	return true
+}
+
+func (ss *session) checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return fmt.Errorf("%w: empty key", errInvalidArgument)
+	case len(key) > MaxKeySize:
+		return fmt.Errorf("%w: key of %d bytes, limit %d", errTooLarge, len(key), MaxKeySize)
+	}
+	return nil
+}
+
+func keyStrings(keys [][]byte) ([]string, error) {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		if len(k) == 0 || len(k) > MaxKeySize {
+			return nil, fmt.Errorf("%w: key %d of the batch has %d bytes, want 1 to %d", errInvalidArgument, i, len(k), MaxKeySize)
+		}
+		out[i] = string(k)
+	}
+	return out, nil
+}
+
+func (ss *session) relinquish(keys [][]byte) error {
+	s := ss.srv
+	ks, err := keyStrings(keys)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	eff := s.table.Relinquish(ss.id, ks, s.clock.Now())
+	s.enqueueReady(eff)
+	s.mu.Unlock()
+	s.apply(eff)
+	return nil
+}
+
+// get answers a read. The lease is recorded before the value is read, so a
+// write that commits in between must invalidate it.
+func (ss *session) get(m *protocol.Get) protocol.Message {
+	s := ss.srv
+	if err := ss.checkKey(m.Key); err != nil {
+		return errorReply(m.ID, err)
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	term := s.table.Grant(ss.id, string(m.Key), s.cfg.LeaseTerm, now)
+	s.mu.Unlock()
+	if term > 0 {
+		s.poke()
+	}
+	rec, err := s.store.get(m.Key)
+	if err != nil {
+		return errorReply(m.ID, fmt.Errorf("%w: read %q: %v", errInternal, m.Key, err))
+	}
+	if m.Revalidate && term > 0 && rec.Version == m.Known {
+		return &protocol.GetReply{ID: m.ID, Unchanged: true, Found: rec.Found, Version: rec.Version, Term: term}
+	}
+	return &protocol.GetReply{ID: m.ID, Found: rec.Found, Value: rec.Value, Version: rec.Version, Term: term}
+}
+
+func (ss *session) submitWrite(m *protocol.Write) error {
+	s := ss.srv
+	if err := ss.checkKey(m.Key); err != nil {
+		return err
+	}
+	switch {
+	case m.Op != protocol.OpPut && m.Op != protocol.OpDelete && m.Op != protocol.OpCAS:
+		return fmt.Errorf("%w: unknown write op %d", errInvalidArgument, m.Op)
+	case len(m.Value) > s.cfg.MaxValueSize:
+		return fmt.Errorf("%w: value of %d bytes, limit %d", errTooLarge, len(m.Value), s.cfg.MaxValueSize)
+	case m.Op == protocol.OpDelete && len(m.Value) > 0:
+		return fmt.Errorf("%w: a delete carries no value", errInvalidArgument)
+	case m.Timeout < 0:
+		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
+	}
+	return ss.submit(m.ID, leasetable.OpWrite, m.Token, m.Timeout, mutation{op: m.Op, key: m.Key, value: m.Value, expect: m.Expect})
+}
+
+func (ss *session) submitAcquire(m *protocol.Acquire) error {
+	if err := ss.checkKey(m.Key); err != nil {
+		return err
+	}
+	if m.Timeout < 0 {
+		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
+	}
+	return ss.submit(m.ID, leasetable.OpAcquire, 0, m.Timeout, mutation{key: m.Key})
+}
+
+// submit hands an op to the lease table. Its reply comes later, from the
+// committer or from abandonment.
+func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeout time.Duration, mut mutation) error {
+	s := ss.srv
+	now := s.clock.Now()
+	p := &pendingOp{sess: ss, reqID: id, mut: mut, received: now}
+	p.op = &leasetable.Op{Kind: kind, Session: ss.id, Key: string(mut.key), Token: token, Data: p}
+	if timeout > 0 {
+		p.op.Deadline = now.Add(timeout)
+	}
+	ss.mu.Lock()
+	switch {
+	case ss.ops[id] != nil:
+		ss.mu.Unlock()
+		return fmt.Errorf("%w: request id %d is already in flight", errProtocol, id)
+	case len(ss.ops) >= s.cfg.MaxInflight:
+		ss.mu.Unlock()
+		return fmt.Errorf("%w: %d requests in flight, limit %d", errResourceExhausted, len(ss.ops), s.cfg.MaxInflight)
+	}
+	ss.ops[id] = p
+	ss.mu.Unlock()
+
+	s.mu.Lock()
+	eff, err := s.table.Submit(p.op, now)
+	s.enqueueReady(eff)
+	s.mu.Unlock()
+	if err != nil {
+		ss.mu.Lock()
+		delete(ss.ops, id)
+		ss.mu.Unlock()
+		if errors.Is(err, leasetable.ErrFenced) {
+			err = fmt.Errorf("write to %q with token %d: %w", mut.key, token, err)
+		}
+		return err
+	}
+	s.apply(eff)
+	return nil
+}
+
+// cancel abandons the op of request id if it has not started to commit.
+func (ss *session) cancel(id uint64, why error) {
+	s := ss.srv
+	ss.mu.Lock()
+	p := ss.ops[id]
+	ss.mu.Unlock()
+	if p == nil {
+		return
+	}
+	s.mu.Lock()
+	ok, eff := s.table.Abandon(p.op, s.clock.Now())
+	s.enqueueReady(eff)
+	s.mu.Unlock()
+	if ok {
+		ss.finishOp(p, errorReply(id, why))
+	}
+	s.apply(eff)
+}
+
+// abandonAll abandons every op of the session that has not started to
+// commit. The server calls it when it shuts down.
+func (ss *session) abandonAll() {
+	ss.mu.Lock()
+	ids := make([]uint64, 0, len(ss.ops))
+	for id := range ss.ops {
+		ids = append(ids, id)
+	}
+	ss.mu.Unlock()
+	for _, id := range ids {
+		ss.cancel(id, fmt.Errorf("%w: the server is shutting down", errCanceled))
+	}
+}
+
+// finishOp sends the one reply of an op and forgets it.
+func (ss *session) finishOp(p *pendingOp, reply protocol.Message) {
+	ss.mu.Lock()
+	_, ok := ss.ops[p.reqID]
+	if ok && ss.ops[p.reqID] == p {
+		delete(ss.ops, p.reqID)
+	}
+	ss.mu.Unlock()
+	if ok && ss.replies != nil {
+		ss.replies.send(reply)
+	}
+}
+
+// sendNotice queues an invalidation or recall.
+func (ss *session) sendNotice(m protocol.Message) {
+	if ss.notices != nil {
+		ss.notices.send(m)
+	}
+}

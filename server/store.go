@@ -1,0 +1,256 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/leased/leased/protocol"
+)
+
+// Keys of the badger database. Data keys are prefixed so that metadata can
+// never collide with a user key.
+var (
+	dataPrefix  = []byte("d/")
+	metaRev     = []byte("m/rev")
+	metaFence   = []byte("m/fence")
+	metaStarted = []byte("m/started")
+)
+
+// record is the committed state of one key. A missing key has Version 0, or
+// the revision of its deletion.
+type record struct {
+	Value   []byte
+	Version uint64
+	Found   bool
+}
+
+// mutation is one write or token grant handed to the store by the
+// committer.
+type mutation struct {
+	op     protocol.WriteOp // 0: issue a fencing token
+	key    []byte
+	value  []byte
+	expect uint64
+
+	// results
+	version uint64 // the committed version, or the current one on a mismatch
+	token   uint64 // the fencing token issued
+	err     error
+}
+
+// store keeps committed values, the revision counter and the fencing token
+// counter in badger, with synchronous writes.
+type store struct {
+	db *badger.DB
+
+	mu    sync.Mutex // guards rev and fence, and serializes commits
+	rev   uint64
+	fence uint64
+
+	restarted bool // the folder held a database before this open
+}
+
+func openStore(dir string, logger *slog.Logger) (*store, error) {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithLogger(badgerLogger{logger}).
+		WithLoggingLevel(badger.WARNING).
+		WithMetricsEnabled(false).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(16 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20)
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open database in %s: %w", dir, err)
+	}
+	s := &store{db: db}
+	err = db.Update(func(txn *badger.Txn) error {
+		var err error
+		if s.rev, err = getUint(txn, metaRev); err != nil {
+			return err
+		}
+		if s.fence, err = getUint(txn, metaFence); err != nil {
+			return err
+		}
+		switch _, err := txn.Get(metaStarted); {
+		case err == nil:
+			s.restarted = true
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return err
+		}
+		return txn.Set(metaStarted, []byte{1})
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("read database metadata in %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+func (s *store) close() error { return s.db.Close() }
+
+func (s *store) revision() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+func getUint(txn *badger.Txn, key []byte) (uint64, error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	err = item.Value(func(b []byte) error {
+		if len(b) != 8 {
+			return fmt.Errorf("metadata %s: %d bytes, want 8", key, len(b))
+		}
+		v = binary.BigEndian.Uint64(b)
+		return nil
+	})
+	return v, err
+}
+
+func putUint(txn *badger.Txn, key []byte, v uint64) error {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return txn.Set(key, b[:])
+}
+
+func dataKey(key []byte) []byte {
+	k := make([]byte, 0, len(dataPrefix)+len(key))
+	return append(append(k, dataPrefix...), key...)
+}
+
+// encodeRecord lays a record out as an 8-byte version, a flag byte (1:
+// found) and the value.
+func encodeRecord(r record) []byte {
+	b := make([]byte, 9+len(r.Value))
+	binary.BigEndian.PutUint64(b, r.Version)
+	if r.Found {
+		b[8] = 1
+	}
+	copy(b[9:], r.Value)
+	return b
+}
+
+func decodeRecord(b []byte) (record, error) {
+	if len(b) < 9 || b[8] > 1 {
+		return record{}, fmt.Errorf("corrupt record of %d bytes", len(b))
+	}
+	r := record{Version: binary.BigEndian.Uint64(b), Found: b[8] == 1}
+	if r.Found {
+		r.Value = append([]byte{}, b[9:]...)
+	}
+	return r, nil
+}
+
+func readRecord(txn *badger.Txn, dk []byte) (record, error) {
+	item, err := txn.Get(dk)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return record{}, nil
+	}
+	if err != nil {
+		return record{}, err
+	}
+	var r record
+	err = item.Value(func(b []byte) error {
+		r, err = decodeRecord(b)
+		return err
+	})
+	return r, err
+}
+
+// get returns the committed record of key.
+func (s *store) get(key []byte) (record, error) {
+	var r record
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		r, err = readRecord(txn, dataKey(key))
+		return err
+	})
+	return r, err
+}
+
+// apply commits a batch of mutations in one transaction with one fsync, in
+// order, and fills in their results. A CompareAndSwap whose expectation
+// fails gets errVersionMismatch and changes nothing. If the transaction
+// fails, every mutation gets the error and nothing changes.
+func (s *store) apply(batch []*mutation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev, fence := s.rev, s.fence
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	err := func() error {
+		for _, m := range batch {
+			m.err, m.version, m.token = nil, 0, 0
+			if m.op == 0 {
+				fence++
+				m.token = fence
+				continue
+			}
+			dk := dataKey(m.key)
+			cur, err := readRecord(txn, dk)
+			if err != nil {
+				return err
+			}
+			if m.op == protocol.OpCAS && cur.Version != m.expect {
+				m.version = cur.Version
+				m.err = fmt.Errorf("%w: key is at version %d, not %d", errVersionMismatch, cur.Version, m.expect)
+				continue
+			}
+			rev++
+			m.version = rev
+			r := record{Version: rev, Found: m.op != protocol.OpDelete, Value: m.value}
+			if err := txn.Set(dk, encodeRecord(r)); err != nil {
+				return err
+			}
+		}
+		if rev != s.rev {
+			if err := putUint(txn, metaRev, rev); err != nil {
+				return err
+			}
+		}
+		if fence != s.fence {
+			if err := putUint(txn, metaFence, fence); err != nil {
+				return err
+			}
+		}
+		return txn.Commit()
+	}()
+	if err != nil {
+		err = fmt.Errorf("%w: storage: %v", errInternal, err)
+		for _, m := range batch {
+			m.err, m.version, m.token = err, 0, 0
+		}
+		return
+	}
+	s.rev, s.fence = rev, fence
+}
+
+// badgerLogger sends badger's log lines to slog.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (b badgerLogger) Infof(f string, a ...any) {
+	b.l.Info(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (b badgerLogger) Debugf(f string, a ...any) {
+	b.l.Debug(fmt.Sprintf(f, a...), "component", "badger")
+}
