@@ -1,0 +1,658 @@
+// Package client is the leased client library. A Client keeps a local cache
+// of values, each covered by a read lease from the server: while the lease
+// lasts, Get answers from memory without a network round trip. The server
+// invalidates cached entries before it commits a write, so reads stay
+// linearizable as long as clocks drift by less than the server's ε.
+//
+// A Client is safe for concurrent use by many goroutines.
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leased/leased/cache"
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/protocol"
+)
+
+// Defaults of Config.
+const (
+	DefaultIdleTimeout   = 30 * time.Second
+	DefaultRenewFraction = 2.0 / 3.0
+	DefaultMaxReconnect  = 5 * time.Second
+	maxKeySize           = 4096
+)
+
+// Config configures a Client. The zero value of every field means its
+// default.
+type Config struct {
+	// CAFile is a PEM file of the CA that signed the server's certificate,
+	// such as the server's <data>/tls/ca.pem. Empty means the system's
+	// roots, unless TLSConfig is set. Certificates are always verified.
+	CAFile string
+	// TLSConfig, if set, is used instead of CAFile. The client sets
+	// MinVersion to TLS 1.3 and NextProtos to protocol.ALPN, and ServerName
+	// to the address's host if it is empty.
+	TLSConfig *tls.Config
+	// Name names the client in the server's logs.
+	Name string
+	// CacheEntries and CacheBytes bound the local cache. Defaults: those of
+	// package cache (100,000 entries, 64 MiB).
+	CacheEntries int
+	CacheBytes   int64
+	// RenewFraction is the fraction of a term after which a lease on an
+	// entry read during that term is renewed. Default 2/3.
+	RenewFraction float64
+	// IdleTimeout closes the connection after this long without traffic;
+	// the client sends keep-alives at a third of it. Default 30 s.
+	IdleTimeout time.Duration
+	// MaxReconnectDelay caps the backoff between reconnection attempts.
+	// Default 5 s.
+	MaxReconnectDelay time.Duration
+	// OnEvent, if set, is called with connection and lease events, one at a
+	// time, from a goroutine of the client. It should return quickly.
+	OnEvent func(Event)
+	// Clock reads time for every lease decision. Nil means the system clock.
+	Clock clock.Clock
+	// Logger receives the client's logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.RenewFraction <= 0 || c.RenewFraction >= 1 {
+		c.RenewFraction = DefaultRenewFraction
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxReconnectDelay <= 0 {
+		c.MaxReconnectDelay = DefaultMaxReconnect
+	}
+	c.Clock = clock.OrReal(c.Clock)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// EventKind says what happened.
+type EventKind int
+
+// Events, after Chubby's jeopardy, safe and expired.
+const (
+	// EventDisconnected: the connection to the server was lost. Cached
+	// entries are still served until their leases run out.
+	EventDisconnected EventKind = iota + 1
+	// EventReconnected: a new session is open.
+	EventReconnected
+	// EventLeasesExpired: the leases of Keys ran out; reads of them go to
+	// the server again, or fail with ErrUnavailable while disconnected.
+	EventLeasesExpired
+	// EventWriteLeaseLost: the write lease on Keys[0] was recalled by the
+	// server or expired.
+	EventWriteLeaseLost
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventDisconnected:
+		return "disconnected"
+	case EventReconnected:
+		return "reconnected"
+	case EventLeasesExpired:
+		return "leases expired"
+	case EventWriteLeaseLost:
+		return "write lease lost"
+	}
+	return "unknown"
+}
+
+// Event is a connection or lease event.
+type Event struct {
+	Kind EventKind
+	Keys []string // EventLeasesExpired, EventWriteLeaseLost
+	Err  error    // EventDisconnected: why
+}
+
+// Item is the answer to a Get.
+type Item struct {
+	// Value is the key's value. It is shared with the cache: do not modify
+	// it.
+	Value []byte
+	// Found is false if the key does not exist.
+	Found bool
+	// Version is the revision of the key's last change (0 if it never
+	// existed).
+	Version uint64
+	// Cached is true if the answer came from the local cache, under a
+	// valid lease, without a network round trip.
+	Cached bool
+	// Stale is true if GetStale served an entry whose lease had run out.
+	Stale bool
+}
+
+// Stats are the server's counters, as returned by ServerStats.
+type Stats = protocol.StatsReply
+
+// Session describes the client's current session.
+type Session struct {
+	ID           uint64
+	Epsilon      time.Duration
+	DefaultTerm  time.Duration
+	MaxValueSize int
+}
+
+// fetch tracks reads and writes of one key in flight. An invalidation of
+// the key that arrives meanwhile poisons them: their answer is returned to
+// the caller but not cached, because the invalidation may concern the very
+// lease the answer carries.
+type fetch struct {
+	n        int
+	poisoned bool
+}
+
+// Client is a connection to a leased server with a local lease cache. See
+// the package comment.
+type Client struct {
+	cfg     Config
+	addr    string
+	tlsConf *tls.Config
+	clock   clock.Clock
+	log     *slog.Logger
+	cache   *cache.Cache
+
+	cur atomic.Pointer[conn] // nil while disconnected
+
+	imu     sync.Mutex // guards fetches and closed, and orders cache fills against invalidations
+	fetches map[string]*fetch
+	closed  bool
+
+	wmu     sync.Mutex // guards wleases
+	wleases map[string]*WriteLease
+
+	rmu       sync.Mutex // guards toRelease
+	toRelease []string
+
+	events chan Event
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Dial connects to the server at addr ("host:port") and opens a session.
+func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: address %q: %v", ErrInvalidArgument, addr, err)
+	}
+	tlsConf, err := defaultTLS(cfg, host)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg:     cfg,
+		addr:    addr,
+		tlsConf: tlsConf,
+		clock:   cfg.Clock,
+		log:     cfg.Logger,
+		cache:   cache.New(cache.Config{MaxEntries: cfg.CacheEntries, MaxBytes: cfg.CacheBytes}),
+		fetches: make(map[string]*fetch),
+		wleases: make(map[string]*WriteLease),
+		events:  make(chan Event, 256),
+	}
+	cn, err := dial(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	c.cur.Store(cn)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(3)
+	go c.supervise(cn)
+	go c.maintain()
+	go c.deliverEvents()
+	return c, nil
+}
+
+func loadCAFile(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: CA file: %v", ErrInvalidArgument, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: CA file %s holds no PEM certificate", ErrInvalidArgument, path)
+	}
+	return pool, nil
+}
+
+// Session returns the current session, and false while disconnected.
+func (c *Client) Session() (Session, bool) {
+	cn := c.cur.Load()
+	if cn == nil {
+		return Session{}, false
+	}
+	h := cn.hello
+	return Session{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize}, true
+}
+
+// conn returns the current connection, or an error saying why there is
+// none.
+func (c *Client) conn() (*conn, error) {
+	if cn := c.cur.Load(); cn != nil {
+		return cn, nil
+	}
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	return nil, fmt.Errorf("%w: not connected to %s", ErrUnavailable, c.addr)
+}
+
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
+	case len(key) > maxKeySize:
+		return fmt.Errorf("%w: key of %d bytes, limit %d", ErrTooLarge, len(key), maxKeySize)
+	}
+	return nil
+}
+
+// Get returns the value of key. If the client holds a valid lease on it,
+// the answer comes from the local cache with no network round trip
+// (Item.Cached). Otherwise it asks the server, and caches the answer under
+// the lease that comes with it. While disconnected, keys without a valid
+// lease fail with ErrUnavailable.
+func (c *Client) Get(ctx context.Context, key string) (Item, error) {
+	if e, ok := c.cache.Get(key, c.clock.Now()); ok {
+		return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}, nil
+	}
+	return c.fetch(ctx, key)
+}
+
+// GetStale is Get, except that when the server cannot be reached it serves
+// an entry whose lease has run out, marked Stale, rather than failing. The
+// value may be out of date.
+func (c *Client) GetStale(ctx context.Context, key string) (Item, error) {
+	it, err := c.Get(ctx, key)
+	if err != nil && errors.Is(err, ErrUnavailable) {
+		if e, _, ok := c.cache.Peek(key); ok {
+			return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true, Stale: true}, nil
+		}
+	}
+	return it, err
+}
+
+func (c *Client) beginFetch(key string) *fetch {
+	f := c.fetches[key]
+	if f == nil {
+		f = &fetch{}
+		c.fetches[key] = f
+	}
+	f.n++
+	return f
+}
+
+// endFetch must be called with c.imu held.
+func (c *Client) endFetch(key string, f *fetch) {
+	f.n--
+	if f.n == 0 {
+		delete(c.fetches, key)
+	}
+}
+
+// fill caches an answer under its lease unless an invalidation poisoned
+// the fetch, and ends the fetch.
+func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found bool, deadline time.Time, term time.Duration) {
+	var evicted []string
+	c.imu.Lock()
+	if term > 0 && !f.poisoned && !c.closed {
+		_, evicted = c.cache.Put(key, value, version, found, deadline)
+	}
+	c.endFetch(key, f)
+	c.imu.Unlock()
+	c.relinquish(evicted)
+}
+
+func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
+	if err := checkKey(key); err != nil {
+		return Item{}, err
+	}
+	cn, err := c.conn()
+	if err != nil {
+		return Item{}, err
+	}
+	req := &protocol.Get{Key: []byte(key)}
+	old, _, have := c.cache.Peek(key)
+	if have {
+		req.Revalidate, req.Known = true, old.Version
+	}
+	c.imu.Lock()
+	f := c.beginFetch(key)
+	c.imu.Unlock()
+	sent := c.clock.Now()
+	m, err := cn.call(ctx, req)
+	if err != nil {
+		c.fill(key, f, nil, 0, false, sent, 0)
+		return Item{}, err
+	}
+	r, ok := m.(*protocol.GetReply)
+	if !ok || (r.Unchanged && (!have || old.Version != r.Version)) {
+		c.fill(key, f, nil, 0, false, sent, 0)
+		if ok {
+			return Item{}, fmt.Errorf("%w: unchanged answer for version %d the client does not hold", ErrProtocol, r.Version)
+		}
+		return Item{}, unexpected(m)
+	}
+	value := r.Value
+	if r.Unchanged {
+		value = old.Value
+	}
+	c.fill(key, f, value, r.Version, r.Found, sent.Add(r.Term), r.Term)
+	return Item{Value: value, Found: r.Found, Version: r.Version}, nil
+}
+
+// Put sets key to value and returns the version it committed. It returns
+// after every other holder of a lease on key has dropped it or its lease
+// has run out.
+func (c *Client) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	return c.write(ctx, protocol.OpPut, key, value, 0, 0)
+}
+
+// Delete removes key and returns the version of the deletion.
+func (c *Client) Delete(ctx context.Context, key string) (uint64, error) {
+	return c.write(ctx, protocol.OpDelete, key, nil, 0, 0)
+}
+
+// CompareAndSwap sets key to value if its version is still oldVersion (0:
+// the key does not exist), and returns the new version. Otherwise it
+// returns ErrVersionMismatch and changes nothing.
+func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint64, value []byte) (uint64, error) {
+	return c.write(ctx, protocol.OpCAS, key, value, oldVersion, 0)
+}
+
+// write performs a write. The client's own cached entry is dropped before
+// the request is sent, so that no goroutine of this client reads the old
+// value after another client could have read the new one; the committed
+// value is cached afterwards under the fresh lease the reply carries.
+// If ctx ends before the write commits, the write is abandoned and the
+// error wraps ErrCanceled; if the server cannot say, the error wraps
+// ErrUnavailable and the outcome is unknown.
+func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, value []byte, expect, token uint64) (uint64, error) {
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
+	cn, err := c.conn()
+	if err != nil {
+		return 0, err
+	}
+	if max := cn.hello.MaxValueSize; max > 0 && len(value) > max {
+		return 0, fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), max)
+	}
+	value = append([]byte(nil), value...)
+	req := &protocol.Write{Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token}
+	if dl, ok := ctx.Deadline(); ok {
+		if req.Timeout = time.Until(dl); req.Timeout <= 0 {
+			return 0, fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
+		}
+	}
+	c.imu.Lock()
+	f := c.beginFetch(key)
+	c.cache.Remove(key)
+	c.imu.Unlock()
+	sent := c.clock.Now()
+	m, err := cn.callWrite(ctx, req)
+	if err != nil {
+		c.fill(key, f, nil, 0, false, sent, 0)
+		return 0, err
+	}
+	r, ok := m.(*protocol.WriteReply)
+	if !ok {
+		c.fill(key, f, nil, 0, false, sent, 0)
+		return 0, unexpected(m)
+	}
+	c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term)
+	return r.Version, nil
+}
+
+// invalidate drops keys from the cache before the client acknowledges, and
+// poisons reads of them in flight. The notice reader calls it.
+func (c *Client) invalidate(keys [][]byte) {
+	c.imu.Lock()
+	for _, k := range keys {
+		if f := c.fetches[string(k)]; f != nil {
+			f.poisoned = true
+		}
+		c.cache.Remove(string(k))
+	}
+	c.imu.Unlock()
+}
+
+// relinquish queues keys whose leases the client gives up, for the next
+// batched release.
+func (c *Client) relinquish(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	c.rmu.Lock()
+	c.toRelease = append(c.toRelease, keys...)
+	c.rmu.Unlock()
+}
+
+// ServerStats returns the server's counters.
+func (c *Client) ServerStats(ctx context.Context) (*Stats, error) {
+	cn, err := c.conn()
+	if err != nil {
+		return nil, err
+	}
+	m, err := cn.call(ctx, &protocol.Stats{})
+	if err != nil {
+		return nil, err
+	}
+	st, ok := m.(*protocol.StatsReply)
+	if !ok {
+		return nil, unexpected(m)
+	}
+	return st, nil
+}
+
+// Close drops the cache, relinquishes every lease of the session, and
+// closes the connection. It waits for the client's goroutines to end.
+func (c *Client) Close() error {
+	c.imu.Lock()
+	if c.closed {
+		c.imu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.cache.Clear()
+	c.imu.Unlock()
+	c.cancel()
+	if cn := c.cur.Swap(nil); cn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cn.call(ctx, &protocol.Goodbye{})
+		cancel()
+		cn.close()
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// emit queues an event for OnEvent. If the application falls far behind,
+// events are dropped and logged rather than blocking the client.
+func (c *Client) emit(ev Event) {
+	if c.cfg.OnEvent == nil {
+		return
+	}
+	select {
+	case c.events <- ev:
+	default:
+		c.log.Warn("event dropped: OnEvent is too slow", "event", ev.Kind.String())
+	}
+}
+
+func (c *Client) deliverEvents() {
+	defer c.wg.Done()
+	for {
+		select {
+		case ev := <-c.events:
+			c.cfg.OnEvent(ev)
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// supervise watches the connection and reconnects, with backoff, when it
+// is lost. Cached entries keep being served until their leases run out.
+func (c *Client) supervise(cn *conn) {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-cn.done:
+		}
+		if !c.cur.CompareAndSwap(cn, nil) {
+			return // closed
+		}
+		c.log.Warn("connection lost", "addr", c.addr, "err", cn.err)
+		go cn.close()
+		c.emit(Event{Kind: EventDisconnected, Err: cn.err})
+		c.dropWriteLeases()
+		delay := 50 * time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+			next, err := dial(ctx, c)
+			cancel()
+			if err == nil {
+				cn = next
+				break
+			}
+			if c.ctx.Err() != nil {
+				return
+			}
+			c.log.Debug("reconnect failed", "addr", c.addr, "err", err, "retry_in", delay)
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-c.clock.After(delay):
+			}
+			delay = min(2*delay, c.cfg.MaxReconnectDelay)
+		}
+		if !c.cur.CompareAndSwap(nil, cn) {
+			cn.close()
+			return
+		}
+		c.log.Info("reconnected", "addr", c.addr, "session", cn.hello.SessionID)
+		c.emit(Event{Kind: EventReconnected})
+	}
+}
+
+// maintain renews leases of entries read during their term, releases
+// evicted entries in batches, and reports expired leases. It wakes every
+// eighth of the default term.
+func (c *Client) maintain() {
+	defer c.wg.Done()
+	var renew []*Entry
+	var expired []string
+	for {
+		term := DefaultTermFallback
+		if cn := c.cur.Load(); cn != nil && cn.hello.DefaultTerm > 0 {
+			term = cn.hello.DefaultTerm
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.clock.After(max(term/8, time.Millisecond)):
+		}
+		now := c.clock.Now()
+		horizon := now.Add(time.Duration(float64(term) * (1 - c.cfg.RenewFraction)))
+		renew = c.cache.TakeRenewals(now, horizon, renew[:0])
+		c.renew(renew, now, horizon)
+		c.flushReleases()
+		if expired = c.cache.Expired(now, expired[:0]); len(expired) > 0 {
+			c.emit(Event{Kind: EventLeasesExpired, Keys: append([]string(nil), expired...)})
+		}
+	}
+}
+
+// Entry is a cache entry, as handed to the renewal.
+type Entry = cache.Entry
+
+// DefaultTermFallback paces the maintenance loop before a session tells
+// the client the server's term.
+const DefaultTermFallback = 10 * time.Second
+
+// renew extends, in one batch, the leases of entries and of the write
+// leases that fall due before horizon.
+func (c *Client) renew(entries []*Entry, now, horizon time.Time) {
+	cn := c.cur.Load()
+	if cn == nil {
+		return
+	}
+	wls := c.writeLeasesDue(horizon)
+	if len(entries) == 0 && len(wls) == 0 {
+		return
+	}
+	keys := make([][]byte, 0, len(entries)+len(wls))
+	for _, e := range entries {
+		keys = append(keys, []byte(e.Key()))
+	}
+	for _, wl := range wls {
+		keys = append(keys, []byte(wl.key))
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, time.Duration(float64(horizon.Sub(now))))
+	defer cancel()
+	m, err := cn.call(ctx, &protocol.Renew{Keys: keys})
+	if err != nil {
+		c.log.Debug("renewal failed", "keys", len(keys), "err", err)
+		return
+	}
+	r, ok := m.(*protocol.RenewReply)
+	if !ok || len(r.Terms) != len(keys) {
+		c.log.Warn("bad renewal reply", "err", unexpected(m))
+		return
+	}
+	for i, e := range entries {
+		if t := r.Terms[i]; t > 0 {
+			c.cache.Extend(e, now.Add(t))
+		}
+	}
+	for i, wl := range wls {
+		if t := r.Terms[len(entries)+i]; t > 0 {
+			wl.extend(now.Add(t))
+		}
+	}
+}
+
+// flushReleases sends the queued releases in one batch.
+func (c *Client) flushReleases() {
+	c.rmu.Lock()
+	keys := c.toRelease
+	c.toRelease = nil
+	c.rmu.Unlock()
+	cn := c.cur.Load()
+	if len(keys) == 0 || cn == nil {
+		return
+	}
+	req := &protocol.Release{Keys: make([][]byte, len(keys))}
+	for i, k := range keys {
+		req.Keys[i] = []byte(k)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cn.call(ctx, req); err != nil {
+		c.log.Debug("release failed", "keys", len(keys), "err", err)
+	}
+}

@@ -1,0 +1,75 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/leased/leased/protocol"
+)
+
+// Sentinel errors. Every error that crosses the wire is turned back into
+// one of them: test with errors.Is. The server's message is kept in the
+// error's text.
+var (
+	ErrNotFound          = errors.New("leased: not found")
+	ErrVersionMismatch   = errors.New("leased: version mismatch")
+	ErrFenced            = errors.New("leased: fenced")
+	ErrTooLarge          = errors.New("leased: too large")
+	ErrInvalidArgument   = errors.New("leased: invalid argument")
+	ErrUnavailable       = errors.New("leased: unavailable")
+	ErrResourceExhausted = errors.New("leased: resource exhausted")
+	ErrPermissionDenied  = errors.New("leased: permission denied")
+	ErrProtocol          = errors.New("leased: protocol error")
+	ErrClosed            = errors.New("leased: closed")
+	ErrInternal          = errors.New("leased: internal server error")
+	// ErrCanceled: a write was abandoned before it committed, and nothing
+	// changed. The write's context ended, or the server shut down.
+	ErrCanceled = errors.New("leased: write abandoned")
+)
+
+// codeErrors maps wire codes to sentinels: the one table of the client.
+var codeErrors = map[protocol.Code]error{
+	protocol.CodeNotFound:          ErrNotFound,
+	protocol.CodeVersionMismatch:   ErrVersionMismatch,
+	protocol.CodeFenced:            ErrFenced,
+	protocol.CodeTooLarge:          ErrTooLarge,
+	protocol.CodeInvalidArgument:   ErrInvalidArgument,
+	protocol.CodeUnavailable:       ErrUnavailable,
+	protocol.CodeResourceExhausted: ErrResourceExhausted,
+	protocol.CodePermissionDenied:  ErrPermissionDenied,
+	protocol.CodeProtocol:          ErrProtocol,
+	protocol.CodeClosed:            ErrClosed,
+	protocol.CodeInternal:          ErrInternal,
+	protocol.CodeCanceled:          ErrCanceled,
+}
+
+// ServerError is an error reported by the server. It unwraps to the
+// sentinel for its code.
+type ServerError struct {
+	Code    protocol.Code
+	Message string
+}
+
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("leased: %s: %s", e.Code, e.Message)
+}
+
+// Unwrap returns the sentinel error for the code.
+func (e *ServerError) Unwrap() error {
+	if s, ok := codeErrors[e.Code]; ok {
+		return s
+	}
+	return ErrInternal
+}
+
+func wireError(e *protocol.Error) error {
+	return &ServerError{Code: e.Code, Message: e.Message}
+}
+
+// unexpected reports a reply of the wrong type.
+func unexpected(m protocol.Message) error {
+	if e, ok := m.(*protocol.Error); ok {
+		return wireError(e)
+	}
+	return fmt.Errorf("%w: unexpected reply %s", ErrProtocol, m.Type())
+}

@@ -1,0 +1,242 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leased/leased/protocol"
+)
+
+// WriteLease is an exclusive write lease on one key. While it is held, no
+// other client caches the key or writes it without first recalling the
+// lease. Writes made through it carry its fencing token; the server refuses
+// them with ErrFenced once the lease is gone, so a holder that was paused
+// past its lease cannot overwrite newer data.
+//
+// A WriteLease is safe for concurrent use. The client renews it in the
+// background while the session lasts.
+type WriteLease struct {
+	c     *Client
+	key   string
+	token uint64
+
+	mu       sync.Mutex // guards deadline, lost and writes
+	deadline time.Time
+	lost     bool
+	writes   sync.WaitGroup // writes in flight under the lease
+	done     chan struct{}  // closed when the lease is lost or released
+}
+
+// AcquireWriteLease acquires the write lease on key. It waits until every
+// read lease on the key has been dropped or has run out, and until another
+// holder of the write lease has released it or its lease has run out.
+func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	cn, err := c.conn()
+	if err != nil {
+		return nil, err
+	}
+	req := &protocol.Acquire{Key: []byte(key)}
+	if dl, ok := ctx.Deadline(); ok {
+		if req.Timeout = time.Until(dl); req.Timeout <= 0 {
+			return nil, fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
+		}
+	}
+	c.imu.Lock()
+	f := c.beginFetch(key)
+	c.cache.Remove(key)
+	c.imu.Unlock()
+	sent := c.clock.Now()
+	m, err := cn.callWrite(ctx, req)
+	if err != nil {
+		c.fill(key, f, nil, 0, false, sent, 0)
+		return nil, err
+	}
+	r, ok := m.(*protocol.AcquireReply)
+	if !ok {
+		c.fill(key, f, nil, 0, false, sent, 0)
+		return nil, unexpected(m)
+	}
+	wl := &WriteLease{c: c, key: key, token: r.Token, deadline: sent.Add(r.Term), done: make(chan struct{})}
+	c.wmu.Lock()
+	if old := c.wleases[key]; old != nil {
+		old.markLost()
+	}
+	c.wleases[key] = wl
+	c.wmu.Unlock()
+	// Nobody else may read the key from cache or change it while the lease
+	// lasts, so the holder caches the value under the write lease itself.
+	c.fill(key, f, r.Value, r.Version, r.Found, sent.Add(r.Term), r.Term)
+	return wl, nil
+}
+
+// Key returns the key the lease covers.
+func (wl *WriteLease) Key() string { return wl.key }
+
+// Token returns the lease's fencing token. Tokens grow with every grant,
+// across server restarts.
+func (wl *WriteLease) Token() uint64 { return wl.token }
+
+// Done returns a channel that is closed when the lease is released,
+// recalled or lost.
+func (wl *WriteLease) Done() <-chan struct{} { return wl.done }
+
+// Valid reports whether the lease is held and has not run out on the
+// client's clock.
+func (wl *WriteLease) Valid() bool {
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	return !wl.lost && wl.c.clock.Now().Before(wl.deadline)
+}
+
+// beginWrite registers a write under the lease, unless it is lost.
+func (wl *WriteLease) beginWrite() bool {
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	if wl.lost {
+		return false
+	}
+	wl.writes.Add(1)
+	return true
+}
+
+// Put writes value under the lease and returns the committed version. It
+// returns ErrFenced if the lease is no longer held.
+func (wl *WriteLease) Put(ctx context.Context, value []byte) (uint64, error) {
+	return wl.write(ctx, protocol.OpPut, value)
+}
+
+// Delete deletes the key under the lease.
+func (wl *WriteLease) Delete(ctx context.Context) (uint64, error) {
+	return wl.write(ctx, protocol.OpDelete, nil)
+}
+
+func (wl *WriteLease) write(ctx context.Context, op protocol.WriteOp, value []byte) (uint64, error) {
+	// A write after the lease was lost still goes to the server, which
+	// refuses it with ErrFenced: the token, not the client's view, decides.
+	if wl.beginWrite() {
+		defer wl.writes.Done()
+	}
+	return wl.c.write(ctx, op, wl.key, value, 0, wl.token)
+}
+
+// Release gives the lease up after the writes in flight under it finish.
+// Releasing a lease that is already lost returns nil.
+func (wl *WriteLease) Release(ctx context.Context) error {
+	if !wl.markLost() {
+		return nil
+	}
+	return wl.relinquish(ctx)
+}
+
+// markLost stops new writes from counting as in flight, and reports
+// whether the lease was still held.
+func (wl *WriteLease) markLost() bool {
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	if wl.lost {
+		return false
+	}
+	wl.lost = true
+	close(wl.done)
+	return true
+}
+
+// relinquish waits for writes in flight, drops the cached entry, and tells
+// the server.
+func (wl *WriteLease) relinquish(ctx context.Context) error {
+	c := wl.c
+	wl.writes.Wait()
+	c.wmu.Lock()
+	if c.wleases[wl.key] == wl {
+		delete(c.wleases, wl.key)
+	}
+	c.wmu.Unlock()
+	c.imu.Lock()
+	if f := c.fetches[wl.key]; f != nil {
+		f.poisoned = true
+	}
+	c.cache.Remove(wl.key)
+	c.imu.Unlock()
+	cn, err := c.conn()
+	if err != nil {
+		return err
+	}
+	m, err := cn.call(ctx, &protocol.ReleaseWrite{Key: []byte(wl.key), Token: wl.token})
+	if err != nil {
+		return err
+	}
+	if _, ok := m.(*protocol.OK); !ok {
+		return unexpected(m)
+	}
+	return nil
+}
+
+// extend moves the lease's deadline after a renewal.
+func (wl *WriteLease) extend(deadline time.Time) {
+	wl.mu.Lock()
+	if deadline.After(wl.deadline) {
+		wl.deadline = deadline
+	}
+	wl.mu.Unlock()
+}
+
+// recall handles the server's recall of the write lease on key: the holder
+// finishes its writes in flight and releases. The notice reader calls it;
+// the work happens on a goroutine of its own so other notices are not held
+// up.
+func (c *Client) recall(key string, token uint64) {
+	c.wmu.Lock()
+	wl := c.wleases[key]
+	c.wmu.Unlock()
+	if wl == nil || wl.token != token {
+		return
+	}
+	if !wl.markLost() {
+		return
+	}
+	c.emit(Event{Kind: EventWriteLeaseLost, Keys: []string{key}})
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		defer cancel()
+		if err := wl.relinquish(ctx); err != nil {
+			c.log.Debug("release after recall failed", "key", key, "err", err)
+		}
+	}()
+}
+
+// writeLeasesDue returns the held write leases that run out before horizon.
+func (c *Client) writeLeasesDue(horizon time.Time) []*WriteLease {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var due []*WriteLease
+	for _, wl := range c.wleases {
+		wl.mu.Lock()
+		if !wl.lost && wl.deadline.Before(horizon) {
+			due = append(due, wl)
+		}
+		wl.mu.Unlock()
+	}
+	return due
+}
+
+// dropWriteLeases forgets every write lease when the session is lost: the
+// server ties them to the old session, and the cached values under them
+// stay valid only until their deadlines.
+func (c *Client) dropWriteLeases() {
+	c.wmu.Lock()
+	wls := c.wleases
+	c.wleases = make(map[string]*WriteLease)
+	c.wmu.Unlock()
+	for key, wl := range wls {
+		if wl.markLost() {
+			c.emit(Event{Kind: EventWriteLeaseLost, Keys: []string{key}})
+		}
+	}
+}
