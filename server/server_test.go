@@ -1,0 +1,230 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/protocol"
+)
+
+// These tests drive the server's lease timer with a fake clock: lease time
+// passes only when the test advances it. QUIC itself runs on real time, so
+// every wait on the network is bounded by testTimeout.
+const testTimeout = 10 * time.Second
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// startServer starts a server on 127.0.0.1 with a fake clock.
+func startServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *Server {
+	t.Helper()
+	srv, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Epsilon: 100 * time.Millisecond,
+		Clock: fc, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+	})
+	return srv
+}
+
+// rawClient speaks the protocol directly, so a test controls exactly what
+// a client does and does not answer.
+type rawClient struct {
+	t      *testing.T
+	qc     *quic.Conn
+	stream *quic.Stream
+	fr     *protocol.FrameReader
+	nextID uint64
+}
+
+func dialRaw(t *testing.T, srv *Server) *rawClient {
+	t.Helper()
+	pem, err := os.ReadFile(CAPath(srv.cfg.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, srv.Addr().String(),
+		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{protocol.ALPN}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	stream, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rawClient{t: t, qc: qc, stream: stream, fr: protocol.NewFrameReader(stream, 0)}
+	rc.send(&protocol.Hello{Version: protocol.Version})
+	if _, ok := rc.recv().(*protocol.HelloReply); !ok {
+		t.Fatal("no hello reply")
+	}
+	return rc
+}
+
+func (rc *rawClient) send(m protocol.Message) {
+	rc.t.Helper()
+	b, err := protocol.AppendFrame(nil, m)
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	if _, err := rc.stream.Write(b); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+func (rc *rawClient) recv() protocol.Message {
+	rc.t.Helper()
+	rc.stream.SetReadDeadline(time.Now().Add(testTimeout))
+	m, err := rc.fr.ReadMessage()
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	return m
+}
+
+func (rc *rawClient) id() uint64 { rc.nextID++; return rc.nextID }
+
+func (rc *rawClient) get(key string) *protocol.GetReply {
+	rc.t.Helper()
+	rc.send(&protocol.Get{ID: rc.id(), Key: []byte(key)})
+	r, ok := rc.recv().(*protocol.GetReply)
+	if !ok {
+		rc.t.Fatal("want a get reply")
+	}
+	return r
+}
+
+// waitFor polls cond until it holds, for at most testTimeout of real time:
+// the server's goroutines need real time to run even though lease time is
+// fake.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestWriteWaitsOutSilentHolder: a holder that never acknowledges holds a
+// write back until its lease has expired on the server's clock, and not a
+// moment less; writes to other keys go through meanwhile.
+func TestWriteWaitsOutSilentHolder(t *testing.T) {
+	fc := clock.NewFake()
+	term := 10 * time.Second
+	srv := startServer(t, t.TempDir(), fc, term)
+	holder := dialRaw(t, srv)
+	if r := holder.get("k"); r.Term != term {
+		t.Fatalf("holder got term %v, want %v", r.Term, term)
+	}
+	writer := dialRaw(t, srv)
+	fc.Advance(3 * time.Second)
+	writer.send(&protocol.Write{ID: 100, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v1")})
+	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+
+	// Another key is not held up.
+	writer.send(&protocol.Write{ID: 101, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("x")})
+	if r, ok := writer.recv().(*protocol.WriteReply); !ok || r.ID != 101 {
+		t.Fatalf("write to another key: got %#v", r)
+	}
+	// A reader during the wait gets the committed value, uncached.
+	if r := writer.get("k"); r.Term != 0 || r.Found {
+		t.Fatalf("read during the pending write: %+v, want not found with term 0", r)
+	}
+
+	// The lease lives term+ε from its grant: 7.1 s more. Just short of it,
+	// the write still waits.
+	fc.Advance(7*time.Second + 100*time.Millisecond - time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+	if n := srv.Stats().WritesWaiting; n != 1 {
+		t.Fatalf("write committed before the holder's lease expired (waiting=%d)", n)
+	}
+	fc.Advance(time.Millisecond)
+	r, ok := writer.recv().(*protocol.WriteReply)
+	if !ok || r.ID != 100 {
+		t.Fatalf("want the write's reply, got %#v", r)
+	}
+	if r.Holders != 1 || r.Waited != 7*time.Second+100*time.Millisecond {
+		t.Fatalf("reply says waited %v for %d holders, want 7.1s for 1", r.Waited, r.Holders)
+	}
+	st := srv.Stats()
+	if st.InvalidationsSent != 1 || st.InvalidationsExpired != 1 || st.InvalidationsAcked != 0 {
+		t.Fatalf("invalidation counters: %+v", st)
+	}
+}
+
+// TestAbandonedAtDeadline: a write with a timeout that cannot commit in time
+// is abandoned at its deadline and changes nothing.
+func TestAbandonedAtDeadline(t *testing.T) {
+	fc := clock.NewFake()
+	srv := startServer(t, t.TempDir(), fc, 10*time.Second)
+	holder := dialRaw(t, srv)
+	holder.get("k")
+	writer := dialRaw(t, srv)
+	writer.send(&protocol.Write{ID: 7, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v"), Timeout: time.Second})
+	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	fc.Advance(time.Second)
+	e, ok := writer.recv().(*protocol.Error)
+	if !ok || e.ID != 7 || e.Code != protocol.CodeCanceled {
+		t.Fatalf("want a canceled error for request 7, got %#v", e)
+	}
+	if r := writer.get("k"); r.Found || r.Version != 0 {
+		t.Fatalf("abandoned write changed the key: %+v", r)
+	}
+	if rev := srv.Stats().Revision; rev != 0 {
+		t.Fatalf("revision %d after an abandoned write, want 0", rev)
+	}
+}
+
+// TestRestartHoldsWrites: after a restart, reads are served at once with
+// leases, and writes wait until a full term plus ε has passed.
+func TestRestartHoldsWrites(t *testing.T) {
+	dir := t.TempDir()
+	term := 10 * time.Second
+	fc := clock.NewFake()
+	first, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Clock: fc, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, dir, fc, term)
+	c := dialRaw(t, srv)
+	if r := c.get("k"); r.Term != term {
+		t.Fatalf("read after restart got term %v, want %v", r.Term, term)
+	}
+	c.send(&protocol.Write{ID: 50, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("v")})
+	waitFor(t, "the write to be held", func() bool { return srv.Stats().WritesWaiting == 1 })
+	fc.Advance(term + 100*time.Millisecond - time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+	if n := srv.Stats().WritesWaiting; n != 1 {
+		t.Fatalf("write committed %v after restart, before term+ε", term)
+	}
+	fc.Advance(time.Millisecond)
+	if r, ok := c.recv().(*protocol.WriteReply); !ok || r.ID != 50 {
+		t.Fatalf("want the write reply, got %#v", r)
+	}
+}
