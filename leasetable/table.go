@@ -227,6 +227,15 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 	if s == nil || s.closed {
 		return eff
 	}
+	// Abandoning a head op starts the next op on its key, which may be ready
+	// at once. So abandon the ops behind others first: then that next op is
+	// never one of this session's.
+	for op := range s.ops {
+		if t.keys[op.Key].queue[0] != op {
+			t.abandon(op, now, &eff)
+			eff.Abandoned = append(eff.Abandoned, op)
+		}
+	}
 	for op := range s.ops {
 		t.abandon(op, now, &eff)
 		eff.Abandoned = append(eff.Abandoned, op)
@@ -284,7 +293,9 @@ func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Tim
 		return 0
 	}
 	k := t.keys[key]
-	if k != nil && (len(k.queue) > 0 || (k.wlease != nil && k.wlease.session != s)) {
+	// inflight counts the write-lease holder's writes too, which bypass the
+	// queue and may outlive the write lease itself.
+	if k != nil && (len(k.queue) > 0 || k.inflight > 0 || (k.wlease != nil && k.wlease.session != s)) {
 		return 0
 	}
 	if k == nil {
@@ -600,6 +611,9 @@ func (t *Table) DoneAcquire(op *Op, token uint64, term time.Duration, now time.T
 	if token != 0 && s != nil {
 		if old := k.wlease; old != nil {
 			t.dropLease(old, now, &eff, false)
+			// dropLease forgets the key if that left it idle; the new
+			// lease keeps it.
+			t.keys[k.name] = k
 		}
 		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), write: true, token: token}
 		k.wlease = l

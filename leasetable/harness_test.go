@@ -1,0 +1,337 @@
+package leasetable
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// Made-up times: tests never read the real clock.
+var t0 = time.Unix(1000, 0)
+
+const (
+	term = 10 * time.Second
+	eps  = 100 * time.Millisecond
+)
+
+// Sessions used by the direct tests.
+const (
+	sA SessionID = iota + 1
+	sB
+	sC
+	sD
+	sW // a writer
+)
+
+// harness drives one Table at a made-up time h.now and records what the
+// Effects said: which ops became ready or were abandoned, and the notices.
+// After every call it checks the Table's internal invariants.
+type harness struct {
+	tb        testing.TB
+	tab       *Table
+	now       time.Time
+	ready     map[*Op]bool
+	abandoned map[*Op]bool
+	invalid   []Notice // every invalidation sent, in order
+	recalls   []Notice // every recall sent, in order
+}
+
+func newHarness(tb testing.TB, sessions ...SessionID) *harness {
+	tb.Helper()
+	h := &harness{
+		tb:        tb,
+		tab:       New(Config{Epsilon: eps}),
+		now:       t0,
+		ready:     make(map[*Op]bool),
+		abandoned: make(map[*Op]bool),
+	}
+	for _, id := range sessions {
+		h.tab.AddSession(id)
+	}
+	return h
+}
+
+// at sets the time to t0+d.
+func (h *harness) at(d time.Duration) *harness { h.now = t0.Add(d); return h }
+
+func (h *harness) record(eff Effects) Effects {
+	h.tb.Helper()
+	for _, op := range eff.Ready {
+		if h.ready[op] {
+			h.tb.Fatalf("op %s/%d handed out as ready twice", op.Key, op.Session)
+		}
+		if h.abandoned[op] {
+			h.tb.Fatalf("abandoned op %s/%d handed out as ready", op.Key, op.Session)
+		}
+		h.ready[op] = true
+	}
+	for _, op := range eff.Abandoned {
+		if h.ready[op] {
+			h.tb.Fatalf("ready op %s/%d reported abandoned", op.Key, op.Session)
+		}
+		h.abandoned[op] = true
+	}
+	h.invalid = append(h.invalid, eff.Invalidate...)
+	h.recalls = append(h.recalls, eff.Recall...)
+	checkInvariants(h.tb, h.tab)
+	return eff
+}
+
+func (h *harness) grant(id SessionID, key string) time.Duration {
+	h.tb.Helper()
+	d := h.tab.Grant(id, key, term, h.now)
+	checkInvariants(h.tb, h.tab)
+	return d
+}
+
+func (h *harness) renew(id SessionID, keys ...string) []time.Duration {
+	h.tb.Helper()
+	d := h.tab.Renew(id, keys, term, h.now)
+	checkInvariants(h.tb, h.tab)
+	return d
+}
+
+func (h *harness) relinquish(id SessionID, keys ...string) Effects {
+	h.tb.Helper()
+	return h.record(h.tab.Relinquish(id, keys, h.now))
+}
+
+func (h *harness) tick() Effects {
+	h.tb.Helper()
+	return h.record(h.tab.Tick(h.now))
+}
+
+// submit submits op and fails the test on an error.
+func (h *harness) submit(op *Op) Effects {
+	h.tb.Helper()
+	eff, err := h.tab.Submit(op, h.now)
+	if err != nil {
+		h.tb.Fatalf("Submit(%v %s by %d): %v", op.Kind, op.Key, op.Session, err)
+	}
+	return h.record(eff)
+}
+
+func (h *harness) write(id SessionID, key string) (*Op, Effects) {
+	h.tb.Helper()
+	op := &Op{Kind: OpWrite, Session: id, Key: key}
+	return op, h.submit(op)
+}
+
+func (h *harness) tokenWrite(id SessionID, key string, token uint64) (*Op, Effects, error) {
+	h.tb.Helper()
+	op := &Op{Kind: OpWrite, Session: id, Key: key, Token: token}
+	eff, err := h.tab.Submit(op, h.now)
+	return op, h.record(eff), err
+}
+
+func (h *harness) acquire(id SessionID, key string) (*Op, Effects) {
+	h.tb.Helper()
+	op := &Op{Kind: OpAcquire, Session: id, Key: key}
+	return op, h.submit(op)
+}
+
+func (h *harness) done(op *Op, committed bool) (time.Duration, Effects) {
+	h.tb.Helper()
+	d, eff := h.tab.Done(op, committed, term, h.now)
+	return d, h.record(eff)
+}
+
+func (h *harness) doneAcquire(op *Op, token uint64) Effects {
+	h.tb.Helper()
+	return h.record(h.tab.DoneAcquire(op, token, term, h.now))
+}
+
+func (h *harness) release(id SessionID, key string, token uint64) (Effects, error) {
+	h.tb.Helper()
+	eff, err := h.tab.ReleaseWriteLease(id, key, token, h.now)
+	return h.record(eff), err
+}
+
+func (h *harness) abandon(op *Op) (bool, Effects) {
+	h.tb.Helper()
+	ok, eff := h.tab.Abandon(op, h.now)
+	return ok, h.record(eff)
+}
+
+func (h *harness) close(id SessionID, relinquish bool) Effects {
+	h.tb.Helper()
+	return h.record(h.tab.CloseSession(id, relinquish, h.now))
+}
+
+// mustAcquire gives id the write lease on key with token, at h.now. Nobody
+// else may hold a lease on key.
+func (h *harness) mustAcquire(id SessionID, key string, token uint64) {
+	h.tb.Helper()
+	op, _ := h.acquire(id, key)
+	if !h.ready[op] {
+		h.tb.Fatalf("acquire of %s by %d not ready at once", key, id)
+	}
+	h.doneAcquire(op, token)
+	if tok, holder, ok := h.tab.WriteLease(key); !ok || tok != token || holder != id {
+		h.tb.Fatalf("WriteLease(%s) = %d, %d, %v; want %d, %d, true", key, tok, holder, ok, token, id)
+	}
+}
+
+func (h *harness) wantReady(op *Op, want bool) {
+	h.tb.Helper()
+	if h.ready[op] != want {
+		h.tb.Fatalf("%s op on %s by session %d: ready = %v, want %v", kindName(op.Kind), op.Key, op.Session, h.ready[op], want)
+	}
+}
+
+func (h *harness) wantNextDeadline(want time.Time) {
+	h.tb.Helper()
+	got, ok := h.tab.NextDeadline()
+	if !ok || !got.Equal(want) {
+		h.tb.Fatalf("NextDeadline() = %v, %v; want %v (t0%+v)", got, ok, want, want.Sub(t0))
+	}
+}
+
+func kindName(k OpKind) string {
+	switch k {
+	case OpWrite:
+		return "write"
+	case OpAcquire:
+		return "acquire"
+	}
+	return "op?"
+}
+
+// sessionsOf returns the sessions named in notices, sorted.
+func sessionsOf(ns []Notice) []SessionID {
+	var ids []SessionID
+	for _, n := range ns {
+		ids = append(ids, n.Session)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// tokenIssuer stands in for the server, which persists fencing tokens and
+// hands out a larger one with every grant.
+type tokenIssuer struct{ last uint64 }
+
+func (ti *tokenIssuer) next() uint64 { ti.last++; return ti.last }
+
+// checkInvariants checks that the Table's indexes agree with each other:
+// the lease heap, the keys, the sessions, the op queues and the deadline
+// heap. It catches a lease orphaned from its key, a stale heap index, an op
+// in two places, a closed session kept after its last lease.
+func checkInvariants(tb testing.TB, tab *Table) {
+	tb.Helper()
+	fail := func(format string, args ...any) {
+		tb.Helper()
+		tb.Fatalf("invariant: "+format, args...)
+	}
+	for i, l := range tab.leases {
+		if l.heapIndex != i {
+			fail("lease %s/%d has heapIndex %d at %d", l.key.name, l.session.id, l.heapIndex, i)
+		}
+		if i > 0 && tab.leases.Less(i, (i-1)/2) {
+			fail("lease heap out of order at %d", i)
+		}
+		if tab.keys[l.key.name] != l.key {
+			fail("lease %s/%d (write=%v) is on a key the table no longer knows", l.key.name, l.session.id, l.write)
+		}
+		if tab.sessions[l.session.id] != l.session {
+			fail("lease %s/%d belongs to a session the table no longer knows", l.key.name, l.session.id)
+		}
+		if l.write {
+			if l.key.wlease != l || l.session.wrlses[l.key.name] != l {
+				fail("write lease %s/%d not linked from its key and session", l.key.name, l.session.id)
+			}
+		} else if l.key.holders[l.session.id] != l || l.session.leases[l.key.name] != l {
+			fail("read lease %s/%d not linked from its key and session", l.key.name, l.session.id)
+		}
+	}
+	for i, op := range tab.deadlines {
+		if op.heapIndex != i {
+			fail("op %s/%d has heapIndex %d at %d", op.Key, op.Session, op.heapIndex, i)
+		}
+		if i > 0 && tab.deadlines.Less(i, (i-1)/2) {
+			fail("deadline heap out of order at %d", i)
+		}
+		if op.state != opQueued && op.state != opWaiting {
+			fail("op %s/%d in the deadline heap in state %d", op.Key, op.Session, op.state)
+		}
+	}
+	inHeap := func(l *lease) bool {
+		return l.heapIndex >= 0 && l.heapIndex < len(tab.leases) && tab.leases[l.heapIndex] == l
+	}
+	waiting := 0
+	for name, k := range tab.keys {
+		if k.name != name {
+			fail("key %q filed as %q", k.name, name)
+		}
+		if k.idle() {
+			fail("idle key %q kept", name)
+		}
+		if k.inflight < 0 {
+			fail("key %q inflight %d", name, k.inflight)
+		}
+		for sid, l := range k.holders {
+			if l.key != k || l.session.id != sid || l.write || !inHeap(l) {
+				fail("holder %d of %q is not a live read lease", sid, name)
+			}
+		}
+		if wl := k.wlease; wl != nil && (wl.key != k || !wl.write || !inHeap(wl)) {
+			fail("write lease of %q is not live", name)
+		}
+		for i, op := range k.queue {
+			if op.Key != name || op.holder {
+				fail("op %s/%d queued on %q", op.Key, op.Session, name)
+			}
+			switch {
+			case i == 0 && op.state != opWaiting && op.state != opReady:
+				fail("head of %q in state %d", name, op.state)
+			case i > 0 && op.state != opQueued:
+				fail("op %d of %q in state %d", i, name, op.state)
+			}
+			if op.state == opReady {
+				if k.inflight < 1 {
+					fail("ready head of %q not counted in flight", name)
+				}
+				continue
+			}
+			waiting++
+			if s := tab.sessions[op.Session]; s == nil {
+				fail("op of %q from unknown session %d", name, op.Session)
+			} else if _, ok := s.ops[op]; !ok {
+				fail("op of %q not listed in its session %d", name, op.Session)
+			}
+		}
+	}
+	for id, s := range tab.sessions {
+		if s.id != id {
+			fail("session %d filed as %d", s.id, id)
+		}
+		if s.closed && len(s.leases) == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 {
+			fail("closed session %d kept with nothing left", id)
+		}
+		if s.closed && len(s.ops) > 0 {
+			fail("closed session %d still has %d ops", id, len(s.ops))
+		}
+		for key, l := range s.leases {
+			if l.session != s || l.key.name != key || !inHeap(l) {
+				fail("read lease %q of session %d is not live", key, id)
+			}
+		}
+		for key, l := range s.wrlses {
+			if l.session != s || l.key.name != key || !inHeap(l) {
+				fail("write lease %q of session %d is not live", key, id)
+			}
+		}
+		for op := range s.ops {
+			if op.state != opQueued && op.state != opWaiting {
+				fail("op %s of session %d listed in state %d", op.Key, id, op.state)
+			}
+			k := tab.keys[op.Key]
+			if k == nil || !slices.Contains(k.queue, op) {
+				fail("op %s of session %d is in no queue", op.Key, id)
+			}
+		}
+	}
+	if tab.stats.WritesWaiting != waiting {
+		fail("Stats.WritesWaiting = %d, but %d ops are queued or waiting", tab.stats.WritesWaiting, waiting)
+	}
+}

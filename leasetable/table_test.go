@@ -1,0 +1,1216 @@
+package leasetable
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestGrant(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(h *harness)
+		id    SessionID
+		term  time.Duration
+		want  time.Duration
+	}{
+		{name: "plain", id: sA, term: term, want: term},
+		{name: "zero term", id: sA, term: 0, want: 0},
+		{name: "negative term", id: sA, term: -time.Second, want: 0},
+		{name: "unknown session", id: 99, term: term, want: 0},
+		{
+			name:  "closed session",
+			setup: func(h *harness) { h.close(sA, true) },
+			id:    sA, term: term, want: 0,
+		},
+		{
+			name:  "closed session that still holds leases",
+			setup: func(h *harness) { h.grant(sA, "k"); h.close(sA, false) },
+			id:    sA, term: term, want: 0,
+		},
+		{
+			name:  "already held: extended",
+			setup: func(h *harness) { h.grant(sA, "k") },
+			id:    sA, term: term, want: term,
+		},
+		{
+			name: "write waiting for a holder",
+			setup: func(h *harness) {
+				h.grant(sB, "k")
+				h.write(sW, "k")
+			},
+			id: sA, term: term, want: 0,
+		},
+		{
+			name: "write waiting: the holder asked to drop it",
+			setup: func(h *harness) {
+				h.grant(sA, "k")
+				h.write(sW, "k")
+			},
+			id: sA, term: term, want: 0,
+		},
+		{
+			name: "write waiting: the writer",
+			setup: func(h *harness) {
+				h.grant(sB, "k")
+				h.write(sW, "k")
+			},
+			id: sW, term: term, want: 0,
+		},
+		{
+			name: "write queued behind a ready write",
+			setup: func(h *harness) {
+				h.write(sW, "k")
+				h.write(sB, "k")
+			},
+			id: sA, term: term, want: 0,
+		},
+		{
+			name:  "write ready, not done",
+			setup: func(h *harness) { h.write(sW, "k") },
+			id:    sA, term: term, want: 0,
+		},
+		{
+			name:  "write ready, not done: the writer",
+			setup: func(h *harness) { h.write(sW, "k") },
+			id:    sW, term: term, want: 0,
+		},
+		{
+			name:  "acquire ready, not done",
+			setup: func(h *harness) { h.acquire(sW, "k") },
+			id:    sA, term: term, want: 0,
+		},
+		{
+			name:  "write lease held by another session",
+			setup: func(h *harness) { h.mustAcquire(sB, "k", 7) },
+			id:    sA, term: term, want: 0,
+		},
+		{
+			name:  "write lease held by the session itself",
+			setup: func(h *harness) { h.mustAcquire(sA, "k", 7) },
+			id:    sA, term: term, want: term,
+		},
+		{
+			name: "write lease holder while its own write is in flight",
+			setup: func(h *harness) {
+				h.mustAcquire(sA, "k", 7)
+				if _, _, err := h.tokenWrite(sA, "k", 7); err != nil {
+					h.tb.Fatal(err)
+				}
+			},
+			id: sA, term: term, want: 0,
+		},
+		{
+			name: "write lease released while its holder's write is in flight",
+			setup: func(h *harness) {
+				h.mustAcquire(sB, "k", 7)
+				if _, _, err := h.tokenWrite(sB, "k", 7); err != nil {
+					h.tb.Fatal(err)
+				}
+				if _, err := h.release(sB, "k", 7); err != nil {
+					h.tb.Fatal(err)
+				}
+			},
+			id: sA, term: term, want: 0,
+		},
+		{
+			name: "other key pending",
+			setup: func(h *harness) {
+				h.grant(sB, "other")
+				h.write(sW, "other")
+				h.mustAcquire(sB, "third", 1)
+			},
+			id: sA, term: term, want: term,
+		},
+		{
+			name: "write done",
+			setup: func(h *harness) {
+				op, _ := h.write(sW, "k")
+				h.done(op, true)
+			},
+			id: sA, term: term, want: term,
+		},
+		{
+			name: "write abandoned",
+			setup: func(h *harness) {
+				h.grant(sB, "k")
+				op, _ := h.write(sW, "k")
+				h.abandon(op)
+			},
+			id: sA, term: term, want: term,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, sA, sB, sW)
+			if tt.setup != nil {
+				tt.setup(h)
+			}
+			h.at(time.Second)
+			if got := h.tab.Grant(tt.id, "k", tt.term, h.now); got != tt.want {
+				t.Fatalf("Grant = %v, want %v", got, tt.want)
+			}
+			checkInvariants(t, h.tab)
+		})
+	}
+}
+
+func TestLeaseExpiry(t *testing.T) {
+	for _, e := range []time.Duration{0, eps, 2 * time.Second} {
+		t.Run(e.String(), func(t *testing.T) {
+			tab := New(Config{Epsilon: e})
+			tab.AddSession(sA)
+			tab.AddSession(sB)
+			if _, ok := tab.NextDeadline(); ok {
+				t.Fatal("empty table has a deadline")
+			}
+			tab.Grant(sA, "a", term, t0)
+			tab.Grant(sB, "b", 2*term, t0)
+			expiry := t0.Add(term + e)
+			if next, ok := tab.NextDeadline(); !ok || !next.Equal(expiry) {
+				t.Fatalf("NextDeadline = %v, %v; want grant+term+ε = %v", next, ok, expiry)
+			}
+			tab.Tick(expiry.Add(-time.Nanosecond))
+			if s := tab.Stats(); s.Leases != 2 {
+				t.Fatalf("1ns before expiry: Leases = %d, want 2", s.Leases)
+			}
+			tab.Tick(expiry)
+			if s := tab.Stats(); s.Leases != 1 {
+				t.Fatalf("at expiry: Leases = %d, want 1", s.Leases)
+			}
+			if _, ok := tab.sessions[sA].leases["a"]; ok {
+				t.Fatal("A's lease survived its expiry")
+			}
+			if next, _ := tab.NextDeadline(); !next.Equal(t0.Add(2*term + e)) {
+				t.Fatalf("NextDeadline = %v, want B's expiry", next)
+			}
+			tab.Tick(t0.Add(time.Hour))
+			if s := tab.Stats(); s.Leases != 0 {
+				t.Fatalf("Leases = %d after all expired", s.Leases)
+			}
+			if _, ok := tab.NextDeadline(); ok {
+				t.Fatal("deadline left after every lease expired")
+			}
+			checkInvariants(t, tab)
+		})
+	}
+}
+
+func TestGrantExtendsNeverShortens(t *testing.T) {
+	h := newHarness(t, sA)
+	h.grant(sA, "k") // expires at t0+term+ε
+	h.at(3 * time.Second)
+	if got := h.tab.Grant(sA, "k", time.Second, h.now); got != time.Second {
+		t.Fatalf("Grant = %v", got)
+	}
+	h.wantNextDeadline(t0.Add(term + eps))
+	h.grant(sA, "k")
+	h.wantNextDeadline(t0.Add(3*time.Second + term + eps))
+	if s := h.tab.Stats(); s.Leases != 1 {
+		t.Fatalf("Leases = %d, want 1", s.Leases)
+	}
+}
+
+func TestWriteNoHolders(t *testing.T) {
+	h := newHarness(t, sA, sW)
+	h.at(time.Second)
+	op, eff := h.write(sW, "k")
+	if len(eff.Ready) != 1 || eff.Ready[0] != op {
+		t.Fatalf("Ready = %v, want the write at once", eff.Ready)
+	}
+	if len(eff.Invalidate)+len(eff.Recall)+len(eff.Abandoned) != 0 {
+		t.Fatalf("unexpected effects %+v", eff)
+	}
+	if op.Holders != 0 || !op.Started.Equal(h.now) || op.Wait(h.now) != 0 {
+		t.Fatalf("Holders = %d, Started = %v", op.Holders, op.Started)
+	}
+	if _, err := h.tab.Submit(op, h.now); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("second Submit: %v, want ErrDuplicate", err)
+	}
+	if _, err := h.tab.Submit(&Op{Kind: OpWrite, Session: 99, Key: "k"}, h.now); !errors.Is(err, ErrUnknownSession) {
+		t.Fatalf("Submit from unknown session: %v", err)
+	}
+}
+
+func TestWriteDropsWritersOwnLease(t *testing.T) {
+	h := newHarness(t, sA, sW)
+	h.grant(sW, "k")
+	h.grant(sA, "other")
+	op, eff := h.write(sW, "k")
+	h.wantReady(op, true)
+	if len(eff.Invalidate) != 0 {
+		t.Fatalf("writer was sent an invalidation for its own lease: %v", eff.Invalidate)
+	}
+	s := h.tab.Stats()
+	if s.Leases != 1 || s.InvalidationsSent != 0 {
+		t.Fatalf("Stats = %+v; want the writer's lease gone, nothing sent", s)
+	}
+}
+
+func TestWriteWithHolders(t *testing.T) {
+	h := newHarness(t, sA, sB, sC, sW)
+	h.grant(sA, "k")
+	h.grant(sB, "k")
+	h.grant(sC, "other")
+	h.grant(sW, "k")
+	h.at(time.Second)
+	op, eff := h.write(sW, "k")
+	if got := sessionsOf(eff.Invalidate); !slices.Equal(got, []SessionID{sA, sB}) {
+		t.Fatalf("Invalidate %v, want exactly A and B", eff.Invalidate)
+	}
+	for _, n := range eff.Invalidate {
+		if n.Key != "k" {
+			t.Fatalf("invalidation for key %q", n.Key)
+		}
+	}
+	if op.Holders != 2 || !op.Started.Equal(h.now) {
+		t.Fatalf("Holders = %d, Started = %v", op.Holders, op.Started)
+	}
+	h.wantReady(op, false)
+	if s := h.tab.Stats(); s.WritesWaiting != 1 {
+		t.Fatalf("WritesWaiting = %d", s.WritesWaiting)
+	}
+
+	h.at(2 * time.Second)
+	h.relinquish(sA, "k")
+	h.wantReady(op, false)
+	h.at(3 * time.Second)
+	eff = h.relinquish(sB, "k")
+	if len(eff.Ready) != 1 || eff.Ready[0] != op {
+		t.Fatalf("B's ack: Ready = %v, want the write", eff.Ready)
+	}
+	if got := op.Wait(h.now); got != 2*time.Second {
+		t.Fatalf("Wait = %v, want 2s", got)
+	}
+	s := h.tab.Stats()
+	if s.InvalidationsSent != 2 || s.InvalidationsAcked != 2 || s.InvalidationsExpired != 0 || s.WritesWaiting != 0 {
+		t.Fatalf("Stats = %+v", s)
+	}
+	if got, _ := h.done(op, true); got != term {
+		t.Fatalf("Done granted %v, want a fresh lease", got)
+	}
+	if len(h.invalid) != 2 {
+		t.Fatalf("%d invalidations in all, want 2", len(h.invalid))
+	}
+}
+
+func TestWriteWaitsForUnansweredHolder(t *testing.T) {
+	h := newHarness(t, sA, sB, sW)
+	h.grant(sA, "k")
+	h.at(time.Second)
+	h.grant(sB, "k")
+	expiryB := h.now.Add(term + eps)
+	h.at(2 * time.Second)
+	op, _ := h.write(sW, "k")
+	h.relinquish(sA, "k")
+	h.wantNextDeadline(expiryB)
+
+	h.now = expiryB.Add(-time.Nanosecond)
+	h.tick()
+	h.wantReady(op, false)
+	if r := h.renew(sB, "k"); r[0] != 0 {
+		t.Fatalf("invalidated lease renewed: %v", r)
+	}
+	h.now = expiryB
+	eff := h.tick()
+	if len(eff.Ready) != 1 || eff.Ready[0] != op {
+		t.Fatalf("at B's expiry: Ready = %v", eff.Ready)
+	}
+	if got := op.Wait(h.now); got != expiryB.Sub(t0.Add(2*time.Second)) {
+		t.Fatalf("Wait = %v", got)
+	}
+	s := h.tab.Stats()
+	if s.InvalidationsSent != 2 || s.InvalidationsAcked != 1 || s.InvalidationsExpired != 1 {
+		t.Fatalf("Stats = %+v", s)
+	}
+}
+
+// TestNoLeaseOnPendingKey is property 2, directly: while an op is queued,
+// waiting or ready but not done on a key, nobody gets or renews a read lease
+// on it.
+func TestNoLeaseOnPendingKey(t *testing.T) {
+	h := newHarness(t, sA, sB, sC, sW)
+	h.grant(sA, "k")
+	h.grant(sA, "free")
+	h.grant(sB, "k")
+	op1, _ := h.write(sW, "k")
+	op2, _ := h.write(sC, "k")
+	check := func(stage string) {
+		t.Helper()
+		for _, id := range []SessionID{sA, sB, sC, sW} {
+			if got := h.grant(id, "k"); got != 0 {
+				t.Fatalf("%s: Grant(%d) = %v, want 0", stage, id, got)
+			}
+		}
+		if got := h.renew(sA, "k", "free"); got[0] != 0 || got[1] != term {
+			t.Fatalf("%s: Renew(A) = %v, want [0 %v]", stage, got, term)
+		}
+	}
+	check("waiting, one queued")
+	h.relinquish(sB, "k")
+	check("waiting for A alone")
+	h.relinquish(sA, "k")
+	h.wantReady(op1, true)
+	check("first ready")
+	h.done(op1, true)
+	h.wantReady(op2, true)
+	check("second ready")
+	h.done(op2, false)
+	if got := h.grant(sA, "k"); got != term {
+		t.Fatalf("after the writes: Grant = %v", got)
+	}
+}
+
+func TestFencingTokens(t *testing.T) {
+	var tokens tokenIssuer
+	h := newHarness(t, sA, sB, sC)
+
+	// No write lease: any token is fenced.
+	if _, _, err := h.tokenWrite(sA, "k", 1); !errors.Is(err, ErrFenced) {
+		t.Fatalf("token without a write lease: %v, want ErrFenced", err)
+	}
+	if _, _, ok := h.tab.WriteLease("k"); ok {
+		t.Fatal("WriteLease reports a lease nobody acquired")
+	}
+
+	tokA := tokens.next()
+	h.mustAcquire(sA, "k", tokA)
+	op, eff, err := h.tokenWrite(sA, "k", tokA)
+	if err != nil || len(eff.Ready) != 1 || eff.Ready[0] != op {
+		t.Fatalf("holder's write: %v, %+v; want ready at once", err, eff)
+	}
+	if got, _ := h.done(op, true); got != term {
+		t.Fatalf("holder's Done granted %v, want a read lease", got)
+	}
+	if _, _, err := h.tokenWrite(sA, "k", tokA+1); !errors.Is(err, ErrFenced) {
+		t.Fatalf("future token: %v", err)
+	}
+
+	// B asks for the write lease: A is recalled, and its read lease asked.
+	h.at(time.Second)
+	acqB, eff := h.acquire(sB, "k")
+	if len(eff.Recall) != 1 || eff.Recall[0] != (Notice{Session: sA, Key: "k", Token: tokA}) {
+		t.Fatalf("Recall = %v", eff.Recall)
+	}
+	if len(eff.Invalidate) != 1 || eff.Invalidate[0] != (Notice{Session: sA, Key: "k"}) {
+		t.Fatalf("Invalidate = %v", eff.Invalidate)
+	}
+	h.relinquish(sA, "k")
+	// The holder still writes under its lease while the recall is pending,
+	// bypassing B's queued acquire.
+	opA, eff, err := h.tokenWrite(sA, "k", tokA)
+	if err != nil || len(eff.Ready) != 1 || eff.Ready[0] != opA {
+		t.Fatalf("holder's write during recall: %v, %+v", err, eff)
+	}
+	if _, err := h.release(sA, "k", tokA); err != nil {
+		t.Fatal(err)
+	}
+	h.wantReady(acqB, false) // A's write is still in flight
+	h.done(opA, true)
+	h.wantReady(acqB, true)
+	tokB := tokens.next()
+	h.doneAcquire(acqB, tokB)
+	if tok, holder, ok := h.tab.WriteLease("k"); !ok || tok != tokB || holder != sB {
+		t.Fatalf("WriteLease = %d, %d, %v", tok, holder, ok)
+	}
+	expiryB := h.now.Add(term + eps)
+
+	// A, paused past its lease, writes with its old token.
+	if _, _, err := h.tokenWrite(sA, "k", tokA); !errors.Is(err, ErrFenced) {
+		t.Fatalf("old token: %v, want ErrFenced", err)
+	}
+	// B's token, one nanosecond before B's lease expires: ready at once.
+	h.now = expiryB.Add(-time.Nanosecond)
+	op, eff, err = h.tokenWrite(sB, "k", tokB)
+	if err != nil || len(eff.Ready) != 1 {
+		t.Fatalf("current token: %v, %+v", err, eff)
+	}
+	h.done(op, true)
+	// At the expiry, even before Tick drops the lease: fenced.
+	h.now = expiryB
+	if _, _, err := h.tokenWrite(sB, "k", tokB); !errors.Is(err, ErrFenced) {
+		t.Fatalf("token at expiry: %v, want ErrFenced", err)
+	}
+	h.tick()
+	if _, _, ok := h.tab.WriteLease("k"); ok {
+		t.Fatal("WriteLease after expiry")
+	}
+	if _, _, err := h.tokenWrite(sB, "k", tokB); !errors.Is(err, ErrFenced) {
+		t.Fatalf("token after expiry: %v, want ErrFenced", err)
+	}
+}
+
+func TestFencingTokensOnlyGrow(t *testing.T) {
+	var tokens tokenIssuer
+	h := newHarness(t, sA, sB, sC)
+	var seen []uint64
+	granted := func(op *Op, id SessionID) {
+		t.Helper()
+		h.wantReady(op, true)
+		h.doneAcquire(op, tokens.next())
+		tok, holder, ok := h.tab.WriteLease("k")
+		if !ok || holder != id || tok != tokens.last {
+			t.Fatalf("WriteLease = %d, %d, %v; want %d, %d", tok, holder, ok, tokens.last, id)
+		}
+		seen = append(seen, tok)
+	}
+
+	op, _ := h.acquire(sA, "k")
+	granted(op, sA)
+	// B's acquire recalls A's lease; A never answers.
+	h.at(time.Second)
+	op, _ = h.acquire(sB, "k")
+	h.at(term + eps)
+	h.tick()
+	granted(op, sB)
+	// C's acquire recalls B's; B releases.
+	op, _ = h.acquire(sC, "k")
+	if _, err := h.release(sB, "k", seen[1]); err != nil {
+		t.Fatal(err)
+	}
+	granted(op, sC)
+	// C's lease expires with nobody waiting; A acquires again.
+	h.at(time.Hour)
+	h.tick()
+	op, _ = h.acquire(sA, "k")
+	granted(op, sA)
+	// A acquires again while it holds the lease.
+	op, _ = h.acquire(sA, "k")
+	granted(op, sA)
+	// A failed grant (token 0) leaves A's lease as it was.
+	op, _ = h.acquire(sA, "k")
+	h.doneAcquire(op, 0)
+	if tok, holder, ok := h.tab.WriteLease("k"); !ok || tok != seen[len(seen)-1] || holder != sA {
+		t.Fatalf("after failed grant: WriteLease = %d, %d, %v", tok, holder, ok)
+	}
+
+	if len(seen) != 5 {
+		t.Fatalf("tokens %v", seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("fencing tokens went backwards: %v", seen)
+		}
+	}
+}
+
+// TestReacquireKeepsWriteLease: a holder acquiring the write lease it holds
+// gets the new token, and the lease stays exclusive.
+func TestReacquireKeepsWriteLease(t *testing.T) {
+	h := newHarness(t, sA, sB)
+	h.mustAcquire(sA, "k", 1)
+	op, _ := h.acquire(sA, "k")
+	h.wantReady(op, true)
+	h.doneAcquire(op, 2)
+	if tok, holder, ok := h.tab.WriteLease("k"); !ok || tok != 2 || holder != sA {
+		t.Fatalf("WriteLease = %d, %d, %v; want 2, A", tok, holder, ok)
+	}
+	if got := h.grant(sB, "k"); got != 0 {
+		t.Fatalf("B got a read lease on a key A holds the write lease of: %v", got)
+	}
+	if _, _, err := h.tokenWrite(sA, "k", 1); !errors.Is(err, ErrFenced) {
+		t.Fatalf("old token: %v", err)
+	}
+	if op, _, err := h.tokenWrite(sA, "k", 2); err != nil || !h.ready[op] {
+		t.Fatalf("new token: %v, ready %v", err, h.ready[op])
+	}
+	if s := h.tab.Stats(); s.WriteLeases != 1 {
+		t.Fatalf("WriteLeases = %d", s.WriteLeases)
+	}
+}
+
+func TestFIFOPerKey(t *testing.T) {
+	h := newHarness(t, sA, sB, sC, sD)
+	h.grant(sD, "k")
+	op1, _ := h.write(sA, "k")
+	op2, _ := h.write(sB, "k")
+	op3, _ := h.write(sC, "k")
+	if s := h.tab.Stats(); s.WritesWaiting != 3 {
+		t.Fatalf("WritesWaiting = %d", s.WritesWaiting)
+	}
+	// Another key does not wait for k.
+	other, _ := h.write(sB, "other")
+	h.wantReady(other, true)
+
+	h.relinquish(sD, "k")
+	h.wantReady(op1, true)
+	h.wantReady(op2, false)
+	h.wantReady(op3, false)
+	_, eff := h.done(op1, true)
+	if len(eff.Ready) != 1 || eff.Ready[0] != op2 {
+		t.Fatalf("after op1: Ready = %v, want op2", eff.Ready)
+	}
+	h.wantReady(op3, false)
+	_, eff = h.done(op2, true)
+	if len(eff.Ready) != 1 || eff.Ready[0] != op3 {
+		t.Fatalf("after op2: Ready = %v, want op3", eff.Ready)
+	}
+	h.done(op3, true)
+	if s := h.tab.Stats(); s.WritesWaiting != 0 {
+		t.Fatalf("WritesWaiting = %d", s.WritesWaiting)
+	}
+}
+
+func TestFIFOAllReadyOpsWithoutHolders(t *testing.T) {
+	h := newHarness(t, sA, sB, sC)
+	ops := make([]*Op, 3)
+	for i, id := range []SessionID{sA, sB, sC} {
+		ops[i], _ = h.write(id, "k")
+	}
+	for i, op := range ops {
+		for j, o := range ops {
+			want := j <= i
+			if h.ready[o] != want {
+				t.Fatalf("before Done of op %d: op %d ready = %v", i, j, h.ready[o])
+			}
+		}
+		h.done(op, false)
+	}
+}
+
+func TestDoneGrantsFreshLease(t *testing.T) {
+	t.Run("committed, nobody waiting", func(t *testing.T) {
+		h := newHarness(t, sW)
+		op, _ := h.write(sW, "k")
+		h.at(time.Second)
+		got, eff := h.done(op, true)
+		if got != term || !eff.empty() {
+			t.Fatalf("Done = %v, %+v", got, eff)
+		}
+		h.wantNextDeadline(h.now.Add(term + eps))
+		if s := h.tab.Stats(); s.Leases != 1 {
+			t.Fatalf("Leases = %d", s.Leases)
+		}
+		// Done twice does nothing.
+		if got, _ := h.done(op, true); got != 0 {
+			t.Fatalf("second Done = %v", got)
+		}
+	})
+	t.Run("not committed", func(t *testing.T) {
+		h := newHarness(t, sW)
+		op, _ := h.write(sW, "k")
+		if got, _ := h.done(op, false); got != 0 {
+			t.Fatalf("Done = %v", got)
+		}
+		if s := h.tab.Stats(); s.Leases != 0 || len(h.tab.keys) != 0 {
+			t.Fatalf("Stats %+v, %d keys", s, len(h.tab.keys))
+		}
+	})
+	t.Run("next op queued", func(t *testing.T) {
+		h := newHarness(t, sA, sB, sW)
+		h.grant(sA, "k")
+		op, _ := h.write(sW, "k")
+		next, _ := h.acquire(sB, "k")
+		h.relinquish(sA, "k")
+		h.wantReady(op, true)
+		got, eff := h.done(op, true)
+		if got != 0 {
+			t.Fatalf("Done granted %v with an op queued", got)
+		}
+		// The writer holds nothing, so the acquire has nobody to ask.
+		if len(eff.Invalidate) != 0 || len(eff.Ready) != 1 || eff.Ready[0] != next {
+			t.Fatalf("Done effects %+v, want the acquire ready", eff)
+		}
+	})
+	t.Run("next op invalidates a holder left by an abandoned op", func(t *testing.T) {
+		h := newHarness(t, sA, sB, sW)
+		h.grant(sA, "k")
+		op1, _ := h.write(sW, "k")
+		op2, _ := h.write(sB, "k")
+		if ok, eff := h.abandon(op1); !ok || len(eff.Invalidate) != 0 {
+			t.Fatalf("Abandon = %v, %+v; A was invalidated already", ok, eff)
+		}
+		if op2.Holders != 1 {
+			t.Fatalf("op2.Holders = %d, want A", op2.Holders)
+		}
+		h.wantReady(op2, false)
+		h.relinquish(sA, "k")
+		h.wantReady(op2, true)
+		if s := h.tab.Stats(); s.InvalidationsSent != 1 || s.InvalidationsAcked != 1 {
+			t.Fatalf("Stats %+v", s)
+		}
+	})
+	t.Run("wrong kind", func(t *testing.T) {
+		h := newHarness(t, sW)
+		op, _ := h.acquire(sW, "k")
+		if got, _ := h.done(op, true); got != 0 || op.state != opReady {
+			t.Fatalf("Done on an acquire = %v", got)
+		}
+		wr, _ := h.write(sW, "other")
+		h.doneAcquire(wr, 5)
+		if wr.state != opReady {
+			t.Fatal("DoneAcquire finished a write")
+		}
+	})
+}
+
+func TestWriteLease(t *testing.T) {
+	h := newHarness(t, sA, sB, sC, sD)
+	h.grant(sA, "k")
+	h.grant(sB, "k")
+	acq, eff := h.acquire(sC, "k")
+	if got := sessionsOf(eff.Invalidate); !slices.Equal(got, []SessionID{sA, sB}) {
+		t.Fatalf("Invalidate %v", eff.Invalidate)
+	}
+	h.relinquish(sA, "k")
+	h.wantReady(acq, false)
+	h.relinquish(sB, "k")
+	h.wantReady(acq, true)
+	h.at(time.Second)
+	h.doneAcquire(acq, 10)
+	expiryC := h.now.Add(term + eps)
+	if s := h.tab.Stats(); s.WriteLeases != 1 || s.Leases != 0 {
+		t.Fatalf("Stats %+v", s)
+	}
+	for _, id := range []SessionID{sA, sB, sD} {
+		if got := h.grant(id, "k"); got != 0 {
+			t.Fatalf("Grant(%d) = %v while C holds the write lease", id, got)
+		}
+	}
+	if got := h.grant(sC, "k"); got != term {
+		t.Fatalf("holder's Grant = %v", got)
+	}
+
+	// Renew extends the write lease.
+	h.at(3 * time.Second)
+	if got := h.renew(sC, "k"); got[0] != term {
+		t.Fatalf("Renew = %v", got)
+	}
+	expiryC = h.now.Add(term + eps)
+	if l := h.tab.sessions[sC].wrlses["k"]; !l.expiry.Equal(expiryC) {
+		t.Fatalf("write lease expiry %v, want %v", l.expiry, expiryC)
+	}
+
+	// D's write recalls C's write lease and invalidates its read lease.
+	h.at(4 * time.Second)
+	wr, eff := h.write(sD, "k")
+	if len(eff.Recall) != 1 || eff.Recall[0] != (Notice{Session: sC, Key: "k", Token: 10}) {
+		t.Fatalf("Recall %v", eff.Recall)
+	}
+	if got := sessionsOf(eff.Invalidate); !slices.Equal(got, []SessionID{sC}) {
+		t.Fatalf("Invalidate %v", eff.Invalidate)
+	}
+	if wr.Holders != 2 {
+		t.Fatalf("Holders = %d", wr.Holders)
+	}
+	if s := h.tab.Stats(); s.Recalls != 1 {
+		t.Fatalf("Recalls = %d", s.Recalls)
+	}
+	// A recalled lease is not renewed.
+	h.at(5 * time.Second)
+	if got := h.renew(sC, "k"); got[0] != 0 {
+		t.Fatalf("recalled lease renewed: %v", got)
+	}
+	h.wantNextDeadline(expiryC)
+	// The holder's tokened write goes at once.
+	cw, _, err := h.tokenWrite(sC, "k", 10)
+	if err != nil || !h.ready[cw] {
+		t.Fatalf("holder write during recall: %v", err)
+	}
+	h.done(cw, true)
+	if _, err := h.release(sC, "k", 9); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("release with wrong token: %v", err)
+	}
+	if _, err := h.release(sA, "k", 10); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("release by non-holder: %v", err)
+	}
+	if _, err := h.release(99, "k", 10); !errors.Is(err, ErrUnknownSession) {
+		t.Fatalf("release by unknown session: %v", err)
+	}
+	h.relinquish(sC, "k")
+	h.wantReady(wr, false)
+	eff, err = h.release(sC, "k", 10)
+	if err != nil || len(eff.Ready) != 1 || eff.Ready[0] != wr {
+		t.Fatalf("release: %v, %+v", err, eff)
+	}
+	if _, _, ok := h.tab.WriteLease("k"); ok {
+		t.Fatal("write lease still reported after release")
+	}
+	if _, err := h.release(sC, "k", 10); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second release: %v", err)
+	}
+}
+
+func TestWriteLeaseUnansweredRecall(t *testing.T) {
+	h := newHarness(t, sA, sB)
+	h.mustAcquire(sA, "k", 1)
+	expiry := h.now.Add(term + eps)
+	h.at(time.Second)
+	acq, eff := h.acquire(sB, "k")
+	if len(eff.Recall) != 1 {
+		t.Fatalf("Recall %v", eff.Recall)
+	}
+	h.wantNextDeadline(expiry)
+	h.now = expiry.Add(-time.Nanosecond)
+	h.tick()
+	h.wantReady(acq, false)
+	h.now = expiry
+	h.tick()
+	h.wantReady(acq, true)
+	h.doneAcquire(acq, 2)
+	if tok, holder, _ := h.tab.WriteLease("k"); tok != 2 || holder != sB {
+		t.Fatalf("WriteLease = %d, %d", tok, holder)
+	}
+	s := h.tab.Stats()
+	if s.Recalls != 1 || s.WriteLeases != 1 {
+		t.Fatalf("Stats %+v", s)
+	}
+}
+
+func TestWriteLeaseHolderWritesWithoutToken(t *testing.T) {
+	h := newHarness(t, sA, sB)
+	h.mustAcquire(sA, "k", 3)
+	op, _ := h.write(sA, "k")
+	h.wantReady(op, true)
+	if op.Holders != 0 {
+		t.Fatalf("Holders = %d", op.Holders)
+	}
+	h.done(op, true)
+	// Someone else's write without a token waits for a recall.
+	wr, eff := h.write(sB, "k")
+	h.wantReady(wr, false)
+	if len(eff.Recall) != 1 || eff.Recall[0].Token != 3 {
+		t.Fatalf("Recall %v", eff.Recall)
+	}
+	// And a write without a token by the holder goes first: it holds the key.
+	op, _ = h.write(sA, "k")
+	h.wantReady(op, true)
+}
+
+func TestAbandon(t *testing.T) {
+	t.Run("queued op", func(t *testing.T) {
+		h := newHarness(t, sA, sB, sC, sD)
+		h.grant(sD, "k")
+		op1, _ := h.write(sA, "k")
+		op2, _ := h.write(sB, "k")
+		op3, _ := h.write(sC, "k")
+		ok, eff := h.abandon(op2)
+		if !ok || !eff.empty() {
+			t.Fatalf("Abandon = %v, %+v", ok, eff)
+		}
+		if s := h.tab.Stats(); s.WritesWaiting != 2 {
+			t.Fatalf("WritesWaiting = %d", s.WritesWaiting)
+		}
+		if ok, _ := h.abandon(op2); ok {
+			t.Fatal("abandoned twice")
+		}
+		h.relinquish(sD, "k")
+		h.wantReady(op1, true)
+		_, eff = h.done(op1, true)
+		if len(eff.Ready) != 1 || eff.Ready[0] != op3 {
+			t.Fatalf("Ready = %v, want op3", eff.Ready)
+		}
+		h.wantReady(op2, false)
+	})
+	t.Run("waiting head lets the next start", func(t *testing.T) {
+		h := newHarness(t, sA, sB)
+		h.grant(sA, "k")
+		op1, _ := h.write(sB, "k")
+		op2, _ := h.write(sA, "k") // by the holder itself
+		ok, eff := h.abandon(op1)
+		if !ok || len(eff.Ready) != 1 || eff.Ready[0] != op2 {
+			t.Fatalf("Abandon = %v, %+v; want A's write ready (its own lease is no obstacle)", ok, eff)
+		}
+	})
+	t.Run("ready op", func(t *testing.T) {
+		h := newHarness(t, sA)
+		op, _ := h.write(sA, "k")
+		if ok, _ := h.abandon(op); ok {
+			t.Fatal("abandoned a ready op")
+		}
+		h.done(op, true)
+		if ok, _ := h.abandon(op); ok {
+			t.Fatal("abandoned a done op")
+		}
+		if ok, _ := h.abandon(&Op{Kind: OpWrite, Session: sA, Key: "k"}); ok {
+			t.Fatal("abandoned an op never submitted")
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		h := newHarness(t, sA, sB, sC)
+		h.grant(sA, "k")
+		op1 := &Op{Kind: OpWrite, Session: sB, Key: "k", Deadline: t0.Add(2 * time.Second)}
+		op2 := &Op{Kind: OpWrite, Session: sC, Key: "k", Deadline: t0.Add(time.Second)}
+		h.submit(op1)
+		h.submit(op2)
+		h.wantNextDeadline(t0.Add(time.Second))
+		h.at(time.Second - time.Nanosecond)
+		if eff := h.tick(); len(eff.Abandoned) != 0 {
+			t.Fatalf("Abandoned early: %v", eff.Abandoned)
+		}
+		h.at(time.Second)
+		if eff := h.tick(); len(eff.Abandoned) != 1 || eff.Abandoned[0] != op2 {
+			t.Fatalf("Abandoned %v, want the queued op2", eff.Abandoned)
+		}
+		h.wantNextDeadline(t0.Add(2 * time.Second))
+		h.at(5 * time.Second)
+		if eff := h.tick(); len(eff.Abandoned) != 1 || eff.Abandoned[0] != op1 {
+			t.Fatalf("Abandoned %v, want the waiting op1", eff.Abandoned)
+		}
+		if s := h.tab.Stats(); s.WritesWaiting != 0 {
+			t.Fatalf("WritesWaiting = %d", s.WritesWaiting)
+		}
+		h.wantNextDeadline(t0.Add(term + eps))
+		if got := h.grant(sB, "k"); got != term {
+			t.Fatalf("Grant after the writes left = %v", got)
+		}
+	})
+	t.Run("deadline of a ready op is forgotten", func(t *testing.T) {
+		h := newHarness(t, sA)
+		op := &Op{Kind: OpWrite, Session: sA, Key: "k", Deadline: t0.Add(time.Second)}
+		h.submit(op)
+		h.wantReady(op, true)
+		if d, ok := h.tab.NextDeadline(); ok {
+			t.Fatalf("NextDeadline = %v for a ready op", d)
+		}
+		h.at(time.Hour)
+		if eff := h.tick(); len(eff.Abandoned) != 0 {
+			t.Fatalf("ready op abandoned by its deadline")
+		}
+	})
+	t.Run("invalidated lease of an abandoned op", func(t *testing.T) {
+		h := newHarness(t, sA, sB)
+		h.grant(sA, "k")
+		op, _ := h.write(sB, "k")
+		h.abandon(op)
+		if got := h.renew(sA, "k"); got[0] != 0 {
+			t.Fatalf("Renew of an invalidated lease = %v", got)
+		}
+		if got := h.grant(sA, "k"); got != term {
+			t.Fatalf("Grant = %v", got)
+		}
+		if got := h.renew(sA, "k"); got[0] != term {
+			t.Fatalf("Renew after a fresh grant = %v", got)
+		}
+	})
+}
+
+func TestCloseSession(t *testing.T) {
+	t.Run("relinquish frees leases at once", func(t *testing.T) {
+		h := newHarness(t, sA, sB, sW)
+		h.grant(sA, "k")
+		h.grant(sA, "j")
+		h.mustAcquire(sA, "wl", 1)
+		h.grant(sB, "j")
+		op, _ := h.write(sW, "k")
+		acq, _ := h.acquire(sW, "wl")
+		h.wantReady(op, false)
+		h.wantReady(acq, false)
+		h.at(time.Second)
+		eff := h.close(sA, true)
+		if len(eff.Ready) != 2 {
+			t.Fatalf("Ready = %v, want both", eff.Ready)
+		}
+		s := h.tab.Stats()
+		if s.Sessions != 2 || s.Leases != 1 || s.WriteLeases != 0 {
+			t.Fatalf("Stats %+v", s)
+		}
+		if _, ok := h.tab.sessions[sA]; ok {
+			t.Fatal("closed session kept")
+		}
+		if got := h.grant(sA, "k2"); got != 0 {
+			t.Fatalf("Grant after close = %v", got)
+		}
+		if eff := h.close(sA, true); !eff.empty() {
+			t.Fatalf("second close: %+v", eff)
+		}
+	})
+	t.Run("lost connection keeps leases until expiry", func(t *testing.T) {
+		h := newHarness(t, sA, sW)
+		h.grant(sA, "k")
+		h.mustAcquire(sA, "wl", 1)
+		expiry := h.now.Add(term + eps)
+		h.at(time.Second)
+		op, _ := h.write(sW, "k")
+		if eff := h.close(sA, false); !eff.empty() {
+			t.Fatalf("close: %+v", eff)
+		}
+		if s := h.tab.Stats(); s.Sessions != 1 || s.Leases != 1 || s.WriteLeases != 1 {
+			t.Fatalf("Stats %+v", s)
+		}
+		if _, err := h.tab.Submit(&Op{Kind: OpWrite, Session: sA, Key: "x"}, h.now); !errors.Is(err, ErrUnknownSession) {
+			t.Fatalf("Submit after close: %v", err)
+		}
+		if got := h.grant(sW, "wl"); got != 0 {
+			t.Fatalf("the closed session's write lease still excludes others: Grant = %v", got)
+		}
+		if got := h.tab.Renew(sA, []string{"k", "wl"}, term, h.now); got[0] != 0 || got[1] != 0 {
+			t.Fatalf("Renew after close = %v", got)
+		}
+		h.now = expiry.Add(-time.Nanosecond)
+		h.tick()
+		h.wantReady(op, false)
+		h.now = expiry
+		h.tick()
+		h.wantReady(op, true)
+		if _, ok := h.tab.sessions[sA]; ok {
+			t.Fatal("closed session kept after its last lease expired")
+		}
+	})
+	t.Run("queued ops are abandoned", func(t *testing.T) {
+		h := newHarness(t, sA, sB, sC)
+		h.grant(sC, "k")
+		h.grant(sC, "j")
+		opA, _ := h.write(sA, "k") // waiting for C
+		opB, _ := h.write(sB, "k") // queued behind A's
+		h.write(sB, "j")           // waiting for C
+		opA2, _ := h.write(sA, "j")
+		eff := h.close(sA, false)
+		if len(eff.Abandoned) != 2 || !slices.Contains(eff.Abandoned, opA) || !slices.Contains(eff.Abandoned, opA2) {
+			t.Fatalf("Abandoned %v", eff.Abandoned)
+		}
+		if s := h.tab.Stats(); s.WritesWaiting != 2 {
+			t.Fatalf("WritesWaiting = %d", s.WritesWaiting)
+		}
+		h.wantReady(opB, false)
+		h.relinquish(sC, "k")
+		h.wantReady(opB, true)
+	})
+	t.Run("no op of the closed session becomes ready", func(t *testing.T) {
+		// A has two ops on a key, the first held only by a write barrier
+		// that has passed, with no Tick since. Abandoning the first must not
+		// hand out the second. Map order varies, so try many times.
+		for range 50 {
+			h := newHarness(t, sA, sC)
+			h.tab.SetWriteBarrier(t0.Add(time.Second))
+			op1, _ := h.write(sA, "k")
+			op2, _ := h.acquire(sA, "k")
+			op3, _ := h.write(sA, "k")
+			h.at(2 * time.Second)
+			eff := h.close(sA, true)
+			if len(eff.Ready) != 0 {
+				t.Fatalf("ops of a closed session became ready: %v", eff.Ready)
+			}
+			for _, op := range []*Op{op1, op2, op3} {
+				if !h.abandoned[op] {
+					t.Fatal("op not abandoned")
+				}
+			}
+			if s := h.tab.Stats(); s.WritesWaiting != 0 || s.Sessions != 1 || len(h.tab.keys) != 0 {
+				t.Fatalf("Stats %+v, %d keys", s, len(h.tab.keys))
+			}
+		}
+	})
+	t.Run("ready op of a closed session still finishes", func(t *testing.T) {
+		h := newHarness(t, sA, sC)
+		h.grant(sC, "k")
+		op1, _ := h.write(sA, "k")
+		op2, _ := h.write(sA, "k")
+		h.relinquish(sC, "k")
+		h.wantReady(op1, true)
+		eff := h.close(sA, true)
+		if len(eff.Abandoned) != 1 || eff.Abandoned[0] != op2 || len(eff.Ready) != 0 {
+			t.Fatalf("close: %+v", eff)
+		}
+		if got, eff := h.done(op1, true); got != 0 || !eff.empty() {
+			t.Fatalf("Done after close = %v, %+v", got, eff)
+		}
+		if len(h.tab.keys) != 0 || len(h.tab.sessions) != 1 {
+			t.Fatalf("%d keys, %d sessions left", len(h.tab.keys), len(h.tab.sessions))
+		}
+	})
+	t.Run("ready acquire of a closed session grants nothing", func(t *testing.T) {
+		h := newHarness(t, sA, sB)
+		op, _ := h.acquire(sA, "k")
+		h.close(sA, false)
+		h.doneAcquire(op, 4)
+		if _, _, ok := h.tab.WriteLease("k"); ok {
+			t.Fatal("closed session got a write lease")
+		}
+		if got := h.grant(sB, "k"); got != term {
+			t.Fatalf("Grant = %v", got)
+		}
+	})
+	t.Run("unknown session", func(t *testing.T) {
+		h := newHarness(t)
+		if eff := h.close(42, true); !eff.empty() {
+			t.Fatalf("%+v", eff)
+		}
+	})
+}
+
+func TestRelinquish(t *testing.T) {
+	h := newHarness(t, sA, sB)
+	h.grant(sA, "a")
+	h.grant(sB, "b")
+	for _, tc := range []struct {
+		id   SessionID
+		keys []string
+	}{
+		{sA, []string{"never"}},
+		{sA, []string{"b"}}, // held by B, not A
+		{sA, nil},
+		{99, []string{"a"}},
+	} {
+		if eff := h.relinquish(tc.id, tc.keys...); !eff.empty() {
+			t.Fatalf("Relinquish(%d, %v) = %+v", tc.id, tc.keys, eff)
+		}
+	}
+	if s := h.tab.Stats(); s.Leases != 2 {
+		t.Fatalf("Leases = %d", s.Leases)
+	}
+	h.relinquish(sA, "a", "a", "never")
+	if s := h.tab.Stats(); s.Leases != 1 || s.InvalidationsAcked != 0 {
+		t.Fatalf("Stats %+v", s)
+	}
+	if _, ok := h.tab.keys["a"]; ok {
+		t.Fatal("idle key kept")
+	}
+	// Relinquish does not touch a write lease.
+	h.mustAcquire(sA, "w", 1)
+	h.relinquish(sA, "w")
+	if _, _, ok := h.tab.WriteLease("w"); !ok {
+		t.Fatal("Relinquish freed a write lease")
+	}
+}
+
+func TestRenew(t *testing.T) {
+	h := newHarness(t, sA, sB, sW)
+	for _, k := range []string{"a", "b", "c", "pending"} {
+		h.grant(sA, k)
+	}
+	h.grant(sB, "pending")
+	h.write(sW, "pending")
+	h.mustAcquire(sA, "wl", 1)
+	h.mustAcquire(sB, "other-wl", 2)
+	h.at(2 * time.Second)
+	got := h.renew(sA, "c", "missing", "pending", "a", "wl", "other-wl")
+	want := []time.Duration{term, 0, 0, term, term, 0}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Renew = %v, want %v", got, want)
+	}
+	newExpiry := h.now.Add(term + eps)
+	s := h.tab.sessions[sA]
+	for key, want := range map[string]time.Time{
+		"a": newExpiry, "c": newExpiry, "b": t0.Add(term + eps), "pending": t0.Add(term + eps),
+	} {
+		if l := s.leases[key]; !l.expiry.Equal(want) {
+			t.Fatalf("lease %q expires t0%+v, want t0%+v", key, l.expiry.Sub(t0), want.Sub(t0))
+		}
+	}
+	if l := s.wrlses["wl"]; !l.expiry.Equal(newExpiry) {
+		t.Fatalf("write lease not renewed")
+	}
+	// A shorter renewal does not shorten a lease.
+	if got := h.tab.Renew(sA, []string{"a"}, time.Second, h.now); got[0] != time.Second {
+		t.Fatalf("Renew = %v", got)
+	}
+	if !s.leases["a"].expiry.Equal(newExpiry) {
+		t.Fatal("lease shortened by a shorter renewal")
+	}
+	for _, tc := range []struct {
+		id   SessionID
+		term time.Duration
+	}{{99, term}, {sA, 0}, {sA, -1}} {
+		if got := h.tab.Renew(tc.id, []string{"a", "b"}, tc.term, h.now); !slices.Equal(got, []time.Duration{0, 0}) {
+			t.Fatalf("Renew(%d, %v) = %v", tc.id, tc.term, got)
+		}
+	}
+	if got := h.renew(sA); len(got) != 0 {
+		t.Fatalf("empty Renew = %v", got)
+	}
+}
+
+func TestWriteBarrier(t *testing.T) {
+	h := newHarness(t, sA, sB)
+	barrier := t0.Add(5 * time.Second)
+	h.tab.SetWriteBarrier(barrier)
+	if got := h.grant(sA, "read"); got != term {
+		t.Fatalf("Grant under the barrier = %v", got)
+	}
+	op, eff := h.write(sB, "k")
+	if len(eff.Ready) != 0 {
+		t.Fatalf("write ready before the barrier: %+v", eff)
+	}
+	acq, _ := h.acquire(sB, "j")
+	h.wantReady(acq, false)
+	if s := h.tab.Stats(); s.WritesWaiting != 2 {
+		t.Fatalf("WritesWaiting = %d", s.WritesWaiting)
+	}
+	h.wantNextDeadline(barrier)
+	if got := h.grant(sA, "k"); got != 0 {
+		t.Fatalf("Grant on a key with a held write = %v", got)
+	}
+	h.now = barrier.Add(-time.Nanosecond)
+	h.tick()
+	h.wantReady(op, false)
+	h.now = barrier
+	eff = h.tick()
+	if len(eff.Ready) != 2 {
+		t.Fatalf("at the barrier: Ready = %v", eff.Ready)
+	}
+	h.wantNextDeadline(t0.Add(term + eps))
+	// After the barrier, writes go at once.
+	op2, _ := h.write(sA, "x")
+	h.wantReady(op2, true)
+}
+
+func TestWriteBarrierHoldsHolderWrites(t *testing.T) {
+	h := newHarness(t, sA)
+	h.mustAcquire(sA, "k", 1)
+	barrier := t0.Add(time.Second)
+	h.tab.SetWriteBarrier(barrier)
+	op, _, err := h.tokenWrite(sA, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wantReady(op, false)
+	h.wantNextDeadline(barrier)
+	h.now = barrier
+	h.tick()
+	h.wantReady(op, true)
+	h.done(op, true)
+}
+
+func TestWriteBarrierAndHolders(t *testing.T) {
+	// The barrier and a holder: ready only when both are past.
+	h := newHarness(t, sA, sB)
+	h.grant(sA, "k")
+	h.tab.SetWriteBarrier(t0.Add(time.Hour))
+	op, _ := h.write(sB, "k")
+	h.wantNextDeadline(t0.Add(term + eps))
+	h.relinquish(sA, "k")
+	h.wantReady(op, false)
+	h.wantNextDeadline(t0.Add(time.Hour))
+	h.at(time.Hour)
+	h.tick()
+	h.wantReady(op, true)
+}
+
+func TestStats(t *testing.T) {
+	h := newHarness(t, sA, sB, sC)
+	want := func(stage string, leases, wleases, waiting, sessions int) {
+		t.Helper()
+		s := h.tab.Stats()
+		if s.Leases != leases || s.WriteLeases != wleases || s.WritesWaiting != waiting || s.Sessions != sessions {
+			t.Fatalf("%s: Stats %+v; want Leases %d WriteLeases %d WritesWaiting %d Sessions %d",
+				stage, s, leases, wleases, waiting, sessions)
+		}
+	}
+	want("empty", 0, 0, 0, 3)
+	h.tab.AddSession(sA) // no-op
+	want("re-add", 0, 0, 0, 3)
+	h.grant(sA, "a")
+	h.grant(sA, "b")
+	h.grant(sB, "a")
+	h.grant(sB, "a")
+	want("grants", 3, 0, 0, 3)
+	h.mustAcquire(sC, "w", 1)
+	h.grant(sC, "w")
+	want("write lease", 4, 1, 0, 3)
+	h.write(sC, "a")
+	h.write(sB, "a")
+	h.write(sA, "w")
+	want("writes", 4, 1, 3, 3)
+	h.close(sC, false)
+	// C's write was abandoned, so B's write started: B's own (invalidated)
+	// lease was dropped, A's was asked already.
+	want("C lost", 3, 1, 2, 2)
+	h.at(term + eps)
+	h.tick()
+	want("expired", 0, 0, 0, 2)
+	if s := h.tab.Stats(); s.InvalidationsSent != 3 || s.InvalidationsAcked != 1 || s.InvalidationsExpired != 2 || s.Recalls != 1 {
+		t.Fatalf("Stats %+v; want 3 invalidations sent (A, B on a; C on w), 1 dropped by its own write, 2 expired, 1 recall", s)
+	}
+}
