@@ -53,22 +53,14 @@ func Decode(t Type, body []byte) (Message, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: unknown message type %d", ErrMalformed, t)
 	}
+	if n, err := scanValue(body, 0); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
+	} else if n != len(body) {
+		return nil, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, t, len(body)-n)
+	}
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)
 	r := bytes.NewReader(body)
-	// Skip the body once before decoding it. msgpack v5.4.1 allocates a slice
-	// for the length an array declares before reading any element (its
-	// allocation limit is never applied), so a few bytes declaring 2^32 keys
-	// would exhaust memory. A body that skips cleanly backs every declared
-	// length with at least that many bytes, bounding what Decode allocates.
-	dec.Reset(r)
-	if err := dec.Skip(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
-	}
-	if r.Len() != 0 {
-		return nil, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, t, r.Len())
-	}
-	r.Reset(body)
 	dec.Reset(r)
 	if err := dec.Decode(m); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
@@ -77,6 +69,112 @@ func Decode(t Type, body []byte) (Message, error) {
 		return nil, fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, t, r.Len())
 	}
 	return m, nil
+}
+
+// maxNesting bounds how deeply arrays and maps nest in a body. A message
+// nests two deep (its map, then a list of keys); the rest is room for fields
+// added later.
+const maxNesting = 32
+
+// scanValue returns the size of the msgpack value at the start of b, nested
+// in depth arrays and maps. It fails if the value is cut short or nests
+// deeper than maxNesting. Decode scans a body before it hands it to msgpack,
+// because msgpack v5.4.1 trusts declared lengths: it allocates a slice for
+// the elements an array declares before reading any of them, a []byte for
+// the bytes a bin declares, and grows the buffer of its pooled decoder
+// towards the bytes a str declares. A body of a few bytes declaring 2^32
+// elements would exhaust memory. A body that scans backs every length it
+// declares with at least that many bytes.
+func scanValue(b []byte, depth int) (int, error) {
+	if len(b) == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	c := b[0]
+	switch {
+	case c <= 0x7f || c >= 0xe0: // positive and negative fixint
+		return 1, nil
+	case c <= 0x8f: // fixmap
+		return scanValues(b, 1, uint64(c&0x0f)*2, depth)
+	case c <= 0x9f: // fixarray
+		return scanValues(b, 1, uint64(c&0x0f), depth)
+	case c <= 0xbf: // fixstr
+		return scanData(b, 1, uint64(c&0x1f))
+	}
+	// The rest but nil, bool and the fixed-size numbers and exts declare a
+	// length of width bytes after the code: of data, or of elements of per
+	// values each.
+	var width, per, extra int // extra: the type byte of an ext
+	switch c {
+	case 0xc0, 0xc2, 0xc3: // nil, false, true
+		return 1, nil
+	case 0xcc, 0xd0: // uint8, int8
+		return scanData(b, 1, 1)
+	case 0xcd, 0xd1:
+		return scanData(b, 1, 2)
+	case 0xca, 0xce, 0xd2: // float32, uint32, int32
+		return scanData(b, 1, 4)
+	case 0xcb, 0xcf, 0xd3:
+		return scanData(b, 1, 8)
+	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1, 2, 4, 8, 16: type and data
+		return scanData(b, 1, 1+1<<(c-0xd4))
+	case 0xc4, 0xd9: // bin8, str8
+		width = 1
+	case 0xc5, 0xda:
+		width = 2
+	case 0xc6, 0xdb:
+		width = 4
+	case 0xc7, 0xc8, 0xc9: // ext8, ext16, ext32
+		width, extra = 1<<(c-0xc7), 1
+	case 0xdc: // array16
+		width, per = 2, 1
+	case 0xdd:
+		width, per = 4, 1
+	case 0xde: // map16
+		width, per = 2, 2
+	case 0xdf:
+		width, per = 4, 2
+	default: // 0xc1 is never used
+		return 0, fmt.Errorf("invalid code %#x", c)
+	}
+	if len(b) < 1+width {
+		return 0, io.ErrUnexpectedEOF
+	}
+	var n uint64
+	for _, x := range b[1 : 1+width] {
+		n = n<<8 | uint64(x)
+	}
+	if per == 0 {
+		return scanData(b, 1+width, n+uint64(extra))
+	}
+	return scanValues(b, 1+width, n*uint64(per), depth)
+}
+
+// scanData returns size+n if b holds size+n bytes.
+func scanData(b []byte, size int, n uint64) (int, error) {
+	if n > uint64(len(b)-size) {
+		return 0, io.ErrUnexpectedEOF
+	}
+	return size + int(n), nil
+}
+
+// scanValues returns the size of an array or map whose header of size bytes
+// declares n nested values.
+func scanValues(b []byte, size int, n uint64, depth int) (int, error) {
+	if depth >= maxNesting {
+		return 0, fmt.Errorf("arrays and maps nested over %d deep", maxNesting)
+	}
+	// Each value takes at least a byte.
+	if n > uint64(len(b)-size) {
+		return 0, io.ErrUnexpectedEOF
+	}
+	for ; n > 0; n-- {
+		k, err := scanValue(b[size:], depth+1)
+		if err != nil {
+			return 0, err
+		}
+		size += k
+	}
+	return size, nil
 }
 
 // FrameReader reads frames from a stream. It is not safe for concurrent use:

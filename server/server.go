@@ -21,13 +21,14 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
 )
 
 // Defaults of Config.
 const (
-	DefaultDir          = "leased-data"
+	DefaultDir          = layout.DefaultDir
 	DefaultAddr         = "127.0.0.1:7400"
 	DefaultLeaseTerm    = 10 * time.Second
 	DefaultEpsilon      = 100 * time.Millisecond
@@ -179,7 +180,7 @@ func New(cfg Config) (*Server, error) {
 	if tlsConf == nil {
 		var err error
 		if tlsConf, err = LoadOrCreateTLS(cfg.Dir, cfg.TLSHosts); err != nil {
-			return nil, fmt.Errorf("leased: tls: %w", err)
+			return nil, fmt.Errorf("leased: %w", err)
 		}
 	} else {
 		tlsConf = tlsConf.Clone()
@@ -187,7 +188,7 @@ func New(cfg Config) (*Server, error) {
 	tlsConf.MinVersion = tls.VersionTLS13
 	tlsConf.NextProtos = []string{protocol.ALPN}
 
-	st, err := openStore(filepath.Join(cfg.Dir, "db"), cfg.Logger)
+	st, err := openStore(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("leased: %w", err)
 	}

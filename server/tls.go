@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/protocol"
 )
 
@@ -27,9 +28,9 @@ import (
 // in <data>/TLSDirName; the CLI reads the CA from CAPath.
 const (
 	// TLSDirName is the folder under the data folder that holds the TLS files.
-	TLSDirName = "tls"
+	TLSDirName = layout.TLSDir
 	// CAFileName is the CA certificate clients trust (PEM).
-	CAFileName = "ca.pem"
+	CAFileName = layout.CAFile
 	// CAKeyFileName is the private key of the CA (PEM, mode 0600). The server
 	// needs it only to issue a new server certificate.
 	CAKeyFileName = "ca-key.pem"
@@ -52,9 +53,7 @@ const (
 // CAPath returns <dataDir>/tls/ca.pem, where clients find the CA of a server
 // started with that data folder. The CLI calls it to build the root pool it
 // verifies the server with; LoadOrCreateTLS writes the CA there.
-func CAPath(dataDir string) string {
-	return filepath.Join(dataDir, TLSDirName, CAFileName)
-}
+func CAPath(dataDir string) string { return layout.CAPath(dataDir) }
 
 // LoadOrCreateTLS returns the server tls.Config for the data folder dir. The
 // server calls it at start-up when no certificate and key files were given

@@ -1,0 +1,293 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/server"
+)
+
+// benchTerm is the lease term of the benchmark servers: long enough that no
+// lease runs out, or falls due for renewal, while a benchmark runs.
+const benchTerm = 60 * time.Second
+
+// benchParallelism makes RunParallel start 32 goroutines per GOMAXPROCS.
+const benchParallelism = 32
+
+var benchLog = slog.New(slog.DiscardHandler)
+
+// benchEnv is an in-process server and the data folder its CA lives in.
+type benchEnv struct {
+	srv *server.Server
+	dir string
+}
+
+// benchServer starts a server that is closed when the benchmark ends.
+func benchServer(b *testing.B) *benchEnv {
+	b.Helper()
+	dir := b.TempDir()
+	srv, err := server.New(server.Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: benchTerm, Logger: benchLog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(context.Background())
+	b.Cleanup(func() { srv.Close() })
+	return &benchEnv{srv: srv, dir: dir}
+}
+
+// benchDial connects a client that is closed when the benchmark ends,
+// before the server is.
+func benchDial(b *testing.B, env *benchEnv, name string) *client.Client {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, env.srv.Addr().String(), client.Config{
+		CAFile: server.CAPath(env.dir),
+		Name:   name,
+		Logger: benchLog,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// benchGet reads key and fails the benchmark unless the answer's Cached is
+// wantCached.
+func benchGet(b *testing.B, c *client.Client, key string, wantCached bool) client.Item {
+	b.Helper()
+	it, err := c.Get(b.Context(), key)
+	if err != nil {
+		b.Fatalf("get %q: %v", key, err)
+	}
+	if it.Cached != wantCached {
+		b.Fatalf("get %q: Cached = %v, want %v", key, it.Cached, wantCached)
+	}
+	return it
+}
+
+// benchP50 reports the median of samples in µs.
+func benchP50(b *testing.B, samples []time.Duration) {
+	b.Helper()
+	if len(samples) == 0 {
+		return
+	}
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2])/float64(time.Microsecond), "p50-µs")
+}
+
+// benchHoldWriteLease makes a second client hold the write lease on key, so
+// that the server grants no read lease on it to anyone else: every read of
+// it goes to the server.
+func benchHoldWriteLease(b *testing.B, env *benchEnv, key string) {
+	b.Helper()
+	owner := benchDial(b, env, "owner")
+	if _, err := owner.Put(b.Context(), key, []byte("value")); err != nil {
+		b.Fatal(err)
+	}
+	// The lease is renewed in the background and given up when owner closes.
+	if _, err := owner.AcquireWriteLease(b.Context(), key); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkCachedGet(b *testing.B) {
+	env := benchServer(b)
+	ctx := b.Context()
+	const key = "cached-key"
+	if _, err := benchDial(b, env, "writer").Put(ctx, key, []byte("value")); err != nil {
+		b.Fatal(err)
+	}
+	c := benchDial(b, env, "reader")
+	benchGet(b, c, key, false) // fills the cache under a lease
+	benchGet(b, c, key, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		it, err := c.Get(ctx, key)
+		if err != nil || !it.Cached {
+			b.Fatalf("get: %+v, %v", it, err)
+		}
+	}
+}
+
+func BenchmarkCachedGetParallel(b *testing.B) {
+	env := benchServer(b)
+	c := benchDial(b, env, "reader")
+	ctx := b.Context()
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%02d", i)
+		benchGet(b, c, keys[i], false) // not found: cached negatively
+		benchGet(b, c, keys[i], true)
+	}
+	var next atomic.Uint32
+	var misses atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(benchParallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := next.Add(1)
+		for pb.Next() {
+			it, err := c.Get(ctx, keys[i%uint32(len(keys))])
+			if err != nil || !it.Cached {
+				misses.Add(1)
+			}
+			i++
+		}
+	})
+	b.StopTimer()
+	if n := misses.Load(); n > 0 {
+		b.Fatalf("%d of %d gets were not answered from the cache", n, b.N)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mops/s")
+}
+
+func BenchmarkUncachedGet(b *testing.B) {
+	env := benchServer(b)
+	const key = "contended-key"
+	benchHoldWriteLease(b, env, key)
+	c := benchDial(b, env, "reader")
+	ctx := b.Context()
+	benchGet(b, c, key, false)
+	var samples []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		it, err := c.Get(ctx, key)
+		samples = append(samples, time.Since(start))
+		if err != nil || it.Cached || !it.Found {
+			b.Fatalf("get: %+v, %v", it, err)
+		}
+	}
+	benchP50(b, samples)
+}
+
+func BenchmarkUncachedGetParallel(b *testing.B) {
+	env := benchServer(b)
+	const key = "contended-key"
+	benchHoldWriteLease(b, env, key)
+	c := benchDial(b, env, "reader")
+	ctx := b.Context()
+	benchGet(b, c, key, false)
+	var bad atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(benchParallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			it, err := c.Get(ctx, key)
+			if err != nil || it.Cached || !it.Found {
+				bad.Add(1)
+			}
+		}
+	})
+	b.StopTimer()
+	if n := bad.Load(); n > 0 {
+		b.Fatalf("%d of %d gets failed or came from the cache", n, b.N)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+func BenchmarkPutHolders(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("holders=%d", n), func(b *testing.B) {
+			benchPutHolders(b, n)
+		})
+	}
+}
+
+// benchPutHolders times a Put of a key on which n other clients hold read
+// leases: the Put returns once every holder has acknowledged its
+// invalidation and the write is durable.
+func benchPutHolders(b *testing.B, n int) {
+	env := benchServer(b)
+	ctx := b.Context()
+	const key = "hot-key"
+	writer := benchDial(b, env, "writer")
+	if _, err := writer.Put(ctx, key, []byte("v0")); err != nil {
+		b.Fatal(err)
+	}
+	holders := make([]*client.Client, n)
+	for i := range holders {
+		holders[i] = benchDial(b, env, fmt.Sprintf("holder-%d", i))
+	}
+	// lease makes every holder read the key from the server, which grants
+	// it a lease; a second read checks that the answer was cached.
+	var errs atomic.Int64
+	lease := func() {
+		var wg sync.WaitGroup
+		for _, h := range holders {
+			wg.Go(func() {
+				it, err := h.Get(ctx, key)
+				if err != nil || it.Cached {
+					errs.Add(1)
+					return
+				}
+				if it, err := h.Get(ctx, key); err != nil || !it.Cached {
+					errs.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if e := errs.Load(); e > 0 {
+			b.Fatalf("%d holders failed to take a lease", e)
+		}
+	}
+	before, err := writer.ServerStats(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	value := []byte("value")
+	var samples []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		lease()
+		b.StartTimer()
+		start := time.Now()
+		_, err := writer.Put(ctx, key, value)
+		samples = append(samples, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	after, err := writer.ServerStats(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sent := after.InvalidationsSent - before.InvalidationsSent
+	if want := uint64(n) * uint64(b.N); sent != want {
+		b.Fatalf("%d invalidations sent, want %d", sent, want)
+	}
+	if expired := after.InvalidationsExpired - before.InvalidationsExpired; expired > 0 {
+		b.Fatalf("%d invalidations expired instead of being acknowledged", expired)
+	}
+	benchP50(b, samples)
+}
+
+func BenchmarkPutNoHolders(b *testing.B) {
+	env := benchServer(b)
+	ctx := b.Context()
+	writer := benchDial(b, env, "writer")
+	const key = "cold-key"
+	value := []byte("value")
+	var samples []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		_, err := writer.Put(ctx, key, value)
+		samples = append(samples, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchP50(b, samples)
+}

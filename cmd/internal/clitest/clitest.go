@@ -1,0 +1,343 @@
+// Package clitest runs the leased and leasectl binaries for the tests of
+// package main in cmd/leased and cmd/leasectl: it builds them, starts a
+// real server on a free port, and runs commands against it.
+//
+// Every wait here is bounded by a deadline, so a broken binary fails a test
+// instead of hanging it. No helper sleeps to let lease time pass.
+package clitest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Deadlines. They only bound failures: a passing run is much faster. They
+// are generous because a loaded machine running -race tests of several
+// packages at once can be slow to start a process.
+const (
+	// ReadyTimeout bounds the wait for a new server to answer.
+	ReadyTimeout = 15 * time.Second
+	// RunTimeout bounds one leasectl or leased command that should finish
+	// by itself.
+	RunTimeout = 30 * time.Second
+	// ExitTimeout bounds the wait for a signalled server to exit: its
+	// graceful shutdown is bounded by 10 s (--shutdown-timeout), plus slack.
+	ExitTimeout = 20 * time.Second
+)
+
+// Binaries are the paths of the built binaries.
+type Binaries struct {
+	Leased   string
+	Leasectl string
+}
+
+// Build builds leased and leasectl into dir with the go command from PATH.
+func Build(dir string) (Binaries, error) {
+	b := Binaries{
+		Leased:   filepath.Join(dir, "leased"),
+		Leasectl: filepath.Join(dir, "leasectl"),
+	}
+	for bin, pkg := range map[string]string{
+		b.Leased:   "github.com/leased/leased/cmd/leased",
+		b.Leasectl: "github.com/leased/leased/cmd/leasectl",
+	} {
+		// Bound the build too: a cold build cache compiles badger and
+		// quic-go, which can take minutes on a slow machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
+		cancel()
+		if err != nil {
+			return b, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return b, nil
+}
+
+// Main builds the binaries into a temporary folder, runs the tests with
+// them, and removes the folder. Use it from TestMain.
+func Main(m interface{ Run() int }, bins *Binaries) int {
+	dir, err := os.MkdirTemp("", "leased-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bins, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// FreeUDPPort returns a UDP port on 127.0.0.1 that was free a moment ago.
+// Another process may take it before it is used; callers retry.
+func FreeUDPPort() (int, error) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := pc.LocalAddr().(*net.UDPAddr).Port
+	pc.Close()
+	return port, nil
+}
+
+// Result is the outcome of a finished command.
+type Result struct {
+	Stdout string
+	Stderr string
+	Code   int
+}
+
+// Cmd describes a command to run.
+type Cmd struct {
+	// Dir is the working directory; empty means the test's.
+	Dir string
+	// Env is added to the environment, from which LEASED_CACERT is always
+	// removed so that the caller's shell cannot change a test.
+	Env []string
+	// Stdin is the command's input.
+	Stdin io.Reader
+}
+
+// Env returns the environment for a command: os.Environ without
+// LEASED_CACERT, plus extra.
+func Env(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEASED_CACERT=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// Run runs bin with args and waits, at most RunTimeout, for it to exit.
+func (c Cmd) Run(t testing.TB, bin string, args ...string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), RunTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = c.Dir
+	cmd.Env = Env(c.Env...)
+	cmd.Stdin = c.Stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := Result{Stdout: stdout.String(), Stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("%s %q did not finish within %v\nstdout: %s\nstderr: %s", filepath.Base(bin), args, RunTimeout, r.Stdout, r.Stderr)
+	case errors.As(err, &ee):
+		r.Code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run %s %q: %v", filepath.Base(bin), args, err)
+	}
+	return r
+}
+
+// SyncBuffer is a bytes.Buffer safe for one writer and many readers.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Proc is a background process.
+type Proc struct {
+	Cmd    *exec.Cmd
+	Stdout *SyncBuffer
+	Stderr *SyncBuffer
+	exited chan struct{}
+	err    error // set before exited is closed
+}
+
+// Start starts bin with args in the background. The test's cleanup kills
+// it if it is still running.
+func (c Cmd) Start(t testing.TB, bin string, args ...string) *Proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = c.Dir
+	cmd.Env = Env(c.Env...)
+	cmd.Stdin = c.Stdin
+	p := &Proc{Cmd: cmd, Stdout: &SyncBuffer{}, Stderr: &SyncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", filepath.Base(bin), err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// Exited returns a channel closed when the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// Wait waits at most timeout for the process to exit and returns its exit
+// status. It fails the test if the process does not exit in time.
+func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %v\nstderr: %s", filepath.Base(p.Cmd.Path), timeout, p.Stderr.String())
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		t.Fatalf("wait for %s: %v", filepath.Base(p.Cmd.Path), p.err)
+	}
+	return 0
+}
+
+// WaitOutput waits at most timeout for the process to write want to
+// stdout, and fails the test if it does not.
+func (p *Proc) WaitOutput(t testing.TB, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.Stdout.String(), want) {
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited before printing %q\nstdout: %s\nstderr: %s", filepath.Base(p.Cmd.Path), want, p.Stdout.String(), p.Stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not print %q within %v\nstdout: %s\nstderr: %s", filepath.Base(p.Cmd.Path), want, timeout, p.Stdout.String(), p.Stderr.String())
+		}
+	}
+}
+
+// Server is a running leased.
+type Server struct {
+	*Proc
+	bins Binaries
+	// Addr is the address it serves on, 127.0.0.1:port.
+	Addr string
+	// Data is its data folder, and CA the CA file in it.
+	Data string
+	CA   string
+}
+
+// StartServer starts leased on a free port of 127.0.0.1 with the data
+// folder data and the extra flags, in the working directory dir (empty: the
+// test's), and waits until it answers leasectl status. If the port was
+// taken meanwhile it retries with another.
+func StartServer(t testing.TB, bins Binaries, dir, data string, extra ...string) *Server {
+	t.Helper()
+	const attempts = 5
+	for range attempts {
+		port, err := FreeUDPPort()
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		args := append([]string{"--listen", addr, "--data", data}, extra...)
+		s := &Server{
+			Proc: Cmd{Dir: dir}.Start(t, bins.Leased, args...),
+			bins: bins,
+			Addr: addr,
+			Data: data,
+		}
+		s.CA = filepath.Join(data, "tls", "ca.pem")
+		if dir != "" && !filepath.IsAbs(s.CA) {
+			s.CA = filepath.Join(dir, s.CA)
+		}
+		if s.waitReady(t) {
+			return s
+		}
+		if !strings.Contains(s.Stderr.String(), "address already in use") {
+			t.Fatalf("leased %q exited before it answered\nstderr: %s", args, s.Stderr.String())
+		}
+		// Another process took the port between FreeUDPPort and leased's
+		// bind: try another.
+	}
+	t.Fatalf("leased: no free port after %d attempts", attempts)
+	return nil
+}
+
+// waitReady polls leasectl status until the server answers, for at most
+// ReadyTimeout. It returns false if the server exited first.
+func (s *Server) waitReady(t testing.TB) bool {
+	t.Helper()
+	deadline := time.Now().Add(ReadyTimeout)
+	for {
+		select {
+		case <-s.exited:
+			return false
+		default:
+		}
+		r := Cmd{}.Run(t, s.bins.Leasectl, "--endpoint", s.Addr, "--cacert", s.CA, "--timeout", "1s", "status")
+		if r.Code == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leased at %s did not answer within %v\nlast leasectl error: %s\nleased stderr: %s", s.Addr, ReadyTimeout, r.Stderr, s.Stderr.String())
+		}
+		select {
+		case <-s.exited:
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop sends SIGTERM and checks that the server exits with status 0 within
+// ExitTimeout.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	s.Signal(t, syscall.SIGTERM)
+	if code := s.Wait(t, ExitTimeout); code != 0 {
+		t.Fatalf("leased exited with status %d after SIGTERM\nstderr: %s", code, s.Stderr.String())
+	}
+}
+
+// Ctl runs leasectl against s with --endpoint and --cacert, and the args.
+func (s *Server) Ctl(t testing.TB, args ...string) Result {
+	t.Helper()
+	return Cmd{}.Run(t, s.bins.Leasectl, append([]string{"--endpoint", s.Addr, "--cacert", s.CA}, args...)...)
+}

@@ -1,0 +1,412 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leased/leased/client"
+)
+
+// maxStdinValue bounds a value read from stdin: the largest value any
+// server accepts (64 MiB), plus one byte to detect a longer one.
+const maxStdinValue = 64 << 20
+
+// argsExactly returns an Args check that wants the named arguments, with a
+// usage error that names them.
+func argsExactly(names ...string) cobra.PositionalArgs {
+	return argsRange(len(names), names...)
+}
+
+// argsRange wants at least min of the named arguments and at most all.
+func argsRange(min int, names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < min || len(args) > len(names) {
+			return usagef("%s wants %s; got %d argument(s)", cmd.Name(), argNames(min, names), len(args))
+		}
+		return nil
+	}
+}
+
+func argNames(min int, names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += " "
+		}
+		if i >= min {
+			n = "[" + n + "]"
+		}
+		s += n
+	}
+	return s
+}
+
+// readValue returns the value argument, reading stdin when it is "-".
+func (a *app) readValue(arg string) ([]byte, error) {
+	if arg != "-" {
+		return []byte(arg), nil
+	}
+	b, err := io.ReadAll(io.LimitReader(a.stdin, maxStdinValue+1))
+	if err != nil {
+		return nil, fmt.Errorf("read value from stdin: %w", err)
+	}
+	if len(b) > maxStdinValue {
+		return nil, usagef("the value on stdin is larger than %d bytes", maxStdinValue)
+	}
+	return b, nil
+}
+
+func (a *app) getCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get KEY",
+		Short: "Print the value of a key",
+		Long: `Print the value, version and presence of KEY.
+
+A missing key: with table output, leasectl prints "key not found" on stderr
+and exits with status 4; with -o json it prints the answer with
+"found": false (and the version of the deletion, or 0) and exits 0.`,
+		Example: `  leasectl get greeting
+  leasectl -o json get greeting | jq -r .value`,
+		Args: argsExactly("KEY"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key := args[0]
+			return a.withClient(func(ctx context.Context, c *client.Client) error {
+				it, err := c.Get(ctx, key)
+				if err != nil {
+					return err
+				}
+				if !it.Found && a.output != "json" {
+					return fmt.Errorf("%w: %q", errKeyNotFound, key)
+				}
+				out := getJSON{Key: key, Version: it.Version, Found: it.Found}
+				if it.Found {
+					out.Value, out.ValueBase64 = jsonValue(it.Value)
+				}
+				return a.emit(out, []string{"KEY", "VALUE", "VERSION", "FOUND"},
+					[]string{key, tableText(it.Value), strconv.FormatUint(it.Version, 10), strconv.FormatBool(it.Found)})
+			})
+		},
+	}
+}
+
+func (a *app) putCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "put KEY VALUE",
+		Short: "Set a key and print the committed version",
+		Long: `Set KEY to VALUE and print the version it committed. With VALUE "-", the
+value is read from stdin, byte for byte.
+
+The write commits once every other client holding a lease on KEY has dropped
+it, or its lease has run out.
+
+A VALUE that starts with "-" must follow "--", which ends the flags.`,
+		Example: `  leasectl put greeting hello
+  leasectl put config/app - < app.json
+  leasectl put -- offset -5`,
+		Args: argsExactly("KEY", "VALUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key := args[0]
+			value, err := a.readValue(args[1])
+			if err != nil {
+				return err
+			}
+			return a.withClient(func(ctx context.Context, c *client.Client) error {
+				ver, err := c.Put(ctx, key, value)
+				if err != nil {
+					return err
+				}
+				return a.printWrite(key, ver)
+			})
+		},
+	}
+}
+
+func (a *app) delCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "del KEY",
+		Aliases: []string{"delete"},
+		Short:   "Delete a key and print the version of the deletion",
+		Args:    argsExactly("KEY"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key := args[0]
+			return a.withClient(func(ctx context.Context, c *client.Client) error {
+				ver, err := c.Delete(ctx, key)
+				if err != nil {
+					return err
+				}
+				return a.printWrite(key, ver)
+			})
+		},
+	}
+}
+
+func (a *app) casCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cas KEY OLD_VERSION VALUE",
+		Short: "Set a key only if its version is still OLD_VERSION",
+		Long: `Compare and swap: set KEY to VALUE if its version is still OLD_VERSION, and
+print the new version. OLD_VERSION 0 means the key must not exist. With VALUE
+"-", the value is read from stdin.
+
+If the version differs, nothing changes and leasectl exits with status 5.`,
+		Example: `  leasectl cas greeting 7 "hello again"
+  leasectl cas new-key 0 first`,
+		Args: argsExactly("KEY", "OLD_VERSION", "VALUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key := args[0]
+			old, err := strconv.ParseUint(args[1], 10, 64)
+			if err != nil {
+				return usagef("OLD_VERSION %q is not a version number (0 or more)", args[1])
+			}
+			value, err := a.readValue(args[2])
+			if err != nil {
+				return err
+			}
+			return a.withClient(func(ctx context.Context, c *client.Client) error {
+				ver, err := c.CompareAndSwap(ctx, key, old, value)
+				if err != nil {
+					return err
+				}
+				return a.printWrite(key, ver)
+			})
+		},
+	}
+}
+
+// printWrite prints the answer of put, del and cas.
+func (a *app) printWrite(key string, ver uint64) error {
+	return a.emit(writeJSON{Key: key, Version: ver}, []string{"KEY", "VERSION"},
+		[]string{key, strconv.FormatUint(ver, 10)})
+}
+
+func (a *app) writeLeaseCmd() *cobra.Command {
+	var hold time.Duration
+	cmd := &cobra.Command{
+		Use:   "write-lease KEY [VALUE]",
+		Short: "Acquire the exclusive write lease on a key, optionally write it, and release",
+		Long: `Acquire the exclusive write lease on KEY and print its fencing token and term.
+If VALUE is given ("-" reads stdin), write it under the lease and print the
+version written.
+
+With --hold, keep the lease (renewed in the background) for that long or
+until Ctrl-C, then release it; the answer is printed before holding. Without
+--hold, the lease is released at once. If the lease is recalled by another
+client or lost while held, leasectl exits with status 5.`,
+		Example: `  leasectl write-lease config/primary
+  leasectl write-lease config/primary db1
+  leasectl write-lease config/primary db1 --hold 30s`,
+		Args: argsRange(1, "KEY", "VALUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if hold < 0 {
+				return usagef("--hold %v: must not be negative", hold)
+			}
+			key := args[0]
+			var value []byte
+			if len(args) == 2 {
+				var err error
+				if value, err = a.readValue(args[1]); err != nil {
+					return err
+				}
+			}
+			return a.writeLease(key, value, len(args) == 2, hold)
+		},
+	}
+	cmd.Flags().DurationVar(&hold, "hold", 0, "keep the lease this long (or until Ctrl-C) before releasing it")
+	return cmd
+}
+
+// writeLease acquires the write lease on key, writes value if write is
+// set, prints the answer, holds the lease for hold, and releases it.
+func (a *app) writeLease(key string, value []byte, write bool, hold time.Duration) error {
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	defer cancel()
+	c, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	wl, err := c.AcquireWriteLease(ctx, key)
+	if err != nil {
+		return err
+	}
+	// Release on a context of its own: it must run after Ctrl-C too.
+	release := func() error {
+		rctx, rcancel := context.WithTimeout(context.Background(), a.timeout)
+		defer rcancel()
+		if err := wl.Release(rctx); err != nil {
+			return fmt.Errorf("release the write lease on %q: %w", key, err)
+		}
+		return nil
+	}
+	var version uint64
+	if write {
+		if version, err = wl.Put(ctx, value); err != nil {
+			release()
+			return err
+		}
+	}
+	// The client does not expose the term of a write lease; the server
+	// grants write leases for its default term, which the session reports.
+	sess, _ := c.Session()
+	header := []string{"KEY", "TOKEN", "TERM"}
+	row := []string{key, strconv.FormatUint(wl.Token(), 10), fmtDur(sess.DefaultTerm)}
+	if write {
+		header = append(header, "VERSION")
+		row = append(row, strconv.FormatUint(version, 10))
+	}
+	out := writeLeaseJSON{Key: key, Token: wl.Token(), TermSeconds: seconds(sess.DefaultTerm), Version: version}
+	if err := a.emit(out, header, row); err != nil {
+		release()
+		return err
+	}
+	if hold > 0 {
+		fmt.Fprintf(a.stderr, "Holding the write lease on %q for %v; press Ctrl-C to release it.\n", key, hold)
+		t := time.NewTimer(hold)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-a.ctx.Done():
+		case <-wl.Done():
+			return fmt.Errorf("%w: the write lease on %q was recalled by another client or ran out", errLeaseLost, key)
+		}
+	}
+	if err := release(); err != nil {
+		return err
+	}
+	if hold > 0 {
+		fmt.Fprintf(a.stderr, "Released the write lease on %q.\n", key)
+	}
+	return nil
+}
+
+func (a *app) statsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats",
+		Short: "Print the server's counters",
+		Long: `Print the server's counters: revision, sessions, leases, invalidations,
+recalls, and messages in and out by type (messages_in.<type>,
+messages_out.<type>).`,
+		Args: argsExactly(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withClient(func(ctx context.Context, c *client.Client) error {
+				st, err := c.ServerStats(ctx)
+				if err != nil {
+					return err
+				}
+				return a.printStats(st)
+			})
+		},
+	}
+}
+
+// printStats prints the server's counters.
+func (a *app) printStats(st *client.Stats) error {
+	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	i := strconv.Itoa
+	rows := [][]string{
+		{"revision", u(st.Revision)},
+		{"sessions", i(st.Sessions)},
+		{"leases", i(st.Leases)},
+		{"write_leases", i(st.WriteLeases)},
+		{"writes_waiting", i(st.WritesWaiting)},
+		{"invalidations_sent", u(st.InvalidationsSent)},
+		{"invalidations_acked", u(st.InvalidationsAcked)},
+		{"invalidations_expired", u(st.InvalidationsExpired)},
+		{"recalls", u(st.Recalls)},
+		{"uptime", fmtDur(st.Uptime)},
+		{"default_term", fmtDur(st.DefaultTerm)},
+		{"epsilon", fmtDur(st.Epsilon)},
+		{"writes_allowed_in", fmtDur(st.WritesAllowedIn)},
+	}
+	for _, dir := range []struct {
+		name string
+		m    map[string]uint64
+	}{{"messages_in", st.MessagesIn}, {"messages_out", st.MessagesOut}} {
+		types := make([]string, 0, len(dir.m))
+		for t := range dir.m {
+			types = append(types, t)
+		}
+		slices.Sort(types)
+		for _, t := range types {
+			rows = append(rows, []string{dir.name + "." + t, u(dir.m[t])})
+		}
+	}
+	out := statsJSON{
+		Revision:               st.Revision,
+		Sessions:               st.Sessions,
+		Leases:                 st.Leases,
+		WriteLeases:            st.WriteLeases,
+		WritesWaiting:          st.WritesWaiting,
+		InvalidationsSent:      st.InvalidationsSent,
+		InvalidationsAcked:     st.InvalidationsAcked,
+		InvalidationsExpired:   st.InvalidationsExpired,
+		Recalls:                st.Recalls,
+		MessagesIn:             nonNil(st.MessagesIn),
+		MessagesOut:            nonNil(st.MessagesOut),
+		UptimeSeconds:          seconds(st.Uptime),
+		DefaultTermSeconds:     seconds(st.DefaultTerm),
+		EpsilonSeconds:         seconds(st.Epsilon),
+		WritesAllowedInSeconds: seconds(st.WritesAllowedIn),
+	}
+	return a.emit(out, []string{"NAME", "VALUE"}, rows...)
+}
+
+// nonNil returns m, or an empty map for nil, so JSON shows {} not null.
+func nonNil(m map[string]uint64) map[string]uint64 {
+	if m == nil {
+		return map[string]uint64{}
+	}
+	return m
+}
+
+func (a *app) statusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Print the server's status and the round-trip time of one request",
+		Long: `Print the endpoint, this session's id, the server's clock allowance ε and
+default lease term, its revision, number of sessions and uptime, whether it
+still holds writes after a restart (WRITES: "held for ..." until the leases
+granted before the restart have run out), and the round-trip time of one
+stats request.`,
+		Args: argsExactly(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withClient(func(ctx context.Context, c *client.Client) error {
+				start := time.Now()
+				st, err := c.ServerStats(ctx)
+				rtt := time.Since(start)
+				if err != nil {
+					return err
+				}
+				sess, _ := c.Session()
+				writes := "allowed"
+				if st.WritesAllowedIn > 0 {
+					writes = "held for " + fmtDur(st.WritesAllowedIn)
+				}
+				out := statusJSON{
+					Endpoint:               a.endpoint,
+					CAFile:                 absPath(a.usedCA),
+					SessionID:              sess.ID,
+					EpsilonSeconds:         seconds(st.Epsilon),
+					DefaultTermSeconds:     seconds(st.DefaultTerm),
+					MaxValueSize:           sess.MaxValueSize,
+					Revision:               st.Revision,
+					Sessions:               st.Sessions,
+					UptimeSeconds:          seconds(st.Uptime),
+					WritesHeld:             st.WritesAllowedIn > 0,
+					WritesAllowedInSeconds: seconds(st.WritesAllowedIn),
+					RTTSeconds:             seconds(rtt),
+				}
+				return a.emit(out,
+					[]string{"ENDPOINT", "SESSION", "EPSILON", "TERM", "REVISION", "SESSIONS", "UPTIME", "WRITES", "RTT"},
+					[]string{a.endpoint, strconv.FormatUint(sess.ID, 10), fmtDur(st.Epsilon), fmtDur(st.DefaultTerm),
+						strconv.FormatUint(st.Revision, 10), strconv.Itoa(st.Sessions), fmtDur(st.Uptime), writes, fmtDur(rtt)})
+			})
+		},
+	}
+}

@@ -1,0 +1,424 @@
+// Command leasectl is the command line of leased, in the manner of etcdctl.
+//
+//	leasectl put greeting hello
+//	leasectl get greeting
+//	leasectl -o json get greeting
+//	leasectl cas greeting 1 "hello again"
+//	leasectl del greeting
+//	leasectl write-lease config/primary db1 --hold 30s
+//	leasectl stats
+//	leasectl status
+//
+// Run from the folder that holds leased-data, on the same machine as the
+// server, leasectl finds the server's CA by itself; otherwise pass --cacert
+// or set LEASED_CACERT. See "leasectl --help" for the exit statuses.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/layout"
+)
+
+// Exit statuses, documented in the root command's help.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitUnavailable = 3
+	exitNotFound    = 4
+	exitConflict    = 5
+	exitInterrupted = 130
+)
+
+// Defaults of the global flags.
+const (
+	defaultEndpoint = "127.0.0.1:7400"
+	defaultPort     = "7400"
+	defaultTimeout  = 10 * time.Second
+	// envCACert names the CA file when --cacert is not given and no local
+	// data folder has one.
+	envCACert = "LEASED_CACERT"
+)
+
+const exitStatusHelp = `Exit status:
+  0    success
+  1    error
+  2    bad command line, or no usable CA certificate
+  3    the server could not be reached or did not answer within --timeout
+  4    get: the key does not exist (table output only; -o json prints "found": false and exits 0)
+  5    conflict: cas saw another version, a write was fenced, or a held write lease was lost
+  130  interrupted (Ctrl-C)`
+
+// app holds the global flags and the process's streams.
+type app struct {
+	endpoint string
+	cacert   string
+	data     string
+	output   string
+	timeout  time.Duration
+
+	// usedCA is the CA file the connection was verified with.
+	usedCA string
+
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+	// ctx ends on SIGINT or SIGTERM.
+	ctx context.Context
+}
+
+// cliError is an error with an exit status and an optional hint.
+type cliError struct {
+	code int
+	err  error
+}
+
+func (e *cliError) Error() string { return e.err.Error() }
+func (e *cliError) Unwrap() error { return e.err }
+
+// usagef returns a bad-command-line error (exit status 2).
+func usagef(format string, args ...any) error {
+	return &cliError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// errKeyNotFound is returned by get for a missing key in table output.
+var errKeyNotFound = errors.New("key not found")
+
+// errLeaseLost is returned by write-lease --hold when the lease is recalled
+// or lost while held.
+var errLeaseLost = errors.New("write lease lost")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, a second one kills the process as usual.
+		<-ctx.Done()
+		stop()
+	}()
+	a := &app{
+		stdin:  os.Stdin,
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		getenv: os.Getenv,
+		ctx:    ctx,
+	}
+	os.Exit(a.execute(os.Args[1:]))
+}
+
+// execute runs leasectl with args and returns the exit status. Errors are
+// printed to stderr as "Error: ...".
+func (a *app) execute(args []string) int {
+	cmd := a.newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetIn(a.stdin)
+	cmd.SetOut(a.stdout)
+	cmd.SetErr(a.stderr)
+	err := cmd.Execute()
+	if err == nil {
+		return exitOK
+	}
+	code := a.exitCode(err)
+	fmt.Fprintf(a.stderr, "Error: %s\n", a.describe(err))
+	if code == exitUsage && !errors.Is(err, errNoCA) {
+		fmt.Fprintf(a.stderr, "Run 'leasectl --help' for usage.\n")
+	}
+	return code
+}
+
+// newRootCmd builds the leasectl command tree.
+func (a *app) newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "leasectl",
+		Short: "Command line of the leased lease server",
+		Long: `leasectl reads and writes keys on a leased server, takes write leases, and
+shows the server's status and counters.
+
+The connection is QUIC with TLS 1.3, and the server's certificate is always
+verified. The CA certificate is, in this order: --cacert; for an endpoint on
+this machine (localhost, 127.0.0.1, ::1), <--data>/tls/ca.pem if it exists,
+relative to the working directory (so running leasectl from the folder where
+leased keeps leased-data just works); then the file named by $` + envCACert + `.
+
+Output is a table, or with -o json one JSON object per command. In tables,
+values that are not printable text are shown quoted as Go string literals; in
+JSON, "value" holds a value that is valid UTF-8, and "value_base64" one that
+is not. Durations in JSON are in seconds, in fields ending in _seconds.
+
+` + exitStatusHelp,
+		Example: `  leasectl put greeting hello
+  leasectl get greeting
+  leasectl -o json get greeting
+  echo -n "from stdin" | leasectl put greeting -
+  leasectl cas greeting 7 "hello again"
+  leasectl del greeting
+  leasectl write-lease config/primary db1 --hold 30s
+  leasectl --endpoint db1.example.com:7400 --cacert ./ca.pem status`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return a.validate()
+		},
+		SuggestionsMinimumDistance: 2,
+		// The root command runs only without a command, or with an unknown
+		// one, which is a usage error.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q", args[0])
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf("; did you mean %q?", s[0])
+			}
+			return usagef("%s", msg)
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &cliError{code: exitUsage, err: err}
+	})
+	f := root.PersistentFlags()
+	f.StringVar(&a.endpoint, "endpoint", defaultEndpoint, "server address, host:port")
+	f.StringVar(&a.cacert, "cacert", "", "PEM file of the CA that signed the server's certificate (default: see above)")
+	f.StringVar(&a.data, "data", layout.DefaultDir, "the server's data folder, to find its CA for a local endpoint")
+	f.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "time limit for connecting and each request; raise it for writes that may wait out a lease")
+	root.AddCommand(
+		a.getCmd(),
+		a.putCmd(),
+		a.delCmd(),
+		a.casCmd(),
+		a.writeLeaseCmd(),
+		a.statsCmd(),
+		a.statusCmd(),
+	)
+	for _, c := range root.Commands() {
+		c.SilenceErrors, c.SilenceUsage = true, true
+	}
+	return root
+}
+
+// validate checks the global flags.
+func (a *app) validate() error {
+	switch a.output {
+	case "table", "json":
+	default:
+		return usagef("-o/--output %q: want table or json", a.output)
+	}
+	if a.timeout <= 0 {
+		return usagef("--timeout %v: must be positive", a.timeout)
+	}
+	ep, err := normalizeEndpoint(a.endpoint)
+	if err != nil {
+		return err
+	}
+	a.endpoint = ep
+	return nil
+}
+
+// normalizeEndpoint checks a --endpoint value and adds the default port
+// when it has none.
+func normalizeEndpoint(ep string) (string, error) {
+	ep = strings.TrimSpace(ep)
+	if ep == "" {
+		return "", usagef("--endpoint must not be empty")
+	}
+	if strings.Contains(ep, "://") {
+		return "", usagef("--endpoint %q: want host:port, without a scheme", ep)
+	}
+	if _, _, err := net.SplitHostPort(ep); err == nil {
+		return ep, nil
+	}
+	// A bare host or IP: add the default port.
+	host := strings.TrimSuffix(strings.TrimPrefix(ep, "["), "]")
+	if strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		return "", usagef("--endpoint %q: want host:port, such as %s", ep, defaultEndpoint)
+	}
+	return net.JoinHostPort(host, defaultPort), nil
+}
+
+// isLocal reports whether host names this machine's loopback interface.
+func isLocal(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// errNoCA is returned when no CA certificate can be found.
+var errNoCA = errors.New("no CA certificate")
+
+// caFile returns the CA file to verify the server with: --cacert; for a
+// local endpoint, <--data>/tls/ca.pem if it exists (relative to the working
+// directory); then $LEASED_CACERT.
+func (a *app) caFile() (string, error) {
+	if a.cacert != "" {
+		return a.cacert, nil
+	}
+	host, _, _ := net.SplitHostPort(a.endpoint)
+	local := isLocal(host)
+	if local {
+		p := layout.CAPath(a.data)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	if env := strings.TrimSpace(a.getenv(envCACert)); env != "" {
+		return env, nil
+	}
+	if local {
+		return "", &cliError{code: exitUsage, err: fmt.Errorf(
+			"%w: pass --cacert, or run leasectl from the folder where leased keeps its data (%s); or set %s",
+			errNoCA, filepath.ToSlash(layout.CAPath(a.data)), envCACert)}
+	}
+	return "", &cliError{code: exitUsage, err: fmt.Errorf(
+		"%w for %s: pass --cacert with the server's CA (<data>/tls/ca.pem on the server), or set %s",
+		errNoCA, a.endpoint, envCACert)}
+}
+
+// connect dials the server, verifying it with the CA from caFile.
+func (a *app) connect(ctx context.Context) (*client.Client, error) {
+	ca, err := a.caFile()
+	if err != nil {
+		return nil, err
+	}
+	a.usedCA = ca
+	c, err := client.Dial(ctx, a.endpoint, client.Config{
+		CAFile: ca,
+		Name:   "leasectl",
+		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return nil, &dialError{ca: ca, err: err}
+	}
+	return c, nil
+}
+
+// dialError is a failure to connect, with the CA file that was used.
+type dialError struct {
+	ca  string
+	err error
+}
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// withClient connects, runs fn with a context bounded by --timeout, and
+// closes the client.
+func (a *app) withClient(fn func(ctx context.Context, c *client.Client) error) error {
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	defer cancel()
+	c, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+// exitCode returns the exit status for err.
+func (a *app) exitCode(err error) int {
+	var ce *cliError
+	switch {
+	case errors.As(err, &ce):
+		return ce.code
+	case a.interrupted(err):
+		return exitInterrupted
+	case isCertError(err):
+		return exitError
+	case errors.As(err, new(*dialError)) && errors.Is(err, client.ErrInvalidArgument):
+		// Dial refuses only its own arguments: the CA file.
+		return exitUsage
+	case errors.Is(err, errKeyNotFound):
+		return exitNotFound
+	case errors.Is(err, client.ErrVersionMismatch), errors.Is(err, client.ErrFenced), errors.Is(err, errLeaseLost):
+		return exitConflict
+	case errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return exitUnavailable
+	}
+	return exitError
+}
+
+// isCertError reports whether err is a failure to verify the server's
+// certificate.
+func isCertError(err error) bool {
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var verifyErr *tls.CertificateVerificationError
+	return errors.As(err, &unknownCA) || errors.As(err, &hostErr) || errors.As(err, &verifyErr)
+}
+
+// interrupted reports whether err is the end of a request cut short by
+// SIGINT or SIGTERM.
+func (a *app) interrupted(err error) bool {
+	return a.ctx.Err() != nil && errors.Is(err, context.Canceled)
+}
+
+// absPath returns p made absolute, or p if that fails.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// describe returns the message for err with a hint for common mistakes.
+func (a *app) describe(err error) string {
+	msg := err.Error()
+	if a.interrupted(err) {
+		switch {
+		case errors.Is(err, client.ErrCanceled):
+			return "interrupted; the write was abandoned and nothing changed"
+		case errors.Is(err, client.ErrUnavailable):
+			// For instance, a write whose outcome is unknown.
+			return "interrupted: " + strings.TrimPrefix(msg, "leased: ")
+		}
+		return "interrupted"
+	}
+	var se *client.ServerError
+	if errors.As(err, &se) && se == err {
+		// The server's own message already names the kind of error.
+		msg = se.Message
+	}
+	msg = strings.TrimPrefix(msg, "leased: ")
+
+	var de *dialError
+	isDial := errors.As(err, &de)
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var verifyErr *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &unknownCA) || (errors.As(err, &verifyErr) && !errors.As(err, &hostErr)):
+		ca := ""
+		if isDial {
+			ca = de.ca
+		}
+		return fmt.Sprintf("%s\nThe server's certificate is not signed by the CA in %s. Pass this server's CA with --cacert (it is <data>/tls/ca.pem where leased runs).", msg, ca)
+	case errors.As(err, &hostErr):
+		host, _, _ := net.SplitHostPort(a.endpoint)
+		return fmt.Sprintf("%s\nThe server's certificate does not name %q: restart leased with --tls-host %s, or connect by a name it has.", msg, host, host)
+	case isDial && (errors.Is(err, client.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)):
+		return fmt.Sprintf("%s\nIs leased running at %s?", msg, a.endpoint)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrCanceled):
+		return fmt.Sprintf("%s\nNo answer within --timeout %v. A write waits until lease holders drop their leases or the leases run out (at most one lease term), and writes are held for a term after a server restart: raise --timeout if needed.", msg, a.timeout)
+	}
+	return msg
+}

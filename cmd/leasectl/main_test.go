@@ -1,0 +1,535 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/cmd/internal/clitest"
+	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/server"
+)
+
+// bins are the binaries built by TestMain.
+var bins clitest.Binaries
+
+func TestMain(m *testing.M) {
+	os.Exit(clitest.Main(m, &bins))
+}
+
+// table parses a leasectl table into rows of fields, header first.
+func table(t *testing.T, out string) [][]string {
+	t.Helper()
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		rows = append(rows, strings.Fields(line))
+	}
+	if len(rows) < 2 {
+		t.Fatalf("want a header and rows, got %q", out)
+	}
+	return rows
+}
+
+// decode parses the JSON answer of a successful command into v.
+func decode(t *testing.T, r clitest.Result, v any) {
+	t.Helper()
+	if r.Code != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", r.Code, r.Stderr)
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), v); err != nil {
+		t.Fatalf("bad JSON %q: %v", r.Stdout, err)
+	}
+}
+
+// ok checks that r succeeded.
+func ok(t *testing.T, r clitest.Result) clitest.Result {
+	t.Helper()
+	if r.Code != 0 {
+		t.Fatalf("exit status %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	return r
+}
+
+// fails checks that r exited with code and that stderr contains want.
+func fails(t *testing.T, r clitest.Result, code int, want string) {
+	t.Helper()
+	if r.Code != code || !strings.Contains(r.Stderr, want) {
+		t.Fatalf("want exit status %d and stderr containing %q; got %d\nstdout: %s\nstderr: %s", code, want, r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.HasPrefix(r.Stderr, "Error: ") {
+		t.Fatalf("stderr should start with \"Error: \": %q", r.Stderr)
+	}
+}
+
+func version(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("version %q: %v", s, err)
+	}
+	return v
+}
+
+// TestCommands runs every command against one real server, in table and
+// JSON output.
+func TestCommands(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), "--lease-term", "1s")
+	ctl := func(args ...string) clitest.Result { t.Helper(); return srv.Ctl(t, args...) }
+
+	// put, table and JSON.
+	rows := table(t, ok(t, ctl("put", "greeting", "hello")).Stdout)
+	if strings.Join(rows[0], " ") != "KEY VERSION" || rows[1][0] != "greeting" {
+		t.Fatalf("put table: %q", rows)
+	}
+	v1 := version(t, rows[1][1])
+	var pj writeJSON
+	decode(t, ctl("-o", "json", "put", "greeting", "hello world"), &pj)
+	if pj.Key != "greeting" || pj.Version <= v1 {
+		t.Fatalf("put json: %+v after version %d", pj, v1)
+	}
+	v2 := pj.Version
+
+	// get, table and JSON.
+	r := ok(t, ctl("get", "greeting"))
+	if want := "KEY       VALUE        VERSION  FOUND\ngreeting  hello world  " + strconv.FormatUint(v2, 10) + "        true\n"; r.Stdout != want {
+		t.Fatalf("get table:\n%s\nwant:\n%s", r.Stdout, want)
+	}
+	// getMap decodes the JSON answer of get into a fresh map, so that
+	// absent fields are absent.
+	getMap := func(key string) map[string]any {
+		t.Helper()
+		var m map[string]any
+		decode(t, ctl("-o", "json", "get", key), &m)
+		return m
+	}
+	gj := getMap("greeting")
+	if gj["key"] != "greeting" || gj["value"] != "hello world" || gj["version"] != float64(v2) || gj["found"] != true {
+		t.Fatalf("get json: %v", gj)
+	}
+	if _, ok := gj["value_base64"]; ok {
+		t.Fatalf("get json of UTF-8 value has value_base64: %v", gj)
+	}
+
+	// A missing key: status 4 in table output, found=false in JSON.
+	fails(t, ctl("get", "nothing-here"), exitNotFound, "key not found")
+	gj = getMap("nothing-here")
+	if gj["found"] != false || gj["value"] != nil || gj["version"] != float64(0) {
+		t.Fatalf("get json of missing key: %v", gj)
+	}
+
+	// put from stdin, byte for byte; binary values come back in base64.
+	bin := []byte("a\tb\x00\xff\n")
+	r = clitest.Cmd{Stdin: bytes.NewReader(bin)}.Run(t, bins.Leasectl, "--endpoint", srv.Addr, "--cacert", srv.CA, "put", "bin", "-")
+	ok(t, r)
+	gj = getMap("bin")
+	if b, err := base64.StdEncoding.DecodeString(fmt.Sprint(gj["value_base64"])); err != nil || !bytes.Equal(b, bin) || gj["value"] != nil {
+		t.Fatalf("get json of binary value: %v", gj)
+	}
+	if rows := table(t, ok(t, ctl("get", "bin")).Stdout); rows[1][1] != strconv.Quote(string(bin)) {
+		t.Fatalf("get table of binary value: %q", rows)
+	}
+
+	// cas: a match commits, a mismatch exits 5 and changes nothing.
+	rows = table(t, ok(t, ctl("cas", "greeting", strconv.FormatUint(v2, 10), "swapped")).Stdout)
+	v3 := version(t, rows[1][1])
+	if v3 <= v2 {
+		t.Fatalf("cas version %d after %d", v3, v2)
+	}
+	fails(t, ctl("cas", "greeting", strconv.FormatUint(v2, 10), "lost"), exitConflict, "version mismatch")
+	fails(t, ctl("-o", "json", "cas", "greeting", strconv.FormatUint(v2, 10), "lost"), exitConflict, "version mismatch")
+	gj = getMap("greeting")
+	if gj["value"] != "swapped" || gj["version"] != float64(v3) {
+		t.Fatalf("after cas mismatch: %v", gj)
+	}
+	decode(t, ctl("-o", "json", "cas", "fresh", "0", "first"), &pj)
+	if pj.Key != "fresh" || pj.Version <= v3 {
+		t.Fatalf("cas of a new key: %+v", pj)
+	}
+
+	// del, table and JSON.
+	rows = table(t, ok(t, ctl("del", "greeting")).Stdout)
+	vd := version(t, rows[1][1])
+	fails(t, ctl("get", "greeting"), exitNotFound, "key not found")
+	decode(t, ctl("-o", "json", "del", "fresh"), &pj)
+	if pj.Key != "fresh" || pj.Version <= vd {
+		t.Fatalf("del json: %+v after %d", pj, vd)
+	}
+
+	// write-lease with a value, table and JSON; tokens grow.
+	rows = table(t, ok(t, ctl("write-lease", "wl", "one")).Stdout)
+	if strings.Join(rows[0], " ") != "KEY TOKEN TERM VERSION" || rows[1][0] != "wl" || rows[1][2] != "1s" {
+		t.Fatalf("write-lease table: %q", rows)
+	}
+	tok1, wv1 := version(t, rows[1][1]), version(t, rows[1][3])
+	var wj writeLeaseJSON
+	decode(t, ctl("-o", "json", "write-lease", "wl", "two"), &wj)
+	if wj.Key != "wl" || wj.Token <= tok1 || wj.TermSeconds != 1 || wj.Version <= wv1 {
+		t.Fatalf("write-lease json: %+v after token %d version %d", wj, tok1, wv1)
+	}
+	gj = getMap("wl")
+	if gj["value"] != "two" || gj["version"] != float64(wj.Version) {
+		t.Fatalf("get after write-lease: %v (write-lease %+v)", gj, wj)
+	}
+	// Without a value: no version.
+	var wm map[string]any
+	decode(t, ctl("-o", "json", "write-lease", "wl"), &wm)
+	if _, ok := wm["version"]; ok || wm["token"].(float64) <= float64(wj.Token) {
+		t.Fatalf("write-lease json without value: %v", wm)
+	}
+	// --hold for a moment, then release.
+	r = ok(t, ctl("write-lease", "wl", "--hold", "50ms"))
+	if !strings.Contains(r.Stderr, "Released the write lease") {
+		t.Fatalf("write-lease --hold: stderr %q", r.Stderr)
+	}
+
+	// stats, table and JSON.
+	rows = table(t, ok(t, ctl("stats")).Stdout)
+	names := map[string]string{}
+	for _, row := range rows[1:] {
+		names[row[0]] = row[1]
+	}
+	for _, n := range []string{"revision", "sessions", "leases", "default_term", "epsilon", "messages_in.write", "messages_out.write_reply"} {
+		if names[n] == "" {
+			t.Fatalf("stats table lacks %s:\n%v", n, rows)
+		}
+	}
+	var sj statsJSON
+	decode(t, ctl("-o", "json", "stats"), &sj)
+	if sj.Revision < wj.Version || sj.Sessions < 1 || sj.MessagesIn["write"] == 0 || sj.MessagesIn["acquire"] == 0 ||
+		sj.DefaultTermSeconds != 1 || sj.EpsilonSeconds != 0.1 || sj.UptimeSeconds <= 0 {
+		t.Fatalf("stats json: %+v", sj)
+	}
+
+	// status, table and JSON.
+	rows = table(t, ok(t, ctl("status")).Stdout)
+	if strings.Join(rows[0], " ") != "ENDPOINT SESSION EPSILON TERM REVISION SESSIONS UPTIME WRITES RTT" ||
+		rows[1][0] != srv.Addr || rows[1][2] != "100ms" || rows[1][3] != "1s" || rows[1][7] != "allowed" {
+		t.Fatalf("status table: %q", rows)
+	}
+	var st statusJSON
+	decode(t, ctl("-o", "json", "status"), &st)
+	if st.Endpoint != srv.Addr || st.SessionID == 0 || st.EpsilonSeconds != 0.1 || st.DefaultTermSeconds != 1 ||
+		st.Revision < wj.Version || st.Sessions < 1 || st.WritesHeld || st.RTTSeconds <= 0 ||
+		st.MaxValueSize != server.DefaultMaxValueSize || st.CAFile != srv.CA {
+		t.Fatalf("status json: %+v", st)
+	}
+
+	// Usage errors exit 2 before connecting.
+	fails(t, ctl("get"), exitUsage, "get wants KEY")
+	fails(t, ctl("put", "k"), exitUsage, "put wants KEY VALUE")
+	fails(t, ctl("cas", "k", "seven", "v"), exitUsage, "not a version number")
+	fails(t, ctl("-o", "yaml", "status"), exitUsage, "want table or json")
+	fails(t, ctl("--timeout", "0s", "status"), exitUsage, "--timeout")
+	fails(t, ctl("write-lease", "k", "--hold", "-1s"), exitUsage, "--hold")
+	fails(t, ctl("frobnicate"), exitUsage, "unknown command")
+	// Errors from the server keep their message.
+	fails(t, ctl("put", strings.Repeat("k", server.MaxKeySize+1), "v"), exitError, "too large")
+}
+
+// TestWriteLeaseHoldInterrupt checks that Ctrl-C ends --hold, releases the
+// lease and exits 0, and that another client can take the lease after.
+func TestWriteLeaseHoldInterrupt(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), "--lease-term", "1s")
+	p := clitest.Cmd{}.Start(t, bins.Leasectl, "--endpoint", srv.Addr, "--cacert", srv.CA, "-o", "json", "write-lease", "held", "mine", "--hold", "10m")
+	// The answer is printed before holding; wait for it, bounded so that a
+	// broken write-lease fails instead of hanging.
+	p.WaitOutput(t, `"token"`, clitest.RunTimeout)
+	var wj writeLeaseJSON
+	if err := json.Unmarshal([]byte(p.Stdout.String()), &wj); err != nil {
+		t.Fatal(err)
+	}
+	p.Signal(t, syscall.SIGINT)
+	// Release takes one round trip; the bound only catches a hang.
+	if code := p.Wait(t, clitest.RunTimeout); code != 0 {
+		t.Fatalf("write-lease --hold after SIGINT: exit status %d\nstderr: %s", code, p.Stderr.String())
+	}
+	if !strings.Contains(p.Stderr.String(), "Released") {
+		t.Fatalf("stderr: %q", p.Stderr.String())
+	}
+	var again writeLeaseJSON
+	decode(t, srv.Ctl(t, "-o", "json", "write-lease", "held", "theirs"), &again)
+	if again.Token <= wj.Token || again.Version <= wj.Version {
+		t.Fatalf("second write lease %+v after %+v", again, wj)
+	}
+}
+
+// TestCADiscovery checks that leasectl finds the CA of a local server by
+// itself: from the folder holding leased-data, from --data, and from
+// LEASED_CACERT.
+func TestCADiscovery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := clitest.StartServer(t, bins, dir, server.DefaultDir, "--lease-term", "1s")
+	ep := []string{"--endpoint", srv.Addr}
+
+	// From the folder where leased keeps its data: no --cacert.
+	r := ok(t, clitest.Cmd{Dir: dir}.Run(t, bins.Leasectl, append(ep, "-o", "json", "put", "k", "v")...))
+	var pj writeJSON
+	decode(t, r, &pj)
+	var st statusJSON
+	decode(t, clitest.Cmd{Dir: dir}.Run(t, bins.Leasectl, append(ep, "-o", "json", "status")...), &st)
+	if st.CAFile != filepath.Join(dir, server.DefaultDir, "tls", "ca.pem") {
+		t.Fatalf("status ca_file %q", st.CAFile)
+	}
+	// localhost and ::1-style names count as local too.
+	_, port, _ := net.SplitHostPort(srv.Addr)
+	ok(t, clitest.Cmd{Dir: dir}.Run(t, bins.Leasectl, "--endpoint", "localhost:"+port, "get", "k"))
+
+	other := t.TempDir()
+	// From elsewhere, with --data.
+	ok(t, clitest.Cmd{Dir: other}.Run(t, bins.Leasectl, append(ep, "--data", filepath.Join(dir, server.DefaultDir), "get", "k")...))
+	// From elsewhere, with LEASED_CACERT.
+	ok(t, clitest.Cmd{Dir: other, Env: []string{envCACert + "=" + srv.CA}}.Run(t, bins.Leasectl, append(ep, "get", "k")...))
+
+	// Nowhere to find it: a clear error, status 2.
+	const noCA = "Error: no CA certificate: pass --cacert, or run leasectl from the folder where leased keeps its data (leased-data/tls/ca.pem)"
+	r = clitest.Cmd{Dir: other}.Run(t, bins.Leasectl, append(ep, "get", "k")...)
+	if r.Code != exitUsage || !strings.HasPrefix(r.Stderr, noCA) {
+		t.Fatalf("no CA: status %d, stderr %q", r.Code, r.Stderr)
+	}
+	// A remote endpoint never uses the local data folder.
+	r = clitest.Cmd{Dir: dir}.Run(t, bins.Leasectl, "--endpoint", "leased.example.invalid:7400", "get", "k")
+	fails(t, r, exitUsage, "no CA certificate for leased.example.invalid:7400")
+}
+
+// TestWrongCA checks that a server whose certificate the CA did not sign is
+// refused, with a hint.
+func TestWrongCA(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), "--lease-term", "1s")
+	otherData := t.TempDir()
+	if _, err := server.LoadOrCreateTLS(otherData, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := clitest.Cmd{}.Run(t, bins.Leasectl, "--endpoint", srv.Addr, "--cacert", server.CAPath(otherData), "status")
+	fails(t, r, exitError, "not signed by the CA in "+server.CAPath(otherData))
+	r = clitest.Cmd{}.Run(t, bins.Leasectl, "--endpoint", srv.Addr, "--cacert", filepath.Join(otherData, "missing.pem"), "status")
+	fails(t, r, exitUsage, "CA file")
+}
+
+// TestUnavailable checks the error when nothing listens at the endpoint.
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	port, err := clitest.FreeUDPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Any CA will do: the handshake never starts.
+	caDir := t.TempDir()
+	if _, err := server.LoadOrCreateTLS(caDir, nil); err != nil {
+		t.Fatal(err)
+	}
+	ep := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	start := time.Now()
+	r := clitest.Cmd{}.Run(t, bins.Leasectl, "--endpoint", ep, "--cacert", server.CAPath(caDir), "--timeout", "500ms", "get", "k")
+	fails(t, r, exitUnavailable, "Is leased running at "+ep+"?")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("--timeout 500ms took %v", d)
+	}
+}
+
+// TestRestartKeepsValue checks that a value survives a restart on the same
+// data folder, and that status reports writes held after the restart.
+func TestRestartKeepsValue(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	// A long term, so that writes are still held when status asks after the
+	// restart, however slow the machine. Nothing waits for it to pass.
+	srv := clitest.StartServer(t, bins, "", data, "--lease-term", "1m")
+	var pj writeJSON
+	decode(t, srv.Ctl(t, "-o", "json", "put", "durable", "yes"), &pj)
+	srv.Stop(t)
+
+	srv = clitest.StartServer(t, bins, "", data, "--lease-term", "1m")
+	var gj getJSON
+	decode(t, srv.Ctl(t, "-o", "json", "get", "durable"), &gj)
+	if !gj.Found || gj.Value == nil || *gj.Value != "yes" || gj.Version != pj.Version {
+		t.Fatalf("after restart: %+v, want version %d", gj, pj.Version)
+	}
+	var st statusJSON
+	decode(t, srv.Ctl(t, "-o", "json", "status"), &st)
+	if !st.WritesHeld || st.WritesAllowedInSeconds <= 0 || st.Revision != pj.Version {
+		t.Fatalf("status after restart: %+v", st)
+	}
+	rows := table(t, ok(t, srv.Ctl(t, "status")).Stdout)
+	if !strings.HasPrefix(strings.Join(rows[1][7:], " "), "held for") {
+		t.Fatalf("status table after restart: %q", rows)
+	}
+	srv.Stop(t)
+}
+
+// newTestApp returns an app with fake streams and environment.
+func newTestApp(env map[string]string) (*app, *bytes.Buffer, *bytes.Buffer) {
+	var stdout, stderr bytes.Buffer
+	return &app{
+		stdin:  strings.NewReader(""),
+		stdout: &stdout,
+		stderr: &stderr,
+		getenv: func(k string) string { return env[k] },
+		ctx:    context.Background(),
+	}, &stdout, &stderr
+}
+
+func TestExecuteUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-o", "xml", "status"}, "want table or json"},
+		{[]string{"--timeout", "-1s", "status"}, "must be positive"},
+		{[]string{"--endpoint", "http://x:1", "status"}, "without a scheme"},
+		{[]string{"--bogus"}, "unknown flag"},
+		{[]string{"get", "a", "b"}, "get wants KEY; got 2"},
+		{[]string{"write-lease"}, "write-lease wants KEY [VALUE]; got 0"},
+		{[]string{"cas", "k", "1.5", "v"}, "not a version number"},
+		{[]string{"cas", "k", "-3", "v"}, "unknown shorthand flag"},
+		{[]string{"stats", "extra"}, "stats wants "},
+	} {
+		a, stdout, stderr := newTestApp(nil)
+		if code := a.execute(tc.args); code != exitUsage || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+			t.Errorf("%q: status %d, stdout %q, stderr %q; want status 2 and %q", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+}
+
+func TestHelpDocumentsExitStatus(t *testing.T) {
+	a, stdout, _ := newTestApp(nil)
+	if code := a.execute([]string{"--help"}); code != 0 || !strings.Contains(stdout.String(), "Exit status:") {
+		t.Fatalf("--help: status %d, %q", code, stdout)
+	}
+	a, stdout, _ = newTestApp(nil)
+	if code := a.execute([]string{"get", "--help"}); code != 0 || !strings.Contains(stdout.String(), `"found": false`) {
+		t.Fatalf("get --help: status %d, %q", code, stdout)
+	}
+}
+
+func TestNormalizeEndpoint(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:7400": "127.0.0.1:7400",
+		"localhost":      "localhost:7400",
+		"db1.example":    "db1.example:7400",
+		"::1":            "[::1]:7400",
+		"[::1]":          "[::1]:7400",
+		"[::1]:9000":     "[::1]:9000",
+		" 10.0.0.1:1 ":   "10.0.0.1:1",
+	} {
+		if got, err := normalizeEndpoint(in); err != nil || got != want {
+			t.Errorf("normalizeEndpoint(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "quic://x:1", "a:b:c"} {
+		if got, err := normalizeEndpoint(in); err == nil {
+			t.Errorf("normalizeEndpoint(%q) = %q, want an error", in, got)
+		}
+	}
+}
+
+func TestIsLocal(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost": true, "LOCALHOST": true, "127.0.0.1": true, "127.1.2.3": true, "::1": true,
+		"10.0.0.1": false, "example.com": false, "": false, "0.0.0.0": false,
+	} {
+		if got := isLocal(host); got != want {
+			t.Errorf("isLocal(%q) = %v", host, got)
+		}
+	}
+}
+
+func TestCAFile(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "leased-data")
+	if err := os.MkdirAll(filepath.Join(data, "tls"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca := server.CAPath(data)
+	if err := os.WriteFile(ca, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, endpoint, cacert, data, env, want string
+	}{
+		{"flag wins", "127.0.0.1:7400", "/given.pem", data, "/env.pem", "/given.pem"},
+		{"local data folder", "127.0.0.1:7400", "", data, "/env.pem", ca},
+		{"localhost", "localhost:7400", "", data, "", ca},
+		{"ipv6 loopback", "[::1]:7400", "", data, "", ca},
+		{"no data folder: env", "127.0.0.1:7400", "", filepath.Join(dir, "none"), "/env.pem", "/env.pem"},
+		{"remote: env, not data", "10.1.2.3:7400", "", data, "/env.pem", "/env.pem"},
+		{"remote: nothing", "10.1.2.3:7400", "", data, "", ""},
+		{"local: nothing", "127.0.0.1:7400", "", filepath.Join(dir, "none"), "", ""},
+	} {
+		a, _, _ := newTestApp(map[string]string{envCACert: tc.env})
+		a.endpoint, a.cacert, a.data = tc.endpoint, tc.cacert, tc.data
+		got, err := a.caFile()
+		if tc.want == "" {
+			if !errors.Is(err, errNoCA) || a.exitCode(err) != exitUsage {
+				t.Errorf("%s: got %q, %v; want errNoCA", tc.name, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	a, _, _ := newTestApp(nil)
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{errors.New("boom"), exitError},
+		{fmt.Errorf("%w: x", errKeyNotFound), exitNotFound},
+		{&client.ServerError{Code: protocol.CodeVersionMismatch, Message: "version mismatch: x"}, exitConflict},
+		{fmt.Errorf("w: %w", client.ErrFenced), exitConflict},
+		{fmt.Errorf("%w: x", errLeaseLost), exitConflict},
+		{fmt.Errorf("%w: connect", client.ErrUnavailable), exitUnavailable},
+		{context.DeadlineExceeded, exitUnavailable},
+		{usagef("bad"), exitUsage},
+		{&dialError{err: fmt.Errorf("%w: CA file", client.ErrInvalidArgument)}, exitUsage},
+	} {
+		if got := a.exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+	// A ServerError is shown with the server's own message only.
+	if got := a.describe(&client.ServerError{Code: protocol.CodeVersionMismatch, Message: "version mismatch: key is at version 3, not 2"}); got != "version mismatch: key is at version 3, not 2" {
+		t.Errorf("describe: %q", got)
+	}
+}
+
+func TestTableText(t *testing.T) {
+	for in, want := range map[string]string{
+		"hello":       "hello",
+		"hello world": "hello world",
+		"héllo":       "héllo",
+		"":            `""`,
+		"a\tb":        `"a\tb"`,
+		"line\n":      `"line\n"`,
+		"\xff":        `"\xff"`,
+	} {
+		if got := tableText([]byte(in)); got != want {
+			t.Errorf("tableText(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if s, b := jsonValue([]byte("ok")); s == nil || *s != "ok" || b != nil {
+		t.Errorf("jsonValue(ok) = %v, %v", s, b)
+	}
+	if s, b := jsonValue([]byte{0xff}); s != nil || b == nil || *b != "/w==" {
+		t.Errorf("jsonValue(0xff) = %v, %v", s, b)
+	}
+}

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/cmd/internal/clitest"
+	"github.com/leased/leased/server"
+)
+
+// bins are the binaries built by TestMain.
+var bins clitest.Binaries
+
+func TestMain(m *testing.M) {
+	os.Exit(clitest.Main(m, &bins))
+}
+
+// TestSIGTERM checks that SIGTERM shuts the server down with status 0
+// within a bounded time, and logs where it served and which CA to trust.
+func TestSIGTERM(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	srv := clitest.StartServer(t, bins, "", data, "--lease-term", "1s", "--log-format", "json")
+	if r := srv.Ctl(t, "put", "k", "v"); r.Code != 0 {
+		t.Fatalf("put: %s", r.Stderr)
+	}
+	start := time.Now()
+	srv.Stop(t)
+	t.Logf("stopped in %v", time.Since(start))
+
+	// The start-up log names the address, the data folder and the CA.
+	var started map[string]any
+	sc := bufio.NewScanner(strings.NewReader(srv.Stderr.String()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("--log-format json wrote a line that is not JSON: %q", sc.Text())
+		}
+		if m["msg"] == "leased started" {
+			started = m
+		}
+	}
+	if started == nil {
+		t.Fatalf("no start-up log line in:\n%s", srv.Stderr.String())
+	}
+	if started["listen"] != srv.Addr || started["data"] != data || started["ca"] != server.CAPath(data) {
+		t.Fatalf("start-up log: %v", started)
+	}
+	if !strings.Contains(srv.Stderr.String(), `"msg":"stopped"`) {
+		t.Fatalf("no stop log line in:\n%s", srv.Stderr.String())
+	}
+}
+
+// TestSecondSignal checks that a second signal during shutdown still exits
+// with status 0, at once.
+func TestSecondSignal(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), "--lease-term", "1s")
+	srv.Signal(t, syscall.SIGINT)
+	srv.Signal(t, syscall.SIGINT)
+	if code := srv.Wait(t, clitest.ExitTimeout); code != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", code, srv.Stderr.String())
+	}
+}
+
+// TestDefaultDataFolder checks that without --data the server keeps its
+// data in ./leased-data, with the CA in leased-data/tls/ca.pem, and that
+// leasectl run from the same folder finds it.
+func TestDefaultDataFolder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	port, err := clitest.FreeUDPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	p := clitest.Cmd{Dir: dir}.Start(t, bins.Leased, "--listen", addr)
+	ca := filepath.Join(dir, server.DefaultDir, "tls", "ca.pem")
+	waitAnswer(t, p, dir, addr)
+	if _, err := os.Stat(ca); err != nil {
+		t.Fatalf("no CA in the default data folder: %v", err)
+	}
+	if !strings.Contains(p.Stderr.String(), "ca="+ca) {
+		t.Fatalf("the start-up log does not name the CA %s:\n%s", ca, p.Stderr.String())
+	}
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, clitest.ExitTimeout); code != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", code, p.Stderr.String())
+	}
+}
+
+// TestNoFlags runs leased with no flags at all: it must serve on
+// 127.0.0.1:7400 from ./leased-data. It is skipped if that port is taken,
+// for instance by a leased the developer is running.
+func TestNoFlags(t *testing.T) {
+	pc, err := net.ListenPacket("udp", server.DefaultAddr)
+	if err != nil {
+		t.Skipf("%s is in use: %v", server.DefaultAddr, err)
+	}
+	pc.Close()
+	dir := t.TempDir()
+	p := clitest.Cmd{Dir: dir}.Start(t, bins.Leased)
+	waitAnswer(t, p, dir, server.DefaultAddr)
+	// leasectl with no flags either, from the same folder.
+	r := clitest.Cmd{Dir: dir}.Run(t, bins.Leasectl, "put", "k", "v")
+	if r.Code != 0 {
+		t.Fatalf("leasectl put with no flags: %s", r.Stderr)
+	}
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, clitest.ExitTimeout); code != 0 {
+		t.Fatalf("exit status %d\nstderr: %s", code, p.Stderr.String())
+	}
+}
+
+// waitAnswer polls leasectl status, run from dir without --cacert, until
+// the server at addr answers, for at most clitest.ReadyTimeout.
+func waitAnswer(t *testing.T, p *clitest.Proc, dir, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(clitest.ReadyTimeout)
+	for {
+		r := clitest.Cmd{Dir: dir}.Run(t, bins.Leasectl, "--endpoint", addr, "--timeout", "1s", "status")
+		if r.Code == 0 {
+			return
+		}
+		select {
+		case <-p.Exited():
+			t.Fatalf("leased exited\nstderr: %s", p.Stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leased did not answer within %v: %s\nleased stderr: %s", clitest.ReadyTimeout, r.Stderr, p.Stderr.String())
+		}
+	}
+}
+
+// TestRestartKeepsValue checks that a value written before a restart on the
+// same data folder is there after it, with the same CA.
+func TestRestartKeepsValue(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	srv := clitest.StartServer(t, bins, "", data, "--lease-term", "1s")
+	if r := srv.Ctl(t, "put", "durable", "survives"); r.Code != 0 {
+		t.Fatalf("put: %s", r.Stderr)
+	}
+	ca1, err := os.ReadFile(srv.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(t)
+
+	srv = clitest.StartServer(t, bins, "", data, "--lease-term", "1s")
+	r := srv.Ctl(t, "-o", "json", "get", "durable")
+	var got struct {
+		Value string `json:"value"`
+		Found bool   `json:"found"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil || !got.Found || got.Value != "survives" {
+		t.Fatalf("get after restart: %q %q: %v", r.Stdout, r.Stderr, err)
+	}
+	if ca2, _ := os.ReadFile(srv.CA); !bytes.Equal(ca1, ca2) {
+		t.Fatal("the CA changed across a restart")
+	}
+	srv.Stop(t)
+}
+
+// TestStartupErrors checks that leased exits non-zero with a clear message
+// when it cannot start.
+func TestStartupErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+
+	// Port in use: hold a UDP port and ask leased to listen on it.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	r := clitest.Cmd{}.Run(t, bins.Leased, "--listen", pc.LocalAddr().String(), "--data", filepath.Join(dir, "a"))
+	expectError(t, r, 1, "address already in use")
+
+	// A data folder that is a file.
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port, err := clitest.FreeUDPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = clitest.Cmd{}.Run(t, bins.Leased, "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "--data", file)
+	expectError(t, r, 1, "data folder")
+
+	// Bad flags: status 2, before anything is created.
+	r = clitest.Cmd{Dir: dir}.Run(t, bins.Leased, "--lease-term", "-1s")
+	expectError(t, r, 2, "--lease-term -1s: must be positive")
+	if _, err := os.Stat(filepath.Join(dir, server.DefaultDir)); err == nil {
+		t.Fatal("leased created its data folder despite a bad flag")
+	}
+}
+
+func expectError(t *testing.T, r clitest.Result, code int, want string) {
+	t.Helper()
+	if r.Code != code || !strings.HasPrefix(r.Stderr, "Error: ") || !strings.Contains(r.Stderr, want) {
+		t.Fatalf("want status %d and an error containing %q; got %d\nstderr: %s", code, want, r.Code, r.Stderr)
+	}
+}
+
+// TestValidate checks flag validation without starting a server.
+func TestValidate(t *testing.T) {
+	good := func() *options {
+		return &options{
+			listen: server.DefaultAddr, data: server.DefaultDir,
+			leaseTerm: time.Second, epsilon: time.Millisecond,
+			maxValueSize: 1, maxSessions: 1, shutdownTimeout: time.Second,
+		}
+	}
+	if err := good().validate(); err != nil {
+		t.Fatalf("good options: %v", err)
+	}
+	for _, tc := range []struct {
+		change func(*options)
+		want   string
+	}{
+		{func(o *options) { o.listen = "7400" }, "--listen"},
+		{func(o *options) { o.listen = "127.0.0.1:http" }, "not a number"},
+		{func(o *options) { o.listen = "127.0.0.1:70000" }, "not a number"},
+		{func(o *options) { o.data = " " }, "--data"},
+		{func(o *options) { o.leaseTerm = 0 }, "--lease-term"},
+		{func(o *options) { o.leaseTerm = -time.Second }, "--lease-term"},
+		{func(o *options) { o.epsilon = -time.Millisecond }, "--epsilon"},
+		{func(o *options) { o.maxValueSize = 0 }, "--max-value-size"},
+		{func(o *options) { o.maxValueSize = maxValueSizeLimit + 1 }, "--max-value-size"},
+		{func(o *options) { o.maxSessions = -1 }, "--max-sessions"},
+		{func(o *options) { o.shutdownTimeout = 0 }, "--shutdown-timeout"},
+		{func(o *options) { o.tlsHosts = []string{""} }, "--tls-host"},
+	} {
+		o := good()
+		tc.change(o)
+		err := o.validate()
+		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want a usage error about %s", o, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ level, format string }{{"loud", "text"}, {"info", "xml"}} {
+		if _, err := newLogger(&bytes.Buffer{}, tc.level, tc.format); err == nil {
+			t.Errorf("newLogger(%q, %q) accepted", tc.level, tc.format)
+		}
+	}
+	for _, lvl := range []string{"debug", "INFO", "warn", "warning", "error"} {
+		if _, err := newLogger(&bytes.Buffer{}, lvl, "json"); err != nil {
+			t.Errorf("newLogger(%q): %v", lvl, err)
+		}
+	}
+}
+
+// TestExecuteUsage checks the exit status of bad command lines, in
+// process: validation fails before a server starts.
+func TestExecuteUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--lease-term", "soon"},
+		{"--epsilon", "-1ms"},
+		{"--log-format", "xml"},
+		{"--unknown"},
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := execute(args, &stdout, &stderr, nil); code != exitUsage || !strings.HasPrefix(stderr.String(), "Error: ") {
+			t.Errorf("%q: status %d, stderr %q", args, code, stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"--help"}, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "--lease-term") {
+		t.Errorf("--help: status %d, %q", code, stdout.String())
+	}
+}
