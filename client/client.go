@@ -177,6 +177,11 @@ type Client struct {
 	fetches map[string]*fetch
 	closed  bool
 
+	// smu is held from beginning a read's or write's fetch record until its
+	// request is on the stream, so that requests reach the server in the
+	// order their records were begun (see beginWriteFetch).
+	smu sync.Mutex
+
 	wmu     sync.Mutex // guards wleases
 	wleases map[string]*WriteLease
 
@@ -303,10 +308,31 @@ func (c *Client) beginFetch(key string) *fetch {
 	return f
 }
 
+// beginWriteFetch starts tracking a write or write-lease acquisition of
+// key. The server drops this client's read lease on key when the op starts
+// (the library has removed the entry before sending it), so answers to
+// reads and writes of key already in flight must not be cached once they
+// arrive: replies are delivered in order, but the goroutines that fill the
+// cache with them run in any order, and an older answer could otherwise
+// replace the op's newer one, or be cached under a lease the server no
+// longer records. They are poisoned, and the op gets a fetch of its own,
+// which reads sent after it share. That is right only because requests
+// are sent in the order their records are begun (c.smu): a read that shares
+// the record reaches the server after the op. It must be called with c.imu
+// held.
+func (c *Client) beginWriteFetch(key string) *fetch {
+	if old := c.fetches[key]; old != nil {
+		old.poisoned = true
+	}
+	f := &fetch{n: 1}
+	c.fetches[key] = f
+	return f
+}
+
 // endFetch must be called with c.imu held.
 func (c *Client) endFetch(key string, f *fetch) {
 	f.n--
-	if f.n == 0 {
+	if f.n == 0 && c.fetches[key] == f {
 		delete(c.fetches, key)
 	}
 }
@@ -337,11 +363,17 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 	if have {
 		req.Revalidate, req.Known = true, old.Version
 	}
+	c.smu.Lock()
 	c.imu.Lock()
 	f := c.beginFetch(key)
 	c.imu.Unlock()
 	sent := c.clock.Now()
-	m, err := cn.call(ctx, req)
+	id, ch, err := cn.start(req)
+	c.smu.Unlock()
+	var m protocol.Message
+	if err == nil {
+		m, err = cn.await(ctx, id, ch)
+	}
 	if err != nil {
 		c.fill(key, f, nil, 0, false, sent, 0)
 		return Item{}, err
@@ -406,12 +438,18 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 			return 0, fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
 		}
 	}
+	c.smu.Lock()
 	c.imu.Lock()
-	f := c.beginFetch(key)
+	f := c.beginWriteFetch(key)
 	c.cache.Remove(key)
 	c.imu.Unlock()
 	sent := c.clock.Now()
-	m, err := cn.callWrite(ctx, req)
+	id, ch, err := cn.start(req)
+	c.smu.Unlock()
+	var m protocol.Message
+	if err == nil {
+		m, err = cn.awaitWrite(ctx, id, ch)
+	}
 	if err != nil {
 		c.fill(key, f, nil, 0, false, sent, 0)
 		return 0, err

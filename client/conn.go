@@ -160,12 +160,19 @@ func setID(m protocol.Message, id uint64) {
 }
 
 // call sends a request and waits for its reply. If ctx ends first, the
-// request is forgotten: use callWrite for requests that change state.
+// request is forgotten: use start and awaitWrite for requests that change
+// state.
 func (cn *conn) call(ctx context.Context, req protocol.Message) (protocol.Message, error) {
 	id, ch, err := cn.start(req)
 	if err != nil {
 		return nil, err
 	}
+	return cn.await(ctx, id, ch)
+}
+
+// await waits for the reply to a request sent by start. If ctx ends first,
+// the request is forgotten.
+func (cn *conn) await(ctx context.Context, id uint64, ch chan protocol.Message) (protocol.Message, error) {
 	select {
 	case m := <-ch:
 		return m, nil
@@ -178,14 +185,10 @@ func (cn *conn) call(ctx context.Context, req protocol.Message) (protocol.Messag
 	}
 }
 
-// callWrite sends a write or acquisition and waits for its reply. If ctx
-// ends first, it asks the server to abandon the request and waits a little
-// for the verdict, so that the caller learns whether it committed.
-func (cn *conn) callWrite(ctx context.Context, req protocol.Message) (protocol.Message, error) {
-	id, ch, err := cn.start(req)
-	if err != nil {
-		return nil, err
-	}
+// awaitWrite waits for the reply to a write or acquisition sent by start.
+// If ctx ends first, it asks the server to abandon the request and waits a
+// little for the verdict, so that the caller learns whether it committed.
+func (cn *conn) awaitWrite(ctx context.Context, id uint64, ch chan protocol.Message) (protocol.Message, error) {
 	select {
 	case m := <-ch:
 		return m, nil

@@ -46,12 +46,18 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 			return nil, fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
 		}
 	}
+	c.smu.Lock()
 	c.imu.Lock()
-	f := c.beginFetch(key)
+	f := c.beginWriteFetch(key)
 	c.cache.Remove(key)
 	c.imu.Unlock()
 	sent := c.clock.Now()
-	m, err := cn.callWrite(ctx, req)
+	id, ch, err := cn.start(req)
+	c.smu.Unlock()
+	var m protocol.Message
+	if err == nil {
+		m, err = cn.awaitWrite(ctx, id, ch)
+	}
 	if err != nil {
 		c.fill(key, f, nil, 0, false, sent, 0)
 		return nil, err

@@ -16,11 +16,12 @@ type sender struct {
 	counts   *[protocol.NumTypes]atomic.Uint64
 	overflow func()
 
-	mu      sync.Mutex // guards buf, writing, closed, flushed
-	buf     []byte
-	writing bool // run is writing a batch taken from buf
-	closed  bool
-	flushed *sync.Cond // signalled when buf has been written out
+	mu        sync.Mutex // guards buf, writing, closed, finishing, flushed
+	buf       []byte
+	writing   bool // run is writing a batch taken from buf
+	closed    bool
+	finishing bool       // finish was called: close the stream once buf is written
+	flushed   *sync.Cond // signalled when buf has been written out
 
 	wake chan struct{} // capacity 1
 	done chan struct{} // closed by close
@@ -91,8 +92,29 @@ func (s *sender) run() {
 		spare = b
 		s.mu.Lock()
 		s.writing = false
+		fin := s.finishing && len(s.buf) == 0
 		s.flushed.Broadcast()
 		s.mu.Unlock()
+		if fin {
+			if c, ok := s.w.(io.Closer); ok {
+				c.Close()
+			}
+			s.close()
+			return
+		}
+	}
+}
+
+// finish makes run write what is queued, then close the stream's write
+// side (a clean end of stream for the peer, after every frame sent before
+// it), and stop.
+func (s *sender) finish() {
+	s.mu.Lock()
+	s.finishing = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -188,7 +188,7 @@ func New(cfg Config) (*Server, error) {
 	tlsConf.MinVersion = tls.VersionTLS13
 	tlsConf.NextProtos = []string{protocol.ALPN}
 
-	st, err := openStore(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger)
+	st, err := openStore(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, cfg.LeaseTerm+cfg.Epsilon, cfg.Clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("leased: %w", err)
 	}
@@ -230,11 +230,12 @@ func New(cfg Config) (*Server, error) {
 	s.started = s.clock.Now()
 	if st.restarted {
 		// Read leases are soft state: a lease granted before the restart
-		// may still be live for up to a full term plus ε. Hold writes until
-		// then; reads are served at once.
-		s.table.SetWriteBarrier(s.started.Add(cfg.LeaseTerm + cfg.Epsilon))
+		// may still be live for up to a full term plus ε of the run that
+		// granted it (see openStore). Hold writes until then; reads are
+		// served at once.
+		s.table.SetWriteBarrier(s.started.Add(st.hold))
 		s.log.Info("restarted: holding writes until leases granted before the restart have expired",
-			"wait", cfg.LeaseTerm+cfg.Epsilon)
+			"wait", st.hold)
 	}
 	s.loops.Add(2)
 	go s.timerLoop()
@@ -341,13 +342,23 @@ func (s *Server) endSession(sess *session) {
 
 // Shutdown stops accepting connections, abandons writes that have not
 // started to commit (their writers are told), lets committing ones finish,
-// tells every session to go, and closes the database. If ctx ends first,
+// tells every session to go, waits for their clients to close them once
+// they have read every reply, and closes the database. If ctx ends first,
 // it closes at once and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.beginClose()
 	done := make(chan struct{})
 	go func() {
 		s.commits.drain()
+		// Closing a connection drops the replies not yet delivered on it,
+		// so end each request stream after its replies instead, and let
+		// the client close the connection.
+		s.smu.Lock()
+		for _, sess := range s.sessions {
+			sess.goAway()
+		}
+		s.smu.Unlock()
+		s.serving.Wait()
 		close(done)
 	}()
 	select {
@@ -566,7 +577,7 @@ func (s *Server) Stats() *protocol.StatsReply {
 		Epsilon:              s.cfg.Epsilon,
 	}
 	if s.store.restarted {
-		if left := s.started.Add(s.cfg.LeaseTerm + s.cfg.Epsilon).Sub(now); left > 0 {
+		if left := s.started.Add(s.store.hold).Sub(now); left > 0 {
 			st.WritesAllowedIn = left
 		}
 	}

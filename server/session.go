@@ -46,7 +46,7 @@ type session struct {
 	replies *sender // on the request stream
 	notices *sender // invalidations and recalls, on their own stream
 
-	mu  sync.Mutex // guards ops
+	mu  sync.Mutex // guards ops, and replies against goAway
 	ops map[uint64]*pendingOp
 }
 
@@ -79,9 +79,12 @@ func (ss *session) run() {
 		return
 	}
 	fr := protocol.NewFrameReader(stream, s.cfg.maxFrameSize())
-	ss.replies = newSender(stream, &s.msgsOut, func() {
+	replies := newSender(stream, &s.msgsOut, func() {
 		ss.closeWith(fmt.Errorf("%w: client is not reading its replies", errResourceExhausted))
 	})
+	ss.mu.Lock() // goAway reads it from another goroutine
+	ss.replies = replies
+	ss.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer ss.replies.close()
@@ -412,6 +415,18 @@ func (ss *session) finishOp(p *pendingOp, reply protocol.Message) {
 	ss.mu.Unlock()
 	if ok && ss.replies != nil {
 		ss.replies.send(reply)
+	}
+}
+
+// goAway ends the request stream after the replies queued on it, so that
+// the client reads them all and then closes the connection. Shutdown calls
+// it once no op is left to reply to.
+func (ss *session) goAway() {
+	ss.mu.Lock()
+	replies := ss.replies
+	ss.mu.Unlock()
+	if replies != nil {
+		replies.finish()
 	}
 }
 

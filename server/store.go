@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -19,6 +20,12 @@ var (
 	metaRev     = []byte("m/rev")
 	metaFence   = []byte("m/fence")
 	metaStarted = []byte("m/started")
+	// The restart hold: the term+ε of the run that last opened the
+	// database, and the wall-clock time (Unix ns) until which that run held
+	// writes, with the length of that hold. See openStore.
+	metaLeaseWait = []byte("m/leasewait")
+	metaHorizon   = []byte("m/horizon")
+	metaHoldSpan  = []byte("m/holdspan")
 )
 
 // record is the committed state of one key. A missing key has Version 0, or
@@ -52,10 +59,20 @@ type store struct {
 	rev   uint64
 	fence uint64
 
-	restarted bool // the folder held a database before this open
+	restarted bool          // the folder held a database before this open
+	hold      time.Duration // restarted: how long after now (given to openStore) writes must wait
 }
 
-func openStore(dir string, logger *slog.Logger) (*store, error) {
+// openStore opens the database in dir. wait is the term+ε of the leases
+// this run grants, and now the wall-clock time.
+//
+// On a restart, leases granted before it may still be live: those of the
+// previous run for its own term+ε (recorded at its open, so a restart with
+// a shorter term does not shorten the wait), and, if the previous run ended
+// before its own hold was over, those that hold protected. hold is the
+// longer of the two; the carried part is bounded by its original length, so
+// a wall clock that stepped back cannot stretch it.
+func openStore(dir string, logger *slog.Logger, wait time.Duration, now time.Time) (*store, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithLogger(badgerLogger{logger}).
@@ -83,6 +100,37 @@ func openStore(dir string, logger *slog.Logger) (*store, error) {
 		case err == nil:
 			s.restarted = true
 		case !errors.Is(err, badger.ErrKeyNotFound):
+			return err
+		}
+		prevWait, err := getUint(txn, metaLeaseWait)
+		if err != nil {
+			return err
+		}
+		prevHorizon, err := getUint(txn, metaHorizon)
+		if err != nil {
+			return err
+		}
+		prevSpan, err := getUint(txn, metaHoldSpan)
+		if err != nil {
+			return err
+		}
+		if s.restarted {
+			if prevWait == 0 {
+				prevWait = uint64(wait) // written before the wait was recorded
+			}
+			s.hold = time.Duration(prevWait)
+			if prevHorizon > 0 {
+				carry := time.Duration(int64(prevHorizon) - now.UnixNano())
+				s.hold = max(s.hold, min(carry, time.Duration(prevSpan)))
+			}
+			if err := putUint(txn, metaHorizon, uint64(now.UnixNano()+int64(s.hold))); err != nil {
+				return err
+			}
+			if err := putUint(txn, metaHoldSpan, uint64(s.hold)); err != nil {
+				return err
+			}
+		}
+		if err := putUint(txn, metaLeaseWait, uint64(wait)); err != nil {
 			return err
 		}
 		return txn.Set(metaStarted, []byte{1})

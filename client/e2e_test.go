@@ -1,0 +1,1197 @@
+package client_test
+
+// End-to-end tests: a real server (QUIC on 127.0.0.1, verified TLS, badger on
+// disk) and clients of the real library, checked against DESIGN.md. They run
+// on real time (see helpers_e2e_test.go); each wait is bounded and says why.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/server"
+)
+
+// A miss, then a hit served locally without a message to the server; a put
+// by another client is seen by the next read, never the old value.
+func TestE2EReadCacheAndInvalidation(t *testing.T) {
+	checkLeaks(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	a := dial(t, srv, client.Config{Name: "a"})
+	b := dial(t, srv, client.Config{Name: "b"})
+
+	it := mustGet(t, a, "k")
+	if it.Cached || it.Found {
+		t.Fatalf("first read: %s, want an uncached miss", fmtItem(it))
+	}
+	gets, all := msgsIn(srv, "get"), sumIn(srv)
+	for range 100 {
+		it = mustGet(t, a, "k")
+		if !it.Cached || it.Found {
+			t.Fatalf("repeat read: %s, want a cached miss", fmtItem(it))
+		}
+	}
+	if g, n := msgsIn(srv, "get"), sumIn(srv); g != gets || n != all {
+		t.Fatalf("cached reads reached the server: get %d -> %d, all messages %d -> %d", gets, g, all, n)
+	}
+
+	v := mustPut(t, b, "k", "from-b")
+	it = mustGet(t, a, "k")
+	if it.Cached || !it.Found || string(it.Value) != "from-b" || it.Version != v {
+		t.Fatalf("read after B's put (version %d): %s", v, fmtItem(it))
+	}
+	if it = mustGet(t, a, "k"); !it.Cached || string(it.Value) != "from-b" {
+		t.Fatalf("second read after B's put: %s, want cached", fmtItem(it))
+	}
+
+	// Many rounds: every read after an acknowledged put sees that put. A
+	// holds a lease on k at each put (it read k from the server in the
+	// previous round), so each round needs an invalidation and its ack.
+	st0 := srv.Stats()
+	const rounds = 200
+	for i := range rounds {
+		want := fmt.Sprintf("v%d", i)
+		v := mustPut(t, b, "k", want)
+		it := mustGet(t, a, "k")
+		if string(it.Value) != want || it.Version != v || it.Cached {
+			t.Fatalf("round %d: read %s after the put of %q at version %d", i, fmtItem(it), want, v)
+		}
+		if it := mustGet(t, a, "k"); string(it.Value) != want || !it.Cached {
+			t.Fatalf("round %d: second read %s, want cached %q", i, fmtItem(it), want)
+		}
+	}
+	st := srv.Stats()
+	if sent, acked := st.InvalidationsSent-st0.InvalidationsSent, st.InvalidationsAcked-st0.InvalidationsAcked; sent != rounds || acked != rounds {
+		t.Errorf("over %d rounds: %d invalidations sent and %d acknowledged, want %d each", rounds, sent, acked, rounds)
+	}
+	if st.InvalidationsExpired != 0 {
+		t.Errorf("InvalidationsExpired = %d with responsive holders", st.InvalidationsExpired)
+	}
+}
+
+// DESIGN.md §4.6: a holder that does not answer costs a write at most the
+// rest of its lease, and never stalls writes to other keys. The holder is a
+// raw protocol client that never reads its notice stream.
+func TestE2EUnresponsiveHolderBoundsWrite(t *testing.T) {
+	checkLeaks(t)
+	const term = time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	b := dial(t, srv, client.Config{Name: "b"})
+	c := dial(t, srv, client.Config{Name: "c"})
+	mustPut(t, b, "k", "old")
+
+	_, lo, hi := holdLease(t, srv, "k")
+	w := writeAgainstSilentHolder(t, srv, b, c, "k", "new", lo, hi, nil)
+	if it := mustGet(t, c, "k"); string(it.Value) != "new" || it.Version != w.version {
+		t.Fatalf("after the write: %s, want %q at %d", fmtItem(it), "new", w.version)
+	}
+
+	// The same through the wire: the WriteReply reports the wait and the
+	// number of holders.
+	h := dialRaw(t, srv)
+	g, sent, _ := h.get("k")
+	if g.Term <= 0 || string(g.Value) != "new" {
+		t.Fatalf("raw holder read %+v", g)
+	}
+	wr := dialRaw(t, srv)
+	start := time.Now()
+	m := wr.write(&protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("raw")})
+	took := time.Since(start)
+	rep, ok := m.(*protocol.WriteReply)
+	if !ok {
+		t.Fatalf("raw write: %T %+v", m, m)
+	}
+	// B (its own write left it a fresh lease), C (read k above) and the
+	// silent holder; B and C acknowledge at once.
+	if rep.Holders != 3 {
+		t.Errorf("WriteReply.Holders = %d, want 3", rep.Holders)
+	}
+	rest := sent.Add(term + defaultEps).Sub(start)
+	if rep.Waited < rest-slack || rep.Waited > term+defaultEps+slack || rep.Waited > took {
+		t.Errorf("WriteReply.Waited = %v; the rest of the lease was %v, the write took %v", rep.Waited, rest, took)
+	}
+	t.Logf("raw write: Waited %v, Holders %d, round trip %v", rep.Waited, rep.Holders, took)
+}
+
+// DESIGN.md §4.1: while a write waits, readers get the last committed value,
+// uncached; after the commit they get the new one.
+func TestE2EReadsDuringPendingWrite(t *testing.T) {
+	checkLeaks(t)
+	const term = time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	b := dial(t, srv, client.Config{Name: "writer"})
+	c := dial(t, srv, client.Config{Name: "reader"})
+	other := dial(t, srv, client.Config{Name: "bystander"})
+	v0 := mustPut(t, b, "k", "old")
+	// The reader holds a lease too: it is invalidated and acknowledges at
+	// once, and its reads during the wait must not be cached again.
+	if it := mustGet(t, c, "k"); string(it.Value) != "old" {
+		t.Fatalf("read before: %s", fmtItem(it))
+	}
+
+	_, lo, hi := holdLease(t, srv, "k")
+	var reads int
+	w := writeAgainstSilentHolder(t, srv, b, other, "k", "new", lo, hi, func(waiting func() bool) {
+		// Read several times across the wait. A read that returned while
+		// the write still waited must give the old value, uncached.
+		for reads < 5 {
+			it, err := c.Get(stepCtx(t), "k")
+			stillWaiting := waiting()
+			if err != nil {
+				t.Fatalf("read during the write: %v", err)
+			}
+			if !stillWaiting {
+				break
+			}
+			if string(it.Value) != "old" || it.Version != v0 || it.Cached {
+				t.Fatalf("read during the write: %s, want the committed %q at %d, uncached", fmtItem(it), "old", v0)
+			}
+			reads++
+			time.Sleep(term / 10) // spread the reads across the wait
+		}
+	})
+	if reads < 3 {
+		t.Errorf("only %d reads happened while the write waited", reads)
+	}
+	for _, cl := range []*client.Client{c, other, b} {
+		it := mustGet(t, cl, "k")
+		if string(it.Value) != "new" || it.Version != w.version {
+			t.Fatalf("read after the commit: %s, want %q at %d", fmtItem(it), "new", w.version)
+		}
+	}
+	if it := mustGet(t, c, "k"); !it.Cached {
+		t.Errorf("the reader's second read after the commit is not cached: %s", fmtItem(it))
+	}
+}
+
+// CompareAndSwap with a stale version changes nothing; with the current one
+// it commits.
+func TestE2ECompareAndSwap(t *testing.T) {
+	checkLeaks(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	a := dial(t, srv, client.Config{})
+	b := dial(t, srv, client.Config{})
+	ctx := stepCtx(t)
+
+	// Version 0 means "does not exist".
+	v1, err := a.CompareAndSwap(ctx, "k", 0, []byte("one"))
+	if err != nil {
+		t.Fatalf("create with CAS 0: %v", err)
+	}
+	if _, err := b.CompareAndSwap(ctx, "k", 0, []byte("again")); !errors.Is(err, client.ErrVersionMismatch) {
+		t.Fatalf("CAS 0 on an existing key: %v, want ErrVersionMismatch", err)
+	}
+	v2 := mustPut(t, b, "k", "two")
+	// A caches version 2 (and B too).
+	if it := mustGet(t, a, "k"); it.Version != v2 {
+		t.Fatalf("read: %s", fmtItem(it))
+	}
+	rev := srv.Stats().Revision
+	for _, stale := range []uint64{v1, v2 + 100} {
+		_, err := a.CompareAndSwap(ctx, "k", stale, []byte("bad"))
+		if !errors.Is(err, client.ErrVersionMismatch) {
+			t.Fatalf("CAS with version %d (current %d): %v, want ErrVersionMismatch", stale, v2, err)
+		}
+		var se *client.ServerError
+		if !errors.As(err, &se) || se.Code != protocol.CodeVersionMismatch {
+			t.Errorf("CAS mismatch error %v is not a ServerError with its code", err)
+		}
+	}
+	if got := srv.Stats().Revision; got != rev {
+		t.Fatalf("failed CAS moved the revision %d -> %d", rev, got)
+	}
+	for _, cl := range []*client.Client{a, b} {
+		it := mustGet(t, cl, "k")
+		if string(it.Value) != "two" || it.Version != v2 {
+			t.Fatalf("after failed CAS: %s, want %q at %d", fmtItem(it), "two", v2)
+		}
+	}
+	v3, err := a.CompareAndSwap(ctx, "k", v2, []byte("three"))
+	if err != nil || v3 <= v2 {
+		t.Fatalf("CAS with the current version: %d, %v", v3, err)
+	}
+	if got := srv.Stats().Revision; got != v3 {
+		t.Errorf("revision %d after the CAS, want %d", got, v3)
+	}
+	for _, cl := range []*client.Client{a, b} {
+		if it := mustGet(t, cl, "k"); string(it.Value) != "three" || it.Version != v3 {
+			t.Fatalf("after CAS: %s, want %q at %d", fmtItem(it), "three", v3)
+		}
+	}
+	// CAS on a deleted key: the deletion's version is the key's version.
+	vd, err := b.Delete(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it := mustGet(t, a, "k"); it.Found || it.Version != vd {
+		t.Fatalf("after delete: %s, want missing at %d", fmtItem(it), vd)
+	}
+	if _, err := a.CompareAndSwap(ctx, "k", vd, []byte("back")); err != nil {
+		t.Fatalf("CAS on the deletion's version: %v", err)
+	}
+}
+
+// DESIGN.md §5: a write lease keeps others from caching the key, is recalled
+// by a conflicting write, fences its holder's late writes, and its tokens
+// grow.
+func TestE2EWriteLease(t *testing.T) {
+	checkLeaks(t)
+	const term = time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	evA := newEvents()
+	a := dial(t, srv, client.Config{Name: "a", OnEvent: evA.on})
+	b := dial(t, srv, client.Config{Name: "b"})
+	ctx := stepCtx(t)
+	mustPut(t, b, "k", "start")
+	if it := mustGet(t, b, "k"); !it.Cached {
+		// B caches k now, so A's acquisition must invalidate it.
+		t.Fatalf("B's second read is not cached: %s", fmtItem(it))
+	}
+
+	wl, err := a.AcquireWriteLease(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := wl.Token()
+	if t1 == 0 || !wl.Valid() {
+		t.Fatalf("write lease token %d valid %v", t1, wl.Valid())
+	}
+	if st := srv.Stats(); st.WriteLeases != 1 {
+		t.Errorf("WriteLeases = %d, want 1", st.WriteLeases)
+	}
+	vA, err := wl.Put(ctx, []byte("by-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it := mustGet(t, a, "k"); !it.Cached || string(it.Value) != "by-a" {
+		t.Errorf("holder's read: %s, want its own write from cache", fmtItem(it))
+	}
+	for i := range 3 {
+		it := mustGet(t, b, "k")
+		if it.Cached || string(it.Value) != "by-a" || it.Version != vA {
+			t.Fatalf("B's read %d under A's write lease: %s, want %q at %d uncached", i, fmtItem(it), "by-a", vA)
+		}
+	}
+
+	recalls := srv.Stats().Recalls
+	vB, took := timedPut(t, b, "k", "by-b")
+	select {
+	case <-wl.Done():
+	default:
+		t.Fatal("A's write lease is not done after B's put committed")
+	}
+	if wl.Valid() {
+		t.Error("A's write lease is still valid after the recall")
+	}
+	if got := srv.Stats().Recalls; got != recalls+1 {
+		t.Errorf("Recalls %d -> %d, want one more", recalls, got)
+	}
+	if took > term/4 {
+		t.Errorf("B's put took %v though A answered the recall", took)
+	}
+	evA.wait(t, client.EventWriteLeaseLost, testTimeout, func(ev client.Event) bool { return hasKey(ev, "k") })
+
+	if _, err := wl.Put(ctx, []byte("late")); !errors.Is(err, client.ErrFenced) {
+		t.Fatalf("A's write with the old token: %v, want ErrFenced", err)
+	}
+	for _, cl := range []*client.Client{a, b} {
+		if it := mustGet(t, cl, "k"); string(it.Value) != "by-b" || it.Version != vB {
+			t.Fatalf("after the fenced write: %s, want %q at %d", fmtItem(it), "by-b", vB)
+		}
+	}
+
+	wl2, err := b.AcquireWriteLease(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wl2.Token() <= t1 {
+		t.Fatalf("new token %d is not above the old %d", wl2.Token(), t1)
+	}
+	if _, err := wl.Put(ctx, []byte("later")); !errors.Is(err, client.ErrFenced) {
+		t.Fatalf("old token under a new lease: %v, want ErrFenced", err)
+	}
+	if err := wl2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Once released, others cache the key again.
+	mustGet(t, a, "k")
+	if it := mustGet(t, a, "k"); !it.Cached {
+		t.Errorf("read after release is not cached: %s", fmtItem(it))
+	}
+}
+
+// DESIGN.md §5: "If the holder does not answer, the conflicting request
+// waits until the write lease has expired", and the holder, once it wakes,
+// is fenced.
+func TestE2ESilentWriteLeaseHolder(t *testing.T) {
+	checkLeaks(t)
+	const term = time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	b := dial(t, srv, client.Config{})
+	c := dial(t, srv, client.Config{})
+	h := dialRaw(t, srv)
+	h.nextID++
+	sent := time.Now()
+	m := h.roundTrip(&protocol.Acquire{ID: h.nextID, Key: []byte("k")})
+	granted := time.Now()
+	ar, ok := m.(*protocol.AcquireReply)
+	if !ok || ar.Token == 0 || ar.Term != term {
+		t.Fatalf("raw acquire: %T %+v", m, m)
+	}
+	if it := mustGet(t, c, "k"); it.Cached {
+		t.Fatalf("read under another's write lease: %s", fmtItem(it))
+	}
+	recalls := srv.Stats().Recalls
+	start := time.Now()
+	_, other := timedPut(t, c, "other", "x")
+	ctx, cancel := context.WithTimeout(context.Background(), term+defaultEps+testTimeout) // bounds a correct wait
+	defer cancel()
+	v, err := b.Put(ctx, "k", []byte("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if since := time.Since(sent); since < term+defaultEps {
+		t.Errorf("the conflicting write committed %v after the grant, before term+ε", since)
+	}
+	if rest := granted.Add(term + defaultEps).Sub(start); took > rest+slack {
+		t.Errorf("the conflicting write waited %v; the rest of the write lease was %v", took, rest)
+	}
+	if other > term/4 {
+		t.Errorf("a write to another key took %v", other)
+	}
+	if got := srv.Stats().Recalls; got != recalls+1 {
+		t.Errorf("Recalls %d -> %d", recalls, got)
+	}
+	t.Logf("conflicting write waited %v for a silent write-lease holder (term+ε %v)", took, term+defaultEps)
+	m = h.write(&protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("late"), Token: ar.Token})
+	if e, ok := m.(*protocol.Error); !ok || e.Code != protocol.CodeFenced {
+		t.Fatalf("late write with the expired token: %T %+v, want CodeFenced", m, m)
+	}
+	if it := mustGet(t, c, "k"); string(it.Value) != "b" || it.Version != v {
+		t.Fatalf("after the fenced write: %s", fmtItem(it))
+	}
+}
+
+// DESIGN.md §5: a write lease is renewed like a read lease while its
+// holder's session lasts, and the holder reads the key from its cache.
+func TestE2EWriteLeaseRenewed(t *testing.T) {
+	checkLeaks(t)
+	const term = 300 * time.Millisecond
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	a := dial(t, srv, client.Config{})
+	b := dial(t, srv, client.Config{})
+	wl, err := a.AcquireWriteLease(stepCtx(t), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gets := msgsIn(srv, "get")
+	start := time.Now()
+	// Hold it for a few terms, reading from cache; bounded by the loop.
+	for time.Since(start) < 3*term+term/2 {
+		if !wl.Valid() {
+			t.Fatalf("write lease lost after %v (term %v)", time.Since(start), term)
+		}
+		if it := mustGet(t, a, "k"); !it.Cached {
+			t.Fatalf("holder's read after %v not cached", time.Since(start))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if g := msgsIn(srv, "get"); g != gets {
+		t.Errorf("holder's reads reached the server: get %d -> %d", gets, g)
+	}
+	if srv.Stats().WriteLeases != 1 {
+		t.Errorf("server counts %d write leases", srv.Stats().WriteLeases)
+	}
+	if _, err := wl.Put(stepCtx(t), []byte("still mine")); err != nil {
+		t.Fatalf("write under a renewed lease: %v", err)
+	}
+	if it := mustGet(t, b, "k"); string(it.Value) != "still mine" || it.Cached {
+		t.Fatalf("other reader: %s", fmtItem(it))
+	}
+}
+
+// DESIGN.md §7: a restart on the same data folder keeps values, the
+// revision and the growth of fencing tokens, serves reads at once, and holds
+// writes until leases granted before the restart can have run out.
+func TestE2ERestartKeepsState(t *testing.T) {
+	checkLeaks(t)
+	const term = 600 * time.Millisecond
+	dir := t.TempDir()
+	srv1 := startServer(t, server.Config{Dir: dir, LeaseTerm: term})
+	a := dial(t, srv1, client.Config{})
+	ctx := stepCtx(t)
+	want := map[string]string{}
+	for i := range 5 {
+		k, v := fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i)
+		mustPut(t, a, k, v)
+		want[k] = v
+	}
+	if _, err := a.Delete(ctx, "k4"); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "k4")
+	wl, err := a.AcquireWriteLease(ctx, "k0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := wl.Token()
+	versions := map[string]uint64{}
+	for i := range 5 {
+		k := fmt.Sprintf("k%d", i)
+		versions[k] = mustGet(t, a, k).Version
+	}
+	rev := srv1.Stats().Revision
+	a.Close()
+	srv1.Close()
+
+	started := time.Now()
+	srv2 := startServer(t, server.Config{Dir: dir, LeaseTerm: term})
+	if st := srv2.Stats(); st.Revision != rev || st.WritesAllowedIn <= 0 {
+		t.Fatalf("after restart: revision %d (want %d), writes allowed in %v", st.Revision, rev, st.WritesAllowedIn)
+	}
+	b := dial(t, srv2, client.Config{})
+	for i := range 5 {
+		k := fmt.Sprintf("k%d", i)
+		start := time.Now()
+		it := mustGet(t, b, k)
+		if took := time.Since(start); took > term/4 {
+			t.Errorf("read of %q right after the restart took %v", k, took)
+		}
+		wv, found := want[k]
+		if it.Found != found || string(it.Value) != wv || it.Version != versions[k] {
+			t.Fatalf("after restart %q: %s, want found=%v %q at %d", k, fmtItem(it), found, wv, versions[k])
+		}
+	}
+	if it := mustGet(t, b, "k1"); !it.Cached {
+		t.Errorf("reads after a restart are not leased: %s", fmtItem(it))
+	}
+	// Normally still inside the barrier: reads were served, writes wait.
+	// The assertions below hold either way.
+	t.Logf("reads done %v after the restart; writes allowed in %v", time.Since(started), srv2.Stats().WritesAllowedIn)
+	v, took := timedPut(t, b, "k1", "after-restart")
+	if since := time.Since(started); since < term+defaultEps {
+		t.Errorf("a write committed %v after the restart, before term+ε = %v", since, term+defaultEps)
+	}
+	if took > term+defaultEps+slack {
+		t.Errorf("the first write after restart took %v, more than term+ε+slack", took)
+	}
+	if v != rev+1 {
+		t.Errorf("first version after restart %d, want %d", v, rev+1)
+	}
+	t.Logf("first write after restart waited %v (term+ε = %v)", took, term+defaultEps)
+	wl2, err := b.AcquireWriteLease(ctx, "k0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wl2.Token() <= t1 {
+		t.Fatalf("token after restart %d, not above %d", wl2.Token(), t1)
+	}
+	// Once the barrier has passed, writes do not wait.
+	if _, took := timedPut(t, b, "k2", "fast"); took > term/4 {
+		t.Errorf("a write after the barrier took %v", took)
+	}
+}
+
+// DESIGN.md §7: "A restart with a shorter configured term must not shorten
+// this wait." A client that read under the old, longer term keeps serving
+// its entry while the server is down; a write on the restarted server must
+// not commit while that entry is still trusted.
+func TestE2ERestartWithShorterTerm(t *testing.T) {
+	checkLeaks(t)
+	const longTerm, shortTerm = 1500 * time.Millisecond, 200 * time.Millisecond
+	dir := t.TempDir()
+	srv1 := startServer(t, server.Config{Dir: dir, LeaseTerm: longTerm})
+	b := dial(t, srv1, client.Config{})
+	mustPut(t, b, "k", "old")
+	a := dial(t, srv1, client.Config{})
+	it := mustGet(t, a, "k")
+	aRead := time.Now() // a trusts its entry until at most aRead + longTerm
+	if string(it.Value) != "old" {
+		t.Fatalf("read: %s", fmtItem(it))
+	}
+	srv1.Close()
+
+	restarted := time.Now()
+	srv2 := startServer(t, server.Config{Dir: dir, LeaseTerm: shortTerm})
+	if left := srv2.Stats().WritesAllowedIn; left < longTerm {
+		t.Errorf("restarted server with a shorter term allows writes in %v; leases of the old term %v may be live", left, longTerm)
+	}
+	c := dial(t, srv2, client.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), longTerm+defaultEps+testTimeout) // bounds a correct wait
+	defer cancel()
+	if _, err := c.Put(ctx, "k", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Now()
+	if got, want := committed.Sub(restarted), longTerm+defaultEps; got < want {
+		t.Errorf("the first write after the restart committed %v after it, before the old term+ε %v", got, want)
+	}
+	// The linearizability check itself: after the write returned, a must
+	// not serve the old value from its cache.
+	if it, err := a.Get(stepCtx(t), "k"); err == nil && string(it.Value) == "old" {
+		t.Errorf("%v after a write of %q was acknowledged, a client still reads %s (its lease from the old term runs until %v)",
+			time.Since(committed), "new", fmtItem(it), aRead.Add(longTerm).Sub(committed))
+	}
+}
+
+// Shutdown abandons writes still waiting for holders and tells their
+// writers, who get ErrCanceled; nothing changes.
+func TestE2EShutdownAbandonsWaitingWrite(t *testing.T) {
+	checkLeaks(t)
+	const term = time.Second
+	dir := t.TempDir()
+	srv := startServer(t, server.Config{Dir: dir, LeaseTerm: term})
+	b := dial(t, srv, client.Config{})
+	v0 := mustPut(t, b, "k", "old")
+	h, _, _ := holdLease(t, srv, "k")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Put(context.Background(), "k", []byte("new"))
+		errc <- err
+	}()
+	waitFor(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	// The holder goes away without a goodbye: the server keeps its lease,
+	// so the write still waits, but no silent client is left for Shutdown
+	// to wait for.
+	h.qc.CloseWithError(0, "")
+	waitFor(t, testTimeout, "the holder's session to end", func() bool { return srv.Stats().Sessions == 1 })
+	if srv.Stats().WritesWaiting != 1 {
+		t.Fatal("the write stopped waiting when the holder's connection was lost")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout) // bounds Shutdown
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	srv.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, client.ErrCanceled) {
+			t.Errorf("write waiting at shutdown: %v, want ErrCanceled", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("the waiting write did not return after Shutdown")
+	}
+	srv2 := startServer(t, server.Config{Dir: dir, LeaseTerm: term})
+	c := dial(t, srv2, client.Config{})
+	if it := mustGet(t, c, "k"); string(it.Value) != "old" || it.Version != v0 {
+		t.Fatalf("after restart: %s, want %q at %d", fmtItem(it), "old", v0)
+	}
+}
+
+// DESIGN.md §6: a graceful close frees the session's leases at once.
+func TestE2EGracefulCloseFreesLeases(t *testing.T) {
+	checkLeaks(t)
+	const term = time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	a := dial(t, srv, client.Config{Name: "a"})
+	b := dial(t, srv, client.Config{Name: "b"})
+	mustPut(t, b, "k", "old") // B holds a lease on k too, from its own write
+	base := srv.Stats().Leases
+	for _, k := range []string{"k", "k2", "k3"} {
+		mustGet(t, a, k)
+	}
+	wl, err := a.AcquireWriteLease(stepCtx(t), "wk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = wl
+	if st := srv.Stats(); st.Leases != base+3 || st.WriteLeases != 1 {
+		t.Fatalf("before close: %d leases (want %d), %d write leases", st.Leases, base+3, st.WriteLeases)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st0 := srv.Stats()
+	if st0.Leases != base || st0.WriteLeases != 0 {
+		t.Errorf("after A's close the server counts %d leases (want %d) and %d write leases", st0.Leases, base, st0.WriteLeases)
+	}
+	_, took := timedPut(t, b, "k", "new")
+	_, took2 := timedPut(t, b, "wk", "new")
+	st := srv.Stats()
+	if took > term/4 || took2 > term/4 {
+		t.Errorf("writes after the holder closed took %v and %v; want far below the term %v", took, took2, term)
+	}
+	if st.InvalidationsSent != st0.InvalidationsSent || st.Recalls != st0.Recalls {
+		t.Errorf("writes after a graceful close sent invalidations (%d -> %d) or recalls (%d -> %d)",
+			st0.InvalidationsSent, st.InvalidationsSent, st0.Recalls, st.Recalls)
+	}
+	if _, err := a.Get(stepCtx(t), "k"); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Get on a closed client: %v, want ErrClosed", err)
+	}
+	t.Logf("writes after graceful close: %v, %v", took, took2)
+}
+
+// DESIGN.md §2: the answer "missing" is leased and cached too.
+func TestE2ENegativeCaching(t *testing.T) {
+	checkLeaks(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	a := dial(t, srv, client.Config{})
+	b := dial(t, srv, client.Config{})
+	if it := mustGet(t, a, "nope"); it.Found || it.Cached {
+		t.Fatalf("first read: %s", fmtItem(it))
+	}
+	gets := msgsIn(srv, "get")
+	if it := mustGet(t, a, "nope"); it.Found || !it.Cached || it.Version != 0 {
+		t.Fatalf("second read: %s, want a cached miss", fmtItem(it))
+	}
+	if g := msgsIn(srv, "get"); g != gets {
+		t.Fatalf("the cached miss reached the server")
+	}
+	v := mustPut(t, b, "nope", "now")
+	it := mustGet(t, a, "nope")
+	if !it.Found || string(it.Value) != "now" || it.Version != v || it.Cached {
+		t.Fatalf("after the put: %s", fmtItem(it))
+	}
+	// A deletion is cached as a miss at the deletion's version.
+	vd, err := b.Delete(stepCtx(t), "nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it := mustGet(t, a, "nope"); it.Found || it.Version != vd {
+		t.Fatalf("after delete: %s", fmtItem(it))
+	}
+	if it := mustGet(t, a, "nope"); it.Found || !it.Cached {
+		t.Fatalf("after delete, second read: %s", fmtItem(it))
+	}
+}
+
+// DESIGN.md §3.5: entries read during the current term are renewed before
+// they expire, in batches, so hot keys never miss.
+func TestE2ERenewalKeepsHotKeys(t *testing.T) {
+	checkLeaks(t)
+	const term = 300 * time.Millisecond
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	ev := newEvents()
+	a := dial(t, srv, client.Config{OnEvent: ev.on})
+	for _, k := range []string{"h1", "h2", "h3"} {
+		mustGet(t, a, k)
+	}
+	gets, renews := msgsIn(srv, "get"), msgsIn(srv, "renew")
+	start := time.Now()
+	n := 0
+	// Read the hot keys for about three terms; this bounds the loop.
+	for time.Since(start) < 3*term+term/2 {
+		for _, k := range []string{"h1", "h2", "h3"} {
+			if it := mustGet(t, a, k); !it.Cached {
+				t.Fatalf("read %d of %q after %v is not cached: the lease was not renewed", n, k, time.Since(start))
+			}
+		}
+		n++
+		time.Sleep(5 * time.Millisecond)
+	}
+	if g := msgsIn(srv, "get"); g != gets {
+		t.Errorf("hot reads reached the server: get %d -> %d", gets, g)
+	}
+	r := msgsIn(srv, "renew") - renews
+	// One batch per term or so, for all three keys together.
+	if r < 3 || r > 12 {
+		t.Errorf("%d renew messages over %v, want about one per term (3 keys batched)", r, time.Since(start))
+	}
+	for _, e := range ev.snapshot() {
+		if e.Kind == client.EventLeasesExpired {
+			t.Errorf("leases expired while hot: %v", e.Keys)
+		}
+	}
+	t.Logf("%d rounds of cached reads over %v; %d renew messages", n, time.Since(start), r)
+}
+
+// DESIGN.md §3.5, §6: an entry not read during its term is not renewed, and
+// its expiry is reported.
+func TestE2EUnreadEntryExpires(t *testing.T) {
+	checkLeaks(t)
+	const term = 400 * time.Millisecond
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	ev := newEvents()
+	a := dial(t, srv, client.Config{OnEvent: ev.on})
+	start := time.Now()
+	mustGet(t, a, "cold")
+	mustGet(t, a, "hot")
+	// Keep reading "hot" (and so renewing it) until "cold" is reported
+	// expired. The lease runs out one term after the read; the client checks
+	// every eighth of a term; bounded by a few terms so a missing event
+	// fails the test.
+	var expiredAt time.Duration
+	deadline := time.Now().Add(4 * term)
+	for expiredAt == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no expiry of %q reported within %v", "cold", 4*term)
+		}
+		if it := mustGet(t, a, "hot"); !it.Cached {
+			t.Fatalf("hot key read after %v is not cached", time.Since(start))
+		}
+		select {
+		case e := <-ev.ch:
+			if e.Kind == client.EventLeasesExpired {
+				if hasKey(e, "hot") {
+					t.Fatalf("hot key reported expired: %v", e.Keys)
+				}
+				if hasKey(e, "cold") {
+					expiredAt = time.Since(start)
+				}
+			}
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if expiredAt < term {
+		t.Errorf("%q reported expired after %v, before its term %v", "cold", expiredAt, term)
+	}
+	if expiredAt > term+term/8+slack {
+		t.Errorf("%q reported expired after %v, long after its term %v", "cold", expiredAt, term)
+	}
+	gets := msgsIn(srv, "get")
+	if it := mustGet(t, a, "cold"); it.Cached {
+		t.Errorf("expired entry served from cache: %s", fmtItem(it))
+	}
+	if g := msgsIn(srv, "get"); g != gets+1 {
+		t.Errorf("read of an expired entry: get %d -> %d, want one more", gets, g)
+	}
+	t.Logf("cold entry reported expired after %v (term %v)", expiredAt, term)
+}
+
+// DESIGN.md §6: while disconnected, entries are served until their leases
+// run out, then reads fail with ErrUnavailable; the loss is reported.
+func TestE2EDisconnectedServesUntilLeaseEnds(t *testing.T) {
+	checkLeaks(t)
+	const term = time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	ev := newEvents()
+	a := dial(t, srv, client.Config{OnEvent: ev.on, MaxReconnectDelay: 100 * time.Millisecond})
+	b := dial(t, srv, client.Config{})
+	v := mustPut(t, b, "k", "value")
+	before := time.Now()
+	it := mustGet(t, a, "k")
+	// A fetched k from the server: its lease counts from when the request
+	// was sent, between before and after.
+	after := time.Now()
+	if it.Cached || string(it.Value) != "value" {
+		t.Fatalf("first read: %s", fmtItem(it))
+	}
+	srv.Close()
+	ev.wait(t, client.EventDisconnected, testTimeout, nil)
+	if _, ok := a.Session(); ok {
+		t.Error("Session reports a session while disconnected")
+	}
+	if _, err := a.Get(stepCtx(t), "never-read"); !errors.Is(err, client.ErrUnavailable) {
+		t.Errorf("uncached read while disconnected: %v, want ErrUnavailable", err)
+	}
+	if _, err := a.Put(stepCtx(t), "k", []byte("v")); !errors.Is(err, client.ErrUnavailable) {
+		t.Errorf("write while disconnected: %v, want ErrUnavailable", err)
+	}
+	cachedReads := 0
+	// Poll until the lease has surely run out; bounded by the term.
+	for {
+		at := time.Now()
+		it, err := a.Get(stepCtx(t), "k")
+		switch {
+		case err == nil:
+			if !it.Cached || string(it.Value) != "value" || it.Version != v {
+				t.Fatalf("a read while disconnected: %s, want the cached value", fmtItem(it))
+			}
+			if !at.Before(after.Add(term)) {
+				t.Fatalf("cached read at %v after the request, past the term %v", at.Sub(before), term)
+			}
+			cachedReads++
+		case errors.Is(err, client.ErrUnavailable):
+			if at.Before(before.Add(term - 50*time.Millisecond)) {
+				t.Fatalf("read failed at %v, before the lease ran out: %v", at.Sub(before), err)
+			}
+		default:
+			t.Fatalf("read while disconnected: %v", err)
+		}
+		if err != nil {
+			break
+		}
+		if time.Since(before) > term+testTimeout {
+			t.Fatal("the cached entry never ran out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cachedReads < 10 {
+		t.Errorf("only %d cached reads while disconnected", cachedReads)
+	}
+	ev.wait(t, client.EventLeasesExpired, testTimeout, func(e client.Event) bool { return hasKey(e, "k") })
+	// Stale data only when asked for.
+	st, err := a.GetStale(stepCtx(t), "k")
+	if err != nil || !st.Stale || string(st.Value) != "value" {
+		t.Errorf("GetStale: %s, %v; want the stale value", fmtItem(st), err)
+	}
+}
+
+// DESIGN.md §6: the client reconnects in the background to a server that
+// comes back on the same address.
+func TestE2EReconnect(t *testing.T) {
+	checkLeaks(t)
+	const term = 500 * time.Millisecond
+	dir := t.TempDir()
+	srv := startServer(t, server.Config{Dir: dir, LeaseTerm: term})
+	addr := srv.Addr().String()
+	ev := newEvents()
+	// A short backoff keeps the reconnection within the test's bound.
+	a := dial(t, srv, client.Config{OnEvent: ev.on, MaxReconnectDelay: 200 * time.Millisecond})
+	v := mustPut(t, a, "k", "kept")
+	s1, _ := a.Session()
+	srv.Close()
+	ev.wait(t, client.EventDisconnected, testTimeout, nil)
+
+	srv2 := startServer(t, server.Config{Dir: dir, Addr: addr, LeaseTerm: term})
+	// Reconnection is retried with a backoff capped at 200 ms; a QUIC
+	// handshake started while the port was closed may need its own retries.
+	ev.wait(t, client.EventReconnected, testTimeout, nil)
+	s2, ok := a.Session()
+	if !ok || s2.ID == 0 {
+		t.Fatalf("no session after EventReconnected")
+	}
+	_ = s1
+	// The entry's lease belonged to the old session: it has run out or runs
+	// out, and a fresh read comes from the new server.
+	waitFor(t, term+slack, "the old entry to run out", func() bool {
+		it, err := a.Get(stepCtx(t), "k")
+		return err == nil && !it.Cached
+	})
+	it := mustGet(t, a, "k")
+	if string(it.Value) != "kept" || it.Version != v {
+		t.Fatalf("after reconnect: %s", fmtItem(it))
+	}
+	if srv2.Stats().Sessions != 1 {
+		t.Errorf("sessions after reconnect: %d", srv2.Stats().Sessions)
+	}
+	// Writes work too (after the restarted server's barrier).
+	ctx, cancel := context.WithTimeout(context.Background(), term+defaultEps+testTimeout)
+	defer cancel()
+	if _, err := a.Put(ctx, "k", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// DESIGN.md §3.6: evicted entries are released in a batch, so writes to
+// them need not wait or invalidate.
+func TestE2EEvictionReleasesLeases(t *testing.T) {
+	checkLeaks(t)
+	const term = 2 * time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	a := dial(t, srv, client.Config{CacheEntries: 2})
+	b := dial(t, srv, client.Config{})
+	for i := range 5 {
+		mustGet(t, a, fmt.Sprintf("e%d", i))
+	}
+	// The client releases in a batch every eighth of a term; the leases
+	// would only expire after a full term, so seeing them gone well before
+	// shows the release.
+	start := time.Now()
+	waitFor(t, term/2, "the evicted leases to be released", func() bool { return srv.Stats().Leases <= 2 })
+	if n := srv.Stats().Leases; n != 2 {
+		t.Errorf("server holds %d leases, want the 2 still cached", n)
+	}
+	if msgsIn(srv, "release") == 0 {
+		t.Error("no release message")
+	}
+	t.Logf("evicted leases released after %v", time.Since(start))
+	sent := srv.Stats().InvalidationsSent
+	// CLOCK eviction of unreferenced entries is FIFO: e0 went first.
+	if _, took := timedPut(t, b, "e0", "x"); took > term/4 {
+		t.Errorf("put to an evicted key took %v", took)
+	}
+	if s := srv.Stats().InvalidationsSent; s != sent {
+		t.Errorf("put to an evicted key sent %d invalidations", s-sent)
+	}
+	// A key still cached is invalidated, as a check of the check.
+	if _, took := timedPut(t, b, "e4", "x"); took > term/4 {
+		t.Errorf("put to a cached key with a responsive holder took %v", took)
+	}
+	if s := srv.Stats().InvalidationsSent; s != sent+1 {
+		t.Errorf("put to a cached key sent %d invalidations, want 1", s-sent)
+	}
+}
+
+// Many goroutines on two clients read and write overlapping keys. Every
+// read returns a value that was written, with the version it was written
+// at, and no goroutine sees a key go back in time.
+func TestE2EConcurrentClients(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keys []string
+	}{
+		{"four keys", []string{"c0", "c1", "c2", "c3"}},
+		// One hot key: many reads and writes of the same key in flight on
+		// the same connection at once.
+		{"one key", []string{"hot"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testConcurrentClients(t, tc.keys) })
+	}
+}
+
+func testConcurrentClients(t *testing.T, keys []string) {
+	checkLeaks(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	clients := []*client.Client{dial(t, srv, client.Config{}), dial(t, srv, client.Config{})}
+	const goroutines, ops = 16, 150
+
+	var mu sync.Mutex
+	written := map[string]bool{}     // every value ever put
+	versionOf := map[uint64]string{} // committed version -> value
+	keyOf := map[uint64]string{}     // committed version -> key
+	type obs struct {
+		key     string
+		version uint64
+		value   string
+		found   bool
+	}
+	var observed []obs
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // bounds the whole run
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[g%2]
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			seen := map[string]uint64{} // highest version this goroutine has seen per key
+			for i := range ops {
+				key := keys[rng.IntN(len(keys))]
+				if rng.IntN(10) < 3 {
+					val := fmt.Sprintf("g%d-%d", g, i)
+					mu.Lock()
+					written[val] = true // before the put: a read may see it before Put returns
+					mu.Unlock()
+					v, err := c.Put(ctx, key, []byte(val))
+					if err != nil {
+						errs <- fmt.Errorf("goroutine %d put: %w", g, err)
+						return
+					}
+					mu.Lock()
+					versionOf[v], keyOf[v] = val, key
+					mu.Unlock()
+					if v <= seen[key] {
+						errs <- fmt.Errorf("goroutine %d: put %q committed at %d, but it had seen version %d", g, key, v, seen[key])
+						return
+					}
+					seen[key] = v
+					continue
+				}
+				it, err := c.Get(ctx, key)
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d get: %w", g, err)
+					return
+				}
+				if it.Version < seen[key] {
+					errs <- fmt.Errorf("goroutine %d: read %q at version %d (cached %v) after seeing version %d",
+						g, key, it.Version, it.Cached, seen[key])
+					return
+				}
+				seen[key] = it.Version
+				mu.Lock()
+				observed = append(observed, obs{key, it.Version, string(it.Value), it.Found})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	for _, o := range observed {
+		if !o.found {
+			if o.version != 0 {
+				t.Errorf("read of %q: missing at version %d, but nothing deletes", o.key, o.version)
+			}
+			continue
+		}
+		if !written[o.value] {
+			t.Errorf("read of %q returned %q, which nobody wrote", o.key, o.value)
+		}
+		if v, ok := versionOf[o.version]; !ok || v != o.value || keyOf[o.version] != o.key {
+			t.Errorf("read of %q returned %q at version %d, but that version holds %q of %q", o.key, o.value, o.version, v, keyOf[o.version])
+		}
+	}
+	// At the end, both clients agree with the last write of each key.
+	last := map[string]uint64{}
+	for v, k := range keyOf {
+		last[k] = max(last[k], v)
+	}
+	for _, c := range clients {
+		for _, k := range keys {
+			it := mustGet(t, c, k)
+			if last[k] != 0 && (it.Version != last[k] || string(it.Value) != versionOf[last[k]]) {
+				t.Errorf("final read of %q: %s, want %q at %d", k, fmtItem(it), versionOf[last[k]], last[k])
+			}
+		}
+	}
+	t.Logf("%d reads checked, %d writes", len(observed), len(versionOf))
+}
+
+// DESIGN.md §9: bad input gets a clear sentinel error, never a hang or a
+// half-applied write.
+func TestE2EBadInput(t *testing.T) {
+	checkLeaks(t)
+	const term = time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term, MaxValueSize: 1024})
+	a := dial(t, srv, client.Config{})
+	b := dial(t, srv, client.Config{})
+	ctx := stepCtx(t)
+	v0 := mustPut(t, a, "k", "old")
+	bigKey := strings.Repeat("x", 4097)
+	maxKey := strings.Repeat("y", 4096)
+	cases := []struct {
+		name string
+		do   func() error
+		want error
+	}{
+		{"get empty key", func() error { _, err := a.Get(ctx, ""); return err }, client.ErrInvalidArgument},
+		{"put empty key", func() error { _, err := a.Put(ctx, "", []byte("v")); return err }, client.ErrInvalidArgument},
+		{"delete empty key", func() error { _, err := a.Delete(ctx, ""); return err }, client.ErrInvalidArgument},
+		{"acquire empty key", func() error { _, err := a.AcquireWriteLease(ctx, ""); return err }, client.ErrInvalidArgument},
+		{"get key too large", func() error { _, err := a.Get(ctx, bigKey); return err }, client.ErrTooLarge},
+		{"put key too large", func() error { _, err := a.Put(ctx, bigKey, nil); return err }, client.ErrTooLarge},
+		{"cas key too large", func() error { _, err := a.CompareAndSwap(ctx, bigKey, 0, nil); return err }, client.ErrTooLarge},
+		{"put value too large", func() error { _, err := a.Put(ctx, "k", make([]byte, 1025)); return err }, client.ErrTooLarge},
+		{"cas value too large", func() error { _, err := a.CompareAndSwap(ctx, "k", v0, make([]byte, 4096)); return err }, client.ErrTooLarge},
+		{"put max key", func() error { _, err := a.Put(ctx, maxKey, []byte("ok")); return err }, nil},
+		{"get max key", func() error { _, err := a.Get(ctx, maxKey); return err }, nil},
+		{"put max value", func() error { _, err := a.Put(ctx, "max", make([]byte, 1024)); return err }, nil},
+		{"put empty value", func() error { _, err := a.Put(ctx, "empty", nil); return err }, nil},
+	}
+	for _, tc := range cases {
+		err := tc.do()
+		switch {
+		case tc.want == nil && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != nil && !errors.Is(err, tc.want):
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	// The server enforces the same limits on its own, for clients that do
+	// not check; the session goes on after each refusal.
+	raw := dialRaw(t, srv)
+	for _, w := range []*protocol.Write{
+		{Op: protocol.OpPut, Key: []byte("k"), Value: make([]byte, 1025)},
+		{Op: protocol.OpPut, Key: []byte(bigKey), Value: []byte("v")},
+		{Op: protocol.OpPut, Key: nil, Value: []byte("v")},
+		{Op: 99, Key: []byte("k")},
+	} {
+		m := raw.write(w)
+		e, ok := m.(*protocol.Error)
+		if !ok || (e.Code != protocol.CodeTooLarge && e.Code != protocol.CodeInvalidArgument) {
+			t.Errorf("raw write of a %d-byte key, %d-byte value, op %d: %T %+v", len(w.Key), len(w.Value), w.Op, m, m)
+		}
+	}
+	raw.nextID++
+	if m := raw.roundTrip(&protocol.Stats{ID: raw.nextID}); m.Type() != protocol.TypeStatsReply {
+		t.Errorf("raw session after refusals: %T %+v", m, m)
+	}
+	if it := mustGet(t, b, "k"); string(it.Value) != "old" || it.Version != v0 {
+		t.Fatalf("after refused writes: %s", fmtItem(it))
+	}
+	if it := mustGet(t, b, "max"); len(it.Value) != 1024 {
+		t.Errorf("max value read back with %d bytes", len(it.Value))
+	}
+	if it := mustGet(t, b, "empty"); !it.Found || len(it.Value) != 0 {
+		t.Errorf("empty value read back as %s", fmtItem(it))
+	}
+
+	// A write whose context ends while it waits on a silent holder is
+	// abandoned: it reports ErrCanceled and nothing changes.
+	rev := srv.Stats().Revision
+	mustGet(t, b, "k") // b holds a lease too, and acknowledges
+	holdLease(t, srv, "k")
+	wctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := a.Put(wctx, "k", []byte("abandoned"))
+	took := time.Since(start)
+	if !errors.Is(err, client.ErrCanceled) {
+		t.Fatalf("write past its deadline: %v, want ErrCanceled", err)
+	}
+	if took > 300*time.Millisecond+slack {
+		t.Errorf("abandoned write returned after %v, deadline was 300ms", took)
+	}
+	if st := srv.Stats(); st.Revision != rev || st.WritesWaiting != 0 {
+		t.Errorf("after the abandoned write: revision %d -> %d, %d writes waiting", rev, st.Revision, st.WritesWaiting)
+	}
+	for _, cl := range []*client.Client{a, b} {
+		if it := mustGet(t, cl, "k"); string(it.Value) != "old" || it.Version != v0 {
+			t.Fatalf("after the abandoned write: %s, want %q at %d", fmtItem(it), "old", v0)
+		}
+	}
+	// Canceled by the caller rather than by a deadline: the same. A fresh
+	// silent holder, so that the first one's lease cannot run out meanwhile.
+	holdLease(t, srv, "k")
+	cctx, ccancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, ccancel)
+	if _, err := a.Put(cctx, "k", []byte("abandoned2")); !errors.Is(err, client.ErrCanceled) {
+		t.Fatalf("write canceled while waiting: %v, want ErrCanceled", err)
+	}
+	ccancel()
+	if it := mustGet(t, b, "k"); string(it.Value) != "old" || srv.Stats().Revision != rev {
+		t.Fatalf("after the canceled write: %s, revision %d", fmtItem(it), srv.Stats().Revision)
+	}
+	if !bytes.Equal(mustGet(t, a, "k").Value, []byte("old")) {
+		t.Fatal("writer sees a changed value")
+	}
+}
+
+// One client writes a key while its other goroutines keep reading it. The
+// write drops the cached entry, so the readers' next Gets go to the server
+// at the same moment as the write, some just before it on the stream and
+// some just after. Once the write has returned, no read of that client may
+// return an older version: no reply to those reads may be cached over it.
+func TestE2EReadsRacingOwnWrite(t *testing.T) {
+	checkLeaks(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	a := dial(t, srv, client.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // bounds the run
+	defer cancel()
+	const rounds, readers = 200, 4
+	for i := range rounds {
+		var written atomic.Uint64 // the version of this round's write, once it returned
+		var wg sync.WaitGroup
+		for range readers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Read until one read has begun after the write returned.
+				for {
+					floor := written.Load()
+					it, err := a.Get(ctx, "k")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if it.Version < floor {
+						t.Errorf("round %d: a read begun after the client's write at version %d returned %s", i, floor, fmtItem(it))
+						return
+					}
+					if floor != 0 {
+						return
+					}
+				}
+			}()
+		}
+		v, err := a.Put(ctx, "k", []byte(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		written.Store(v)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
+}

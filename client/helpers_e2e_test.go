@@ -1,0 +1,479 @@
+package client_test
+
+// Helpers of the end-to-end tests: an in-process server on a real QUIC
+// socket with verified TLS and badger on disk, clients of the real library,
+// and a raw protocol-level lease holder that never answers its notices.
+//
+// These tests run on real time: the network, badger's fsync and a stopped
+// process cannot be driven by a fake clock. Terms are therefore short (about
+// a second or less) and every wait is bounded by a deadline, so a bug shows
+// as a failure with a message and never as a hung test.
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"go.uber.org/goleak"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/server"
+)
+
+const (
+	// testTimeout bounds any single step of a test that talks to the
+	// server: dialling, a read, a write that is not expected to wait for a
+	// lease. It is generous because the race detector on a loaded 2-core
+	// machine can stall goroutines for a long time; a healthy step takes
+	// milliseconds.
+	testTimeout = 10 * time.Second
+	// slack is the allowance for scheduling, the network, fsync and timer
+	// lateness on top of a lease wait that the protocol promises. It is wide
+	// because the machine is noisy; the figures logged by the tests show the
+	// real overhead.
+	slack = 250 * time.Millisecond
+	// defaultEps is the server's default ε.
+	defaultEps = server.DefaultEpsilon
+)
+
+func discardLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// checkLeaks fails the test if goroutines started during it are still
+// running once all of its cleanups (clients, servers, helper processes) have
+// run. Call it first, so that its cleanup runs last.
+func checkLeaks(t *testing.T) {
+	t.Helper()
+	opts := []goleak.Option{goleak.IgnoreCurrent()}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return // the failure is the news; a leak would only add noise
+		}
+		if err := goleak.Find(opts...); err != nil {
+			t.Errorf("goroutines leaked: %v", err)
+		}
+	})
+}
+
+// testServer is an in-process server started by startServer.
+type testServer struct {
+	*server.Server
+	Dir  string
+	Cfg  server.Config // as given, with Dir, Addr and Logger filled in
+	stop func()        // closes the server and waits for Serve to return
+}
+
+// Close closes the server and waits for Serve to return. It may be called
+// more than once.
+func (s *testServer) Close() { s.stop() }
+
+// CA returns the path of the CA file clients trust.
+func (s *testServer) CA() string { return server.CAPath(s.Dir) }
+
+// startServer starts a server with cfg; zero Dir means a new temporary
+// folder and zero Addr an ephemeral port on 127.0.0.1. The server is closed
+// in t.Cleanup.
+func startServer(t *testing.T, cfg server.Config) *testServer {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = discardLogger()
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			if err := srv.Close(); err != nil {
+				t.Errorf("server Close: %v", err)
+			}
+			// Serve returns as soon as the listener is closed; bound the
+			// wait so that a stuck accept loop fails the test.
+			select {
+			case err := <-served:
+				if err != server.ErrServerClosed {
+					t.Errorf("Serve returned %v, want ErrServerClosed", err)
+				}
+			case <-time.After(testTimeout):
+				t.Errorf("Serve did not return within %v of Close", testTimeout)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &testServer{Server: srv, Dir: cfg.Dir, Cfg: cfg, stop: stop}
+}
+
+// dial connects a client of the real library to srv, trusting srv's CA. It
+// is closed in t.Cleanup.
+func dial(t *testing.T, srv *testServer, cfg client.Config) *client.Client {
+	t.Helper()
+	return dialAddr(t, srv.Addr().String(), srv.CA(), cfg)
+}
+
+func dialAddr(t *testing.T, addr, caFile string, cfg client.Config) *client.Client {
+	t.Helper()
+	if cfg.CAFile == "" && cfg.TLSConfig == nil {
+		cfg.CAFile = caFile
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = discardLogger()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, cfg)
+	if err != nil {
+		t.Fatalf("client.Dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// stepCtx returns a context for one step that should not wait for a lease.
+func stepCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustGet(t *testing.T, c *client.Client, key string) client.Item {
+	t.Helper()
+	it, err := c.Get(stepCtx(t), key)
+	if err != nil {
+		t.Fatalf("Get %q: %v", key, err)
+	}
+	return it
+}
+
+func mustPut(t *testing.T, c *client.Client, key, value string) uint64 {
+	t.Helper()
+	v, err := c.Put(stepCtx(t), key, []byte(value))
+	if err != nil {
+		t.Fatalf("Put %q: %v", key, err)
+	}
+	return v
+}
+
+// timedPut puts and returns how long it took.
+func timedPut(t *testing.T, c *client.Client, key, value string) (uint64, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	v := mustPut(t, c, key, value)
+	return v, time.Since(start)
+}
+
+// msgsIn is the server's count of received messages of type name ("get",
+// "renew", ...).
+func msgsIn(srv *testServer, name string) uint64 { return srv.Stats().MessagesIn[name] }
+
+// sumIn is the server's count of all received messages.
+func sumIn(srv *testServer) uint64 {
+	var n uint64
+	for _, v := range srv.Stats().MessagesIn {
+		n += v
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or within passes. Polling real state
+// with a bound is the only way to observe a background action (a batched
+// release, a reconnection) of the real library over a real network.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// events records the events a client emits through Config.OnEvent.
+type events struct {
+	mu  sync.Mutex
+	all []client.Event
+	ch  chan client.Event
+}
+
+func newEvents() *events { return &events{ch: make(chan client.Event, 1024)} }
+
+func (e *events) on(ev client.Event) {
+	e.mu.Lock()
+	e.all = append(e.all, ev)
+	e.mu.Unlock()
+	select {
+	case e.ch <- ev:
+	default:
+	}
+}
+
+// wait returns the first event of kind that satisfies match (nil: any),
+// received within the bound.
+func (e *events) wait(t *testing.T, kind client.EventKind, within time.Duration, match func(client.Event) bool) client.Event {
+	t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-e.ch:
+			if ev.Kind == kind && (match == nil || match(ev)) {
+				return ev
+			}
+		case <-timer.C:
+			t.Fatalf("no %v event within %v", kind, within)
+		}
+	}
+}
+
+// snapshot returns the events seen so far.
+func (e *events) snapshot() []client.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]client.Event(nil), e.all...)
+}
+
+func hasKey(ev client.Event, key string) bool {
+	for _, k := range ev.Keys {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// rawConn is a protocol-level client written against package protocol
+// alone: it dials QUIC itself, says hello and sends requests, one at a time.
+// It never accepts its notice stream, so it never sees an invalidation and
+// never acknowledges one: an unresponsive lease holder whose connection is
+// nevertheless alive (QUIC still acknowledges packets underneath).
+type rawConn struct {
+	t      *testing.T
+	qc     *quic.Conn
+	stream *quic.Stream
+	fr     *protocol.FrameReader
+	hello  *protocol.HelloReply
+	nextID uint64
+}
+
+func dialRaw(t *testing.T, srv *testServer) *rawConn {
+	t.Helper()
+	pem, err := os.ReadFile(srv.CA())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("no certificate in the CA file")
+	}
+	tlsConf := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{protocol.ALPN}, MinVersion: tls.VersionTLS13}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, srv.Addr().String(), tlsConf, &quic.Config{MaxIdleTimeout: 30 * time.Second, KeepAlivePeriod: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("raw dial: %v", err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	stream, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatalf("raw open stream: %v", err)
+	}
+	r := &rawConn{t: t, qc: qc, stream: stream, fr: protocol.NewFrameReader(stream, 0)}
+	m := r.roundTrip(&protocol.Hello{Version: protocol.Version, Client: "raw-holder"})
+	h, ok := m.(*protocol.HelloReply)
+	if !ok {
+		t.Fatalf("raw hello: got %T %+v", m, m)
+	}
+	r.hello = h
+	return r
+}
+
+// roundTrip sends m and reads the next message on the request stream,
+// within testTimeout.
+func (r *rawConn) roundTrip(m protocol.Message) protocol.Message {
+	r.t.Helper()
+	buf, err := protocol.AppendFrame(nil, m)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.stream.Write(buf); err != nil {
+		r.t.Fatalf("raw send %s: %v", m.Type(), err)
+	}
+	r.stream.SetReadDeadline(time.Now().Add(testTimeout))
+	reply, err := r.fr.ReadMessage()
+	if err != nil {
+		r.t.Fatalf("raw reply to %s: %v", m.Type(), err)
+	}
+	return reply
+}
+
+// get reads key with a lease and returns the reply, with the times just
+// before the request was sent and just after the reply arrived: the server
+// granted the lease in between.
+func (r *rawConn) get(key string) (reply *protocol.GetReply, sent, received time.Time) {
+	r.t.Helper()
+	r.nextID++
+	sent = time.Now()
+	m := r.roundTrip(&protocol.Get{ID: r.nextID, Key: []byte(key)})
+	received = time.Now()
+	g, ok := m.(*protocol.GetReply)
+	if !ok || g.ID != r.nextID {
+		r.t.Fatalf("raw get %q: got %T %+v", key, m, m)
+	}
+	return g, sent, received
+}
+
+// write sends a write and returns its reply (a WriteReply or an Error).
+func (r *rawConn) write(w *protocol.Write) protocol.Message {
+	r.t.Helper()
+	r.nextID++
+	w.ID = r.nextID
+	return r.roundTrip(w)
+}
+
+// holdLease makes a raw holder that reads key, holds its lease and then
+// never answers. It returns the holder and the interval in which the server
+// granted the lease.
+func holdLease(t *testing.T, srv *testServer, key string) (h *rawConn, sent, received time.Time) {
+	t.Helper()
+	h = dialRaw(t, srv)
+	g, sent, received := h.get(key)
+	if g.Term <= 0 {
+		t.Fatalf("raw holder got term %v for %q, want a lease", g.Term, key)
+	}
+	return h, sent, received
+}
+
+// blockedWrite is the outcome of a write that had to wait for an
+// unresponsive holder.
+type blockedWrite struct {
+	version    uint64
+	latency    time.Duration // of the write, as its caller saw it
+	otherKey   time.Duration // a write to another key made during the wait
+	otherSame  time.Duration // the same, from the blocked writer's own client
+	readsWhile int           // reads made by others while the write waited
+}
+
+// writeAgainstSilentHolder has writer put value to key, whose lease a holder
+// that does not answer was granted between grantLo and grantHi. While the
+// write waits it has bystander and writer put to other keys, and calls
+// during (if not nil) with a function that reports whether the write is
+// still waiting. It checks the promise of DESIGN.md §4.6: the write commits
+// no earlier than the holder's lease can have run out on the holder's own
+// clock plus ε, and no later than the rest of the lease (term + ε after the
+// grant) plus slack; and writes to other keys are not held up meanwhile.
+func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *client.Client, key, value string,
+	grantLo, grantHi time.Time, during func(waiting func() bool)) blockedWrite {
+	t.Helper()
+	term, eps := srv.Cfg.LeaseTerm, srv.Stats().Epsilon
+	before := srv.Stats()
+	type result struct {
+		v   uint64
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		// Bounded well past the longest wait the protocol allows, so that a
+		// write that never commits fails the test instead of hanging it.
+		ctx, cancel := context.WithTimeout(context.Background(), term+eps+testTimeout)
+		defer cancel()
+		v, err := writer.Put(ctx, key, []byte(value))
+		done <- result{v, err, time.Now()}
+	}()
+	var out blockedWrite
+	stillWaiting := func() bool {
+		select {
+		case r := <-done:
+			done <- r
+			return false
+		default:
+			return true
+		}
+	}
+	// The write is waiting once the server has sent its invalidation. On a
+	// loaded machine the write may be slow to get there; the bound only
+	// turns a write that never reaches the server into a failure.
+	waitFor(t, testTimeout, "the write to start waiting for the holder", func() bool {
+		st := srv.Stats()
+		return !stillWaiting() || (st.WritesWaiting >= 1 && st.InvalidationsSent > before.InvalidationsSent)
+	})
+	waitedFrom := time.Since(start)
+	_, out.otherKey = timedPut(t, bystander, key+"-other", "x")
+	_, out.otherSame = timedPut(t, writer, key+"-other2", "y")
+	if stillWaiting() {
+		if during != nil {
+			during(stillWaiting)
+		}
+	} else {
+		// Only possible if this goroutine was held up for the whole lease;
+		// the bounds below still tell a bug from a slow machine.
+		t.Logf("the write finished before the test could observe its wait (seen waiting after %v)", waitedFrom)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(term + eps + testTimeout):
+		t.Fatalf("the write to %q did not return", key)
+	}
+	if r.err != nil {
+		t.Fatalf("blocked Put %q: %v", key, r.err)
+	}
+	out.version, out.latency = r.v, r.at.Sub(start)
+
+	// Safety: the holder trusts its entry for term from when it sent its
+	// request (grantLo or later), and the server waits term + ε from the
+	// grant. Both clocks are this machine's monotonic clock, so the commit
+	// can come no earlier than grantLo + term + ε: no margin is needed.
+	if earliest := grantLo.Add(term + eps); r.at.Before(earliest) {
+		t.Errorf("the write committed %v before the holder's lease (+ε) ran out", earliest.Sub(r.at))
+	}
+	// Liveness: no later than the rest of the holder's lease, plus slack.
+	rest := grantHi.Add(term + eps).Sub(start)
+	if out.latency > rest+slack {
+		t.Errorf("the write waited %v; the rest of the holder's lease was %v (+%v slack)", out.latency, rest, slack)
+	}
+	if out.latency > term+eps+slack {
+		t.Errorf("the write waited %v, more than term+ε+slack = %v", out.latency, term+eps+slack)
+	}
+	// Other keys are not delayed by the wait.
+	if out.otherKey > term/4 || out.otherSame > term/4 {
+		t.Errorf("writes to other keys took %v (other client) and %v (same client) during the wait; want well under the term %v",
+			out.otherKey, out.otherSame, term)
+	}
+	after := srv.Stats()
+	if got := after.InvalidationsExpired - before.InvalidationsExpired; got != 1 {
+		t.Errorf("InvalidationsExpired grew by %d, want 1", got)
+	}
+	if t.Failed() {
+		t.Logf("server before the write: %+v", *before)
+		t.Logf("server after the write: %+v", *after)
+	}
+	t.Logf("write waited %v (rest of lease %v, term+ε %v); other-key writes %v / %v meanwhile",
+		out.latency, rest, term+eps, out.otherKey, out.otherSame)
+	return out
+}
+
+func fmtItem(it client.Item) string {
+	return fmt.Sprintf("{found=%v value=%q version=%d cached=%v stale=%v}", it.Found, it.Value, it.Version, it.Cached, it.Stale)
+}
