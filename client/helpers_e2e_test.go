@@ -366,11 +366,10 @@ func holdLease(t *testing.T, srv *testServer, key string) (h *rawConn, sent, rec
 // blockedWrite is the outcome of a write that had to wait for an
 // unresponsive holder.
 type blockedWrite struct {
-	version    uint64
-	latency    time.Duration // of the write, as its caller saw it
-	otherKey   time.Duration // a write to another key made during the wait
-	otherSame  time.Duration // the same, from the blocked writer's own client
-	readsWhile int           // reads made by others while the write waited
+	version   uint64
+	latency   time.Duration // of the write, as its caller saw it
+	otherKey  time.Duration // a write to another key made during the wait
+	otherSame time.Duration // the same, from the blocked writer's own client
 }
 
 // writeAgainstSilentHolder has writer put value to key, whose lease a holder
