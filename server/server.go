@@ -250,7 +250,15 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // returns ErrServerClosed after Shutdown or Close; when ctx ends, it closes
 // the server and returns ctx's error.
 func (s *Server) Serve(ctx context.Context) error {
+	// Every Add to serving happens under smu while not closing, so that
+	// Close's Wait never races with an Add.
+	s.smu.Lock()
+	if s.closing {
+		s.smu.Unlock()
+		return ErrServerClosed
+	}
 	s.serving.Add(1)
+	s.smu.Unlock()
 	defer s.serving.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -296,9 +304,9 @@ func (s *Server) admit(conn *quic.Conn) bool {
 		return false
 	}
 	if len(s.sessions) >= s.cfg.MaxSessions {
+		s.serving.Add(1)
 		s.smu.Unlock()
 		sess := newSession(s, conn, 0)
-		s.serving.Add(1)
 		go func() {
 			defer s.serving.Done()
 			sess.refuse(fmt.Errorf("%w: the server holds its maximum of %d sessions", errResourceExhausted, s.cfg.MaxSessions))
