@@ -174,7 +174,8 @@ type Client struct {
 	base     time.Time // a reading of clock at Dial, for monoNow
 	sysClock bool      // clock is the system clock
 
-	cur atomic.Pointer[conn] // nil while disconnected
+	cur     atomic.Pointer[conn] // nil while disconnected
+	minTerm atomic.Int64         // the shortest term granted so far, in ns; paces renewal
 
 	imu     sync.Mutex // guards fetches and closed, and orders cache fills against invalidations
 	fetches map[string]*fetch
@@ -361,6 +362,9 @@ func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found 
 	c.imu.Lock()
 	if term > 0 && !f.poisoned && !c.closed {
 		_, evicted = c.cache.Put(key, value, version, found, deadline)
+		if m := c.minTerm.Load(); m == 0 || int64(term) < m {
+			c.minTerm.Store(int64(term))
+		}
 	}
 	c.endFetch(key, f)
 	c.imu.Unlock()
@@ -616,7 +620,8 @@ func (c *Client) supervise(cn *conn) {
 
 // maintain renews leases of entries read during their term, releases
 // evicted entries in batches, and reports expired leases. It wakes every
-// eighth of the default term.
+// eighth of the shortest term granted so far, or of the server's default
+// term.
 func (c *Client) maintain() {
 	defer c.wg.Done()
 	var renew []*Entry
@@ -625,6 +630,9 @@ func (c *Client) maintain() {
 		term := DefaultTermFallback
 		if cn := c.cur.Load(); cn != nil && cn.hello.DefaultTerm > 0 {
 			term = cn.hello.DefaultTerm
+		}
+		if m := time.Duration(c.minTerm.Load()); m > 0 && m < term {
+			term = m // some keys have shorter terms (per-prefix terms)
 		}
 		select {
 		case <-c.ctx.Done():

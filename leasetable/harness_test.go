@@ -86,7 +86,7 @@ func (h *harness) grant(id SessionID, key string) time.Duration {
 
 func (h *harness) renew(id SessionID, keys ...string) []time.Duration {
 	h.tb.Helper()
-	d := h.tab.Renew(id, keys, term, h.now)
+	d := renewUniform(h.tab, id, keys, term, h.now)
 	checkInvariants(h.tb, h.tab)
 	return d
 }
@@ -334,4 +334,15 @@ func checkInvariants(tb testing.TB, tab *Table) {
 	if tab.stats.WritesWaiting != waiting {
 		fail("Stats.WritesWaiting = %d, but %d ops are queued or waiting", tab.stats.WritesWaiting, waiting)
 	}
+}
+
+// renewUniform renews keys with the same term for each and returns the
+// terms granted.
+func renewUniform(tab *Table, id SessionID, keys []string, term time.Duration, now time.Time) []time.Duration {
+	terms := make([]time.Duration, len(keys))
+	for i := range terms {
+		terms[i] = term
+	}
+	tab.Renew(id, keys, terms, now)
+	return terms
 }

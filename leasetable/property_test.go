@@ -318,7 +318,7 @@ func (m *model) renew() {
 		exp[i].mayRenew = len(pend) == 0 || ownWrite || ownBypass
 		exp[i].mustRenew = ownWrite || (r != nil && !r.invalidated && len(pend) == 0 && !m.otherWriteLease(key, id))
 	}
-	got := m.tab.Renew(id, keys, d, m.now)
+	got := renewUniform(m.tab, id, keys, d, m.now)
 	m.logf("Renew(%d, %v, %v) = %v", id, keys, d, got)
 	if len(got) != len(keys) {
 		m.fail("Renew returned %d terms for %d keys", len(got), len(keys))

@@ -319,27 +319,29 @@ func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Tim
 	return term
 }
 
-// Renew extends the session's leases on keys by term and returns, per key,
-// the term granted, or 0 if that lease was not renewed: not held, already
-// invalidated or recalled, or an op is pending on the key. A write lease on
-// the key is renewed too.
-func (t *Table) Renew(id SessionID, keys []string, term time.Duration, now time.Time) []time.Duration {
-	out := make([]time.Duration, len(keys))
+// Renew extends the session's leases on keys. terms[i] is the term to grant
+// keys[i]; on return it holds the term granted, or 0 if that lease was not
+// renewed: not held, already invalidated or recalled, or an op is pending
+// on the key. A write lease on the key is renewed too. keys and terms have
+// the same length.
+func (t *Table) Renew(id SessionID, keys []string, terms []time.Duration, now time.Time) {
 	s := t.openSession(id)
-	if s == nil || term <= 0 {
-		return out
-	}
-	expiry := now.Add(term + t.eps)
 	for i, key := range keys {
+		term := terms[i]
+		terms[i] = 0
+		if s == nil || term <= 0 {
+			continue
+		}
+		expiry := now.Add(term + t.eps)
 		if wl := s.wrlses[key]; wl != nil && !wl.recalled {
 			if expiry.After(wl.expiry) {
 				wl.expiry = expiry
 				heap.Fix(&t.leases, wl.heapIndex)
 			}
-			out[i] = term
+			terms[i] = term
 		}
 		l := s.leases[key]
-		if l == nil || l.invalidated || len(l.key.queue) > 0 {
+		if l == nil || l.invalidated || len(l.key.queue) > 0 || l.key.inflight > 0 {
 			continue
 		}
 		if wl := l.key.wlease; wl != nil && wl.session != s {
@@ -349,9 +351,8 @@ func (t *Table) Renew(id SessionID, keys []string, term time.Duration, now time.
 			l.expiry = expiry
 			heap.Fix(&t.leases, l.heapIndex)
 		}
-		out[i] = term
+		terms[i] = term
 	}
-	return out
 }
 
 // Relinquish frees the session's read leases on keys: after an eviction, or

@@ -935,7 +935,7 @@ func TestCloseSession(t *testing.T) {
 		if got := h.grant(sW, "wl"); got != 0 {
 			t.Fatalf("the closed session's write lease still excludes others: Grant = %v", got)
 		}
-		if got := h.tab.Renew(sA, []string{"k", "wl"}, term, h.now); got[0] != 0 || got[1] != 0 {
+		if got := renewUniform(h.tab, sA, []string{"k", "wl"}, term, h.now); got[0] != 0 || got[1] != 0 {
 			t.Fatalf("Renew after close = %v", got)
 		}
 		h.now = expiry.Add(-time.Nanosecond)
@@ -1093,7 +1093,7 @@ func TestRenew(t *testing.T) {
 		t.Fatalf("write lease not renewed")
 	}
 	// A shorter renewal does not shorten a lease.
-	if got := h.tab.Renew(sA, []string{"a"}, time.Second, h.now); got[0] != time.Second {
+	if got := renewUniform(h.tab, sA, []string{"a"}, time.Second, h.now); got[0] != time.Second {
 		t.Fatalf("Renew = %v", got)
 	}
 	if !s.leases["a"].expiry.Equal(newExpiry) {
@@ -1103,7 +1103,7 @@ func TestRenew(t *testing.T) {
 		id   SessionID
 		term time.Duration
 	}{{99, term}, {sA, 0}, {sA, -1}} {
-		if got := h.tab.Renew(tc.id, []string{"a", "b"}, tc.term, h.now); !slices.Equal(got, []time.Duration{0, 0}) {
+		if got := renewUniform(h.tab, tc.id, []string{"a", "b"}, tc.term, h.now); !slices.Equal(got, []time.Duration{0, 0}) {
 			t.Fatalf("Renew(%d, %v) = %v", tc.id, tc.term, got)
 		}
 	}

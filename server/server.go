@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,9 @@ type Config struct {
 	// LeaseTerm is the term of read and write leases. Default
 	// DefaultLeaseTerm.
 	LeaseTerm time.Duration
+	// PrefixTerms set other terms for keys under some prefixes; the longest
+	// matching prefix wins, and other keys get LeaseTerm. Nil means none.
+	PrefixTerms []PrefixTerm
 	// Epsilon is the clock allowance ε: a lease of term t is live on the
 	// server until t+ε after it was granted. Default DefaultEpsilon.
 	Epsilon time.Duration
@@ -128,7 +132,56 @@ func (c Config) validate() error {
 	case c.IdleTimeout < 0:
 		return fmt.Errorf("idle timeout %v is negative", c.IdleTimeout)
 	}
+	seen := make(map[string]bool)
+	for _, p := range c.PrefixTerms {
+		switch {
+		case p.Term < 0:
+			return fmt.Errorf("term %v for prefix %q is negative", p.Term, p.Prefix)
+		case len(p.Prefix) > MaxKeySize:
+			return fmt.Errorf("prefix of %d bytes is longer than a key may be (%d)", len(p.Prefix), MaxKeySize)
+		case seen[p.Prefix]:
+			return fmt.Errorf("prefix %q has two terms", p.Prefix)
+		}
+		seen[p.Prefix] = true
+	}
 	return nil
+}
+
+// PrefixTerm sets the lease term of the keys that start with Prefix.
+type PrefixTerm struct {
+	Prefix string
+	// Term is the term of read leases on those keys. 0 means they are never
+	// cached: every read of them goes to the server. Write leases on them
+	// get Term, or LeaseTerm if Term is 0.
+	Term time.Duration
+}
+
+// termFor returns the read-lease term of key.
+func (c Config) termFor(key string) time.Duration {
+	term, best := c.LeaseTerm, -1
+	for _, p := range c.PrefixTerms {
+		if len(p.Prefix) > best && strings.HasPrefix(key, p.Prefix) {
+			term, best = p.Term, len(p.Prefix)
+		}
+	}
+	return term
+}
+
+// writeTermFor returns the write-lease term of key.
+func (c Config) writeTermFor(key string) time.Duration {
+	if t := c.termFor(key); t > 0 {
+		return t
+	}
+	return c.LeaseTerm
+}
+
+// maxTerm returns the longest term any lease may have.
+func (c Config) maxTerm() time.Duration {
+	m := c.LeaseTerm
+	for _, p := range c.PrefixTerms {
+		m = max(m, p.Term)
+	}
+	return m
 }
 
 func (c Config) maxFrameSize() int { return c.MaxValueSize + MaxKeySize + 1024 }
@@ -188,7 +241,7 @@ func New(cfg Config) (*Server, error) {
 	tlsConf.MinVersion = tls.VersionTLS13
 	tlsConf.NextProtos = []string{protocol.ALPN}
 
-	st, err := openStore(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, cfg.LeaseTerm+cfg.Epsilon, cfg.Clock.Now())
+	st, err := openStore(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, cfg.maxTerm()+cfg.Epsilon, cfg.Clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("leased: %w", err)
 	}
@@ -523,9 +576,9 @@ func (s *Server) commitLoop() {
 				if p.mut.err == nil {
 					token = p.mut.token
 				}
-				eff = s.table.DoneAcquire(op, token, s.cfg.LeaseTerm, now)
+				eff = s.table.DoneAcquire(op, token, s.cfg.writeTermFor(op.Key), now)
 			} else {
-				p.term, eff = s.table.Done(op, p.mut.err == nil, s.cfg.LeaseTerm, now)
+				p.term, eff = s.table.Done(op, p.mut.err == nil, s.cfg.termFor(op.Key), now)
 			}
 			s.enqueueReady(eff)
 			effs = append(effs, eff)
@@ -555,7 +608,7 @@ func (s *Server) opReply(op *leasetable.Op, p *pendingOp, now time.Time) protoco
 	if err != nil {
 		return errorReply(p.reqID, fmt.Errorf("%w: read after grant: %v", errInternal, err))
 	}
-	return &protocol.AcquireReply{ID: p.reqID, Token: p.mut.token, Term: s.cfg.LeaseTerm,
+	return &protocol.AcquireReply{ID: p.reqID, Token: p.mut.token, Term: s.cfg.writeTermFor(op.Key),
 		Found: rec.Found, Value: rec.Value, Version: rec.Version}
 }
 

@@ -228,3 +228,80 @@ func TestRestartHoldsWrites(t *testing.T) {
 		t.Fatalf("want the write reply, got %#v", r)
 	}
 }
+
+// TestPrefixTerms: the longest matching prefix sets a key's term, a term of
+// 0 means never cached, renewals use each key's own term, and a write waits
+// out the lease of its key's term.
+func TestPrefixTerms(t *testing.T) {
+	fc := clock.NewFake()
+	srv, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", LeaseTerm: 10 * time.Second, Clock: fc, Logger: quietLogger(),
+		PrefixTerms: []PrefixTerm{{"/nocache/", 0}, {"/a/", 5 * time.Second}, {"/a/b/", 30 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(context.Background())
+	t.Cleanup(func() { srv.Close() })
+	c := dialRaw(t, srv)
+	for _, tc := range []struct {
+		key  string
+		term time.Duration
+	}{
+		{"/nocache/x", 0},
+		{"/a/x", 5 * time.Second},
+		{"/a/b/x", 30 * time.Second},
+		{"/a", 10 * time.Second},
+		{"other", 10 * time.Second},
+	} {
+		if r := c.get(tc.key); r.Term != tc.term {
+			t.Errorf("Get(%q) term %v, want %v", tc.key, r.Term, tc.term)
+		}
+	}
+	c.send(&protocol.Renew{ID: 99, Keys: [][]byte{[]byte("/a/x"), []byte("/a/b/x"), []byte("/nocache/x"), []byte("other")}})
+	r, ok := c.recv().(*protocol.RenewReply)
+	if !ok {
+		t.Fatal("want a renew reply")
+	}
+	want := []time.Duration{5 * time.Second, 30 * time.Second, 0, 10 * time.Second}
+	for i := range want {
+		if r.Terms[i] != want[i] {
+			t.Errorf("renewed terms %v, want %v", r.Terms, want)
+			break
+		}
+	}
+
+	// A silent holder of /a/b/x holds a write back for 30 s + ε.
+	w := dialRaw(t, srv)
+	w.send(&protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("/a/b/x"), Value: []byte("v")})
+	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	fc.Advance(30*time.Second + 100*time.Millisecond - time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+	if n := srv.Stats().WritesWaiting; n != 1 {
+		t.Fatal("write committed before the 30 s lease expired")
+	}
+	fc.Advance(time.Millisecond)
+	if wr, ok := w.recv().(*protocol.WriteReply); !ok || wr.ID != 1 {
+		t.Fatalf("want the write reply, got %#v", wr)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"negative term", Config{LeaseTerm: -time.Second}},
+		{"negative epsilon", Config{Epsilon: -time.Second}},
+		{"huge values", Config{MaxValueSize: 65 << 20}},
+		{"negative prefix term", Config{PrefixTerms: []PrefixTerm{{"/a", -1}}}},
+		{"duplicate prefix", Config{PrefixTerms: []PrefixTerm{{"/a", 1}, {"/a", 2}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Dir = t.TempDir()
+			tc.cfg.Addr = "127.0.0.1:0"
+			if srv, err := New(tc.cfg); err == nil {
+				srv.Close()
+				t.Fatal("New accepted a bad config")
+			}
+		})
+	}
+}

@@ -199,7 +199,11 @@ func (ss *session) handle(m protocol.Message) bool {
 		}
 		now := s.clock.Now()
 		s.mu.Lock()
-		terms := s.table.Renew(ss.id, keys, s.cfg.LeaseTerm, now)
+		terms := make([]time.Duration, len(keys))
+		for i, k := range keys {
+			terms[i] = s.cfg.termFor(k)
+		}
+		s.table.Renew(ss.id, keys, terms, now)
 		s.mu.Unlock()
 		s.poke()
 		ss.replies.send(&protocol.RenewReply{ID: m.ID, Terms: terms})
@@ -290,7 +294,8 @@ func (ss *session) get(m *protocol.Get) protocol.Message {
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
-	term := s.table.Grant(ss.id, string(m.Key), s.cfg.LeaseTerm, now)
+	key := string(m.Key)
+	term := s.table.Grant(ss.id, key, s.cfg.termFor(key), now)
 	s.mu.Unlock()
 	if term > 0 {
 		s.poke()

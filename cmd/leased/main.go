@@ -56,6 +56,8 @@ type options struct {
 	maxValueSize    int
 	maxSessions     int
 	tlsHosts        []string
+	terms           []string // PREFIX=DURATION
+	prefixTerms     []server.PrefixTerm
 	logLevel        string
 	logFormat       string
 	shutdownTimeout time.Duration
@@ -141,6 +143,7 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.DurationVar(&o.epsilon, "epsilon", server.DefaultEpsilon, "clock drift allowance ε added to every lease on the server")
 	f.IntVar(&o.maxValueSize, "max-value-size", server.DefaultMaxValueSize, "largest value in bytes (at most 64 MiB)")
 	f.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "most client sessions at once")
+	f.StringArrayVar(&o.terms, "term", nil, "lease term for keys under a prefix, as PREFIX=DURATION (repeatable; the longest prefix wins; 0 means never cached), e.g. --term /hot/=1s")
 	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -204,6 +207,23 @@ func (o *options) validate() error {
 			return usagef("--tls-host must not be empty")
 		}
 	}
+	o.prefixTerms = nil
+	seen := make(map[string]bool)
+	for _, t := range o.terms {
+		prefix, d, ok := strings.Cut(t, "=")
+		if !ok {
+			return usagef("--term %q: want PREFIX=DURATION, such as /hot/=1s", t)
+		}
+		term, err := time.ParseDuration(d)
+		if err != nil || term < 0 {
+			return usagef("--term %q: %q is not a duration of 0 or more, such as 1s", t, d)
+		}
+		if seen[prefix] {
+			return usagef("--term %q: prefix %q is given twice", t, prefix)
+		}
+		seen[prefix] = true
+		o.prefixTerms = append(o.prefixTerms, server.PrefixTerm{Prefix: prefix, Term: term})
+	}
 	return nil
 }
 
@@ -231,6 +251,7 @@ func (o *options) config(log *slog.Logger) server.Config {
 		Dir:          o.data,
 		Addr:         o.listen,
 		LeaseTerm:    o.leaseTerm,
+		PrefixTerms:  o.prefixTerms,
 		Epsilon:      o.epsilon,
 		MaxValueSize: o.maxValueSize,
 		MaxSessions:  o.maxSessions,

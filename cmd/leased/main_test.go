@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -242,6 +243,10 @@ func TestValidate(t *testing.T) {
 		{func(o *options) { o.maxSessions = -1 }, "--max-sessions"},
 		{func(o *options) { o.shutdownTimeout = 0 }, "--shutdown-timeout"},
 		{func(o *options) { o.tlsHosts = []string{""} }, "--tls-host"},
+		{func(o *options) { o.terms = []string{"/hot/"} }, "PREFIX=DURATION"},
+		{func(o *options) { o.terms = []string{"/hot/=soon"} }, "not a duration"},
+		{func(o *options) { o.terms = []string{"/hot/=-1s"} }, "not a duration"},
+		{func(o *options) { o.terms = []string{"/a=1s", "/a=2s"} }, "twice"},
 	} {
 		o := good()
 		tc.change(o)
@@ -249,6 +254,15 @@ func TestValidate(t *testing.T) {
 		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want a usage error about %s", o, err, tc.want)
 		}
+	}
+	o := good()
+	o.terms = []string{"/hot/=1s", "/nocache/=0", "=5s"}
+	if err := o.validate(); err != nil {
+		t.Fatalf("--term: %v", err)
+	}
+	want := []server.PrefixTerm{{Prefix: "/hot/", Term: time.Second}, {Prefix: "/nocache/"}, {Prefix: "", Term: 5 * time.Second}}
+	if !slices.Equal(o.prefixTerms, want) {
+		t.Errorf("--term parsed as %v, want %v", o.prefixTerms, want)
 	}
 	for _, tc := range []struct{ level, format string }{{"loud", "text"}, {"info", "xml"}} {
 		if _, err := newLogger(&bytes.Buffer{}, tc.level, tc.format); err == nil {
