@@ -415,23 +415,47 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 	return Item{Value: value, Found: r.Found, Version: r.Version}, nil
 }
 
+// WriteResult describes a committed write, as the server reported it.
+type WriteResult struct {
+	Version uint64
+	// Waited is how long the server held the write before it committed:
+	// for its turn on the key, and for holders to drop their leases or for
+	// those leases to run out.
+	Waited time.Duration
+	// Holders is how many read leases the write invalidated, plus one if it
+	// recalled a write lease.
+	Holders int
+}
+
+// WriteOption modifies a write.
+type WriteOption func(*writeOptions)
+
+type writeOptions struct {
+	result *WriteResult
+}
+
+// Result makes a write fill r with the server's report when it commits.
+func Result(r *WriteResult) WriteOption {
+	return func(o *writeOptions) { o.result = r }
+}
+
 // Put sets key to value and returns the version it committed. It returns
 // after every other holder of a lease on key has dropped it or its lease
 // has run out.
-func (c *Client) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	return c.write(ctx, protocol.OpPut, key, value, 0, 0)
+func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...WriteOption) (uint64, error) {
+	return c.write(ctx, protocol.OpPut, key, value, 0, 0, opts)
 }
 
 // Delete removes key and returns the version of the deletion.
-func (c *Client) Delete(ctx context.Context, key string) (uint64, error) {
-	return c.write(ctx, protocol.OpDelete, key, nil, 0, 0)
+func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) (uint64, error) {
+	return c.write(ctx, protocol.OpDelete, key, nil, 0, 0, opts)
 }
 
 // CompareAndSwap sets key to value if its version is still oldVersion (0:
 // the key does not exist), and returns the new version. Otherwise it
 // returns ErrVersionMismatch and changes nothing.
-func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint64, value []byte) (uint64, error) {
-	return c.write(ctx, protocol.OpCAS, key, value, oldVersion, 0)
+func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint64, value []byte, opts ...WriteOption) (uint64, error) {
+	return c.write(ctx, protocol.OpCAS, key, value, oldVersion, 0, opts)
 }
 
 // write performs a write. The client's own cached entry is dropped before
@@ -441,7 +465,7 @@ func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint
 // If ctx ends before the write commits, the write is abandoned and the
 // error wraps ErrCanceled; if the server cannot say, the error wraps
 // ErrUnavailable and the outcome is unknown.
-func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, value []byte, expect, token uint64) (uint64, error) {
+func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, value []byte, expect, token uint64, opts []WriteOption) (uint64, error) {
 	if err := checkKey(key); err != nil {
 		return 0, err
 	}
@@ -481,6 +505,13 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		return 0, unexpected(m)
 	}
 	c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term)
+	var o writeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.result != nil {
+		*o.result = WriteResult{Version: r.Version, Waited: r.Waited, Holders: r.Holders}
+	}
 	return r.Version, nil
 }
 

@@ -389,6 +389,7 @@ func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *
 		v   uint64
 		err error
 		at  time.Time
+		rep client.WriteResult
 	}
 	done := make(chan result, 1)
 	start := time.Now()
@@ -397,8 +398,9 @@ func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *
 		// write that never commits fails the test instead of hanging it.
 		ctx, cancel := context.WithTimeout(context.Background(), term+eps+testTimeout)
 		defer cancel()
-		v, err := writer.Put(ctx, key, []byte(value))
-		done <- result{v, err, time.Now()}
+		var rep client.WriteResult
+		v, err := writer.Put(ctx, key, []byte(value), client.Result(&rep))
+		done <- result{v, err, time.Now(), rep}
 	}()
 	var out blockedWrite
 	stillWaiting := func() bool {
@@ -439,6 +441,12 @@ func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *
 		t.Fatalf("blocked Put %q: %v", key, r.err)
 	}
 	out.version, out.latency = r.v, r.at.Sub(start)
+	// The server's own report: it waited for at least the one silent holder,
+	// and no longer than the caller saw.
+	if r.rep.Version != r.v || r.rep.Holders < 1 || r.rep.Waited <= 0 || r.rep.Waited > out.latency {
+		t.Errorf("write report %+v; want version %d, at least one holder, and a wait within the %v the caller saw",
+			r.rep, r.v, out.latency)
+	}
 
 	// Safety: the holder trusts its entry for term from when it sent its
 	// request (grantLo or later), and the server waits term + ε from the

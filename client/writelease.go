@@ -21,6 +21,7 @@ type WriteLease struct {
 	c     *Client
 	key   string
 	token uint64
+	term  time.Duration
 
 	mu       sync.Mutex // guards deadline, lost and writes
 	deadline time.Time
@@ -67,7 +68,7 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 		c.fill(key, f, nil, 0, false, sent, 0)
 		return nil, unexpected(m)
 	}
-	wl := &WriteLease{c: c, key: key, token: r.Token, deadline: sent.Add(r.Term), done: make(chan struct{})}
+	wl := &WriteLease{c: c, key: key, token: r.Token, term: r.Term, deadline: sent.Add(r.Term), done: make(chan struct{})}
 	c.wmu.Lock()
 	if old := c.wleases[key]; old != nil {
 		old.markLost()
@@ -86,6 +87,10 @@ func (wl *WriteLease) Key() string { return wl.key }
 // Token returns the lease's fencing token. Tokens grow with every grant,
 // across server restarts.
 func (wl *WriteLease) Token() uint64 { return wl.token }
+
+// Term returns the lease's term as granted; the client renews it in the
+// background while the session lasts.
+func (wl *WriteLease) Term() time.Duration { return wl.term }
 
 // Done returns a channel that is closed when the lease is released,
 // recalled or lost.
@@ -112,22 +117,22 @@ func (wl *WriteLease) beginWrite() bool {
 
 // Put writes value under the lease and returns the committed version. It
 // returns ErrFenced if the lease is no longer held.
-func (wl *WriteLease) Put(ctx context.Context, value []byte) (uint64, error) {
-	return wl.write(ctx, protocol.OpPut, value)
+func (wl *WriteLease) Put(ctx context.Context, value []byte, opts ...WriteOption) (uint64, error) {
+	return wl.write(ctx, protocol.OpPut, value, opts)
 }
 
 // Delete deletes the key under the lease.
-func (wl *WriteLease) Delete(ctx context.Context) (uint64, error) {
-	return wl.write(ctx, protocol.OpDelete, nil)
+func (wl *WriteLease) Delete(ctx context.Context, opts ...WriteOption) (uint64, error) {
+	return wl.write(ctx, protocol.OpDelete, nil, opts)
 }
 
-func (wl *WriteLease) write(ctx context.Context, op protocol.WriteOp, value []byte) (uint64, error) {
+func (wl *WriteLease) write(ctx context.Context, op protocol.WriteOp, value []byte, opts []WriteOption) (uint64, error) {
 	// A write after the lease was lost still goes to the server, which
 	// refuses it with ErrFenced: the token, not the client's view, decides.
 	if wl.beginWrite() {
 		defer wl.writes.Done()
 	}
-	return wl.c.write(ctx, op, wl.key, value, 0, wl.token)
+	return wl.c.write(ctx, op, wl.key, value, 0, wl.token, opts)
 }
 
 // Release gives the lease up after the writes in flight under it finish.

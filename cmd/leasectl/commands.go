@@ -251,16 +251,13 @@ func (a *app) writeLease(key string, value []byte, write bool, hold time.Duratio
 			return err
 		}
 	}
-	// The client does not expose the term of a write lease; the server
-	// grants write leases for its default term, which the session reports.
-	sess, _ := c.Session()
 	header := []string{"KEY", "TOKEN", "TERM"}
-	row := []string{key, strconv.FormatUint(wl.Token(), 10), fmtDur(sess.DefaultTerm)}
+	row := []string{key, strconv.FormatUint(wl.Token(), 10), fmtDur(wl.Term())}
 	if write {
 		header = append(header, "VERSION")
 		row = append(row, strconv.FormatUint(version, 10))
 	}
-	out := writeLeaseJSON{Key: key, Token: wl.Token(), TermSeconds: seconds(sess.DefaultTerm), Version: version}
+	out := writeLeaseJSON{Key: key, Token: wl.Token(), TermSeconds: seconds(wl.Term()), Version: version}
 	if err := a.emit(out, header, row); err != nil {
 		release()
 		return err
