@@ -271,19 +271,20 @@ func (c *Cache) Remove(key string) bool {
 	return ok
 }
 
-// Extend moves e's deadline to the later of its current deadline and
-// deadline, if e is still the entry stored for its key, and reports whether
-// it was. An entry that was removed or replaced is neither resurrected nor
-// extended, and a deadline is never shortened. If the deadline moves, the
-// entry's expiry will be reported again by Expired. Extend is safe for
-// concurrent use.
-func (c *Cache) Extend(e *Entry, deadline time.Time) bool {
+// Extend moves e's deadline to max(current, deadline) if e is still the
+// entry stored for its key and its lease has not run out at now, and reports
+// whether it did. A renewal reply must not extend an entry that was
+// invalidated or replaced meanwhile, nor one whose lease ran out before the
+// reply came: the server may since have let a write commit. A deadline is
+// never shortened. If it moves, the entry's expiry will be reported again by
+// Expired. Extend is safe for concurrent use.
+func (c *Cache) Extend(e *Entry, now, deadline time.Time) bool {
 	if e == nil {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m[e.key] != e {
+	if c.m[e.key] != e || !now.Before(e.deadline) {
 		return false
 	}
 	if deadline.After(e.deadline) {

@@ -405,9 +405,6 @@ func TestExtend(t *testing.T) {
 		{"later", nil, 20 * time.Second, true, 20 * time.Second},
 		{"earlier never shortens", nil, 5 * time.Second, true, 10 * time.Second},
 		{"equal", nil, 10 * time.Second, true, 10 * time.Second},
-		{"expired and reported, then extended", func(c *Cache, _ *Entry) {
-			c.Expired(at(11*time.Second), nil)
-		}, 30 * time.Second, true, 30 * time.Second},
 		{"after Remove", func(c *Cache, _ *Entry) { c.Remove("k") }, 20 * time.Second, false, -1},
 		{"after replacing Put", func(c *Cache, _ *Entry) {
 			c.Put("k", []byte("new"), 2, true, at(15*time.Second))
@@ -428,7 +425,7 @@ func TestExtend(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(c, old)
 			}
-			if got := c.Extend(old, at(tt.extendTo)); got != tt.wantOK {
+			if got := c.Extend(old, at(0), at(tt.extendTo)); got != tt.wantOK {
 				t.Fatalf("Extend = %v, want %v", got, tt.wantOK)
 			}
 			e, d, ok := c.Peek("k")
@@ -444,27 +441,50 @@ func TestExtend(t *testing.T) {
 			checkInvariants(t, c)
 		})
 	}
-	if New(Config{}).Extend(nil, at(0)) {
+	if New(Config{}).Extend(nil, at(0), at(0)) {
 		t.Error("Extend(nil) = true")
 	}
 	// An entry of another cache is not extended.
 	c1, c2 := New(Config{}), New(Config{})
 	e1, _ := c1.Put("k", nil, 0, true, at(time.Second))
 	c2.Put("k", nil, 0, true, at(time.Second))
-	if c2.Extend(e1, at(time.Hour)) {
+	if c2.Extend(e1, at(0), at(time.Hour)) {
 		t.Error("Extend of another cache's entry = true")
 	}
 }
 
-func TestExtendMakesGetHitAgain(t *testing.T) {
+func TestExtendMakesGetHitLonger(t *testing.T) {
 	c := New(Config{})
 	e, _ := c.Put("k", nil, 0, true, at(time.Second))
-	if _, ok := c.Get("k", at(2*time.Second)); ok {
-		t.Fatal("Get hit after deadline")
+	if !c.Extend(e, at(500*time.Millisecond), at(time.Minute)) {
+		t.Fatal("Extend of a live entry failed")
 	}
-	c.Extend(e, at(time.Minute))
 	if _, ok := c.Get("k", at(2*time.Second)); !ok {
 		t.Fatal("Get missed after Extend")
+	}
+}
+
+// TestExtendDoesNotRevive: once an entry's lease has run out, a late
+// renewal reply does not bring it back, whether or not Expired reported it.
+func TestExtendDoesNotRevive(t *testing.T) {
+	for _, report := range []bool{false, true} {
+		c := New(Config{})
+		e, _ := c.Put("k", []byte("old"), 1, true, at(10*time.Second))
+		if report {
+			c.Expired(at(11*time.Second), nil)
+		}
+		for _, now := range []time.Duration{10 * time.Second, 11 * time.Second} {
+			if c.Extend(e, at(now), at(time.Hour)) {
+				t.Fatalf("Extend at %v revived an entry whose lease ran out at 10s", now)
+			}
+		}
+		if _, d, ok := c.Peek("k"); !ok || !d.Equal(at(10*time.Second)) {
+			t.Fatalf("deadline %v after a refused Extend, want 10s", d)
+		}
+		if _, ok := c.Get("k", at(11*time.Second)); ok {
+			t.Fatal("Get hit after a refused Extend")
+		}
+		checkInvariants(t, c)
 	}
 }
 
@@ -580,11 +600,11 @@ func TestExpired(t *testing.T) {
 	}
 	// So does an Extend that moves the deadline; one that does not, does not.
 	eb, _, _ := c.Peek("b")
-	c.Extend(eb, at(2*time.Second))
+	c.Extend(eb, at(0), at(2*time.Second))
 	if got := c.Expired(at(10*time.Second), nil); len(got) != 0 {
 		t.Fatalf("Expired after non-moving Extend = %v", got)
 	}
-	c.Extend(eb, at(20*time.Second))
+	c.Extend(eb, at(0), at(20*time.Second))
 	if got := c.Expired(at(20*time.Second), nil); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("Expired after Extend = %v, want [b]", got)
 	}
@@ -626,7 +646,7 @@ func TestConcurrent(t *testing.T) {
 					c.Remove(key)
 				case op < 9:
 					if e, _, ok := c.Peek(key); ok {
-						c.Extend(e, now.Add(50*time.Millisecond))
+						c.Extend(e, now, now.Add(50*time.Millisecond))
 					}
 				default:
 					ren = c.TakeRenewals(now, now.Add(20*time.Millisecond), ren[:0])
@@ -709,11 +729,12 @@ func TestModel(t *testing.T) {
 						continue
 					}
 					nd := now.Add(time.Duration(r.IntN(20)) * time.Second)
-					if !c.Extend(e, nd) {
-						t.Fatalf("op %d: Extend of current entry failed", i)
-					}
 					m := model[string(key)]
-					if nd.After(m.deadline) {
+					live := now.Before(m.deadline)
+					if got := c.Extend(e, now, nd); got != live {
+						t.Fatalf("op %d: Extend of the current entry = %v, want %v (live)", i, got, live)
+					}
+					if live && nd.After(m.deadline) {
 						m.deadline = nd
 						model[string(key)] = m
 						delete(reported, string(key))

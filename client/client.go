@@ -186,8 +186,9 @@ type Client struct {
 	// order their records were begun (see beginWriteFetch).
 	smu sync.Mutex
 
-	wmu     sync.Mutex // guards wleases
-	wleases map[string]*WriteLease
+	wmu          sync.Mutex // guards wleases and earlyRecalls
+	wleases      map[string]*WriteLease
+	earlyRecalls map[string]uint64 // key → token of a recall that came before its grant
 
 	rmu       sync.Mutex // guards toRelease
 	toRelease []string
@@ -211,15 +212,16 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		cfg:     cfg,
-		addr:    addr,
-		tlsConf: tlsConf,
-		clock:   cfg.Clock,
-		log:     cfg.Logger,
-		cache:   cache.New(cache.Config{MaxEntries: cfg.CacheEntries, MaxBytes: cfg.CacheBytes}),
-		fetches: make(map[string]*fetch),
-		wleases: make(map[string]*WriteLease),
-		events:  make(chan Event, 256),
+		cfg:          cfg,
+		addr:         addr,
+		tlsConf:      tlsConf,
+		clock:        cfg.Clock,
+		log:          cfg.Logger,
+		cache:        cache.New(cache.Config{MaxEntries: cfg.CacheEntries, MaxBytes: cfg.CacheBytes}),
+		fetches:      make(map[string]*fetch),
+		wleases:      make(map[string]*WriteLease),
+		earlyRecalls: make(map[string]uint64),
+		events:       make(chan Event, 256),
 	}
 	c.base, c.sysClock = c.clock.Now(), sysClock
 	cn, err := dial(ctx, c)
@@ -517,15 +519,26 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 
 // invalidate drops keys from the cache before the client acknowledges, and
 // poisons reads of them in flight. The notice reader calls it.
-func (c *Client) invalidate(keys [][]byte) {
+//
+// The acknowledgement goes out under c.smu, so that a read begun after the
+// invalidation reaches the server after the acknowledgement: otherwise the
+// acknowledgement could relinquish the lease that read is granted, and the
+// read's answer would be cached without a lease behind it. Reads begun
+// before are poisoned, and their record is dropped so that later reads
+// start a clean one.
+func (c *Client) invalidate(cn *conn, keys [][]byte) error {
+	c.smu.Lock()
+	defer c.smu.Unlock()
 	c.imu.Lock()
 	for _, k := range keys {
 		if f := c.fetches[string(k)]; f != nil {
 			f.poisoned = true
+			delete(c.fetches, string(k))
 		}
 		c.cache.Remove(string(k))
 	}
 	c.imu.Unlock()
+	return cn.write(&protocol.Ack{Keys: keys})
 }
 
 // relinquish queues keys whose leases the client gives up, for the next
@@ -574,6 +587,7 @@ func (c *Client) Close() error {
 		cancel()
 		cn.close()
 	}
+	c.dropWriteLeases()
 	c.wg.Wait()
 	return nil
 }
@@ -617,7 +631,8 @@ func (c *Client) supervise(cn *conn) {
 			return // closed
 		}
 		c.log.Warn("connection lost", "addr", c.addr, "err", cn.err)
-		go cn.close()
+		c.wg.Add(1) // this goroutine is counted, so the count is above zero
+		go func(cn *conn) { defer c.wg.Done(); cn.close() }(cn)
 		c.emit(Event{Kind: EventDisconnected, Err: cn.err})
 		c.dropWriteLeases()
 		delay := 50 * time.Millisecond
@@ -642,6 +657,14 @@ func (c *Client) supervise(cn *conn) {
 		}
 		if !c.cur.CompareAndSwap(nil, cn) {
 			cn.close()
+			return
+		}
+		if c.ctx.Err() != nil {
+			// Close ran between the dial and the swap: it found no
+			// connection to close, so this goroutine closes it.
+			if c.cur.CompareAndSwap(cn, nil) {
+				cn.close()
+			}
 			return
 		}
 		c.log.Info("reconnected", "addr", c.addr, "session", cn.hello.SessionID)
@@ -688,8 +711,10 @@ type Entry = cache.Entry
 // the client the server's term.
 const DefaultTermFallback = 10 * time.Second
 
-// renew extends, in one batch, the leases of entries and of the write
-// leases that fall due before horizon.
+// renew extends, in batches, the leases of entries and of the write leases
+// that fall due before horizon. A lease is extended from now, when the
+// renewal was decided, and only if it has not run out by the time the reply
+// comes.
 func (c *Client) renew(entries []*Entry, now, horizon time.Time) {
 	cn := c.cur.Load()
 	if cn == nil {
@@ -706,47 +731,94 @@ func (c *Client) renew(entries []*Entry, now, horizon time.Time) {
 	for _, wl := range wls {
 		keys = append(keys, []byte(wl.key))
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, time.Duration(float64(horizon.Sub(now))))
+	ctx, cancel := context.WithTimeout(c.ctx, max(horizon.Sub(now), time.Second))
 	defer cancel()
-	m, err := cn.call(ctx, &protocol.Renew{Keys: keys})
-	if err != nil {
-		c.log.Debug("renewal failed", "keys", len(keys), "err", err)
-		return
-	}
-	r, ok := m.(*protocol.RenewReply)
-	if !ok || len(r.Terms) != len(keys) {
-		c.log.Warn("bad renewal reply", "err", unexpected(m))
-		return
-	}
-	for i, e := range entries {
-		if t := r.Terms[i]; t > 0 {
-			c.cache.Extend(e, now.Add(t))
+	first := 0
+	for _, batch := range splitKeys(keys, cn.batchLimit()) {
+		m, err := cn.call(ctx, &protocol.Renew{Keys: batch})
+		if err != nil {
+			c.log.Debug("renewal failed", "keys", len(batch), "err", err)
+			return
 		}
-	}
-	for i, wl := range wls {
-		if t := r.Terms[len(entries)+i]; t > 0 {
-			wl.extend(now.Add(t))
+		r, ok := m.(*protocol.RenewReply)
+		if !ok || len(r.Terms) != len(batch) {
+			c.log.Warn("bad renewal reply", "err", unexpected(m))
+			return
 		}
+		at := c.clock.Now()
+		for i, t := range r.Terms {
+			if t <= 0 {
+				continue
+			}
+			if n := first + i; n < len(entries) {
+				c.cache.Extend(entries[n], at, now.Add(t))
+			} else {
+				wls[n-len(entries)].extend(now.Add(t))
+			}
+		}
+		first += len(batch)
 	}
 }
 
-// flushReleases sends the queued releases in one batch.
+// splitKeys cuts keys into batches whose frames stay under limit bytes.
+func splitKeys(keys [][]byte, limit int) [][][]byte {
+	var out [][][]byte
+	start, size := 0, 0
+	for i, k := range keys {
+		n := len(k) + 8 // msgpack bin header, with room to spare
+		if i > start && size+n > limit {
+			out = append(out, keys[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(keys) {
+		out = append(out, keys[start:])
+	}
+	return out
+}
+
+// flushReleases relinquishes, in batches, the leases of evicted entries.
+// A key that is cached again, or has a request in flight, keeps its lease:
+// the release names a key, not a grant, so it would also end the lease of
+// the newer answer. The releases go out under c.smu, so a read begun after
+// the check reaches the server after the release.
 func (c *Client) flushReleases() {
 	c.rmu.Lock()
-	keys := c.toRelease
+	queued := c.toRelease
 	c.toRelease = nil
 	c.rmu.Unlock()
 	cn := c.cur.Load()
-	if len(keys) == 0 || cn == nil {
+	if len(queued) == 0 || cn == nil {
 		return
 	}
-	req := &protocol.Release{Keys: make([][]byte, len(keys))}
-	for i, k := range keys {
-		req.Keys[i] = []byte(k)
+	c.smu.Lock()
+	keys := make([][]byte, 0, len(queued))
+	seen := make(map[string]bool, len(queued))
+	c.imu.Lock()
+	for _, k := range queued {
+		if _, _, cached := c.cache.Peek(k); cached || c.fetches[k] != nil || seen[k] {
+			continue
+		}
+		seen[k] = true
+		keys = append(keys, []byte(k))
 	}
+	c.imu.Unlock()
+	var calls []uint64
+	var chans []chan protocol.Message
+	for _, batch := range splitKeys(keys, cn.batchLimit()) {
+		id, ch, err := cn.start(&protocol.Release{Keys: batch})
+		if err != nil {
+			break
+		}
+		calls, chans = append(calls, id), append(chans, ch)
+	}
+	c.smu.Unlock()
 	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
 	defer cancel()
-	if _, err := cn.call(ctx, req); err != nil {
-		c.log.Debug("release failed", "keys", len(keys), "err", err)
+	for i := range calls {
+		if _, err := cn.await(ctx, calls[i], chans[i]); err != nil {
+			c.log.Debug("release failed", "err", err)
+		}
 	}
 }

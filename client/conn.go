@@ -290,8 +290,7 @@ func (cn *conn) readNotices() {
 		}
 		switch m := m.(type) {
 		case *protocol.Invalidate:
-			cn.c.invalidate(m.Keys)
-			if err := cn.write(&protocol.Ack{Keys: m.Keys}); err != nil {
+			if err := cn.c.invalidate(cn, m.Keys); err != nil {
 				return
 			}
 		case *protocol.Recall:
@@ -301,6 +300,12 @@ func (cn *conn) readNotices() {
 			return
 		}
 	}
+}
+
+// batchLimit is the most key bytes the client puts in one Renew or
+// Release, well under the server's frame limit.
+func (cn *conn) batchLimit() int {
+	return max(cn.hello.MaxFrameSize/2, 4<<10)
 }
 
 // defaultTLS builds the client's TLS config from Config.

@@ -74,10 +74,16 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 		old.markLost()
 	}
 	c.wleases[key] = wl
+	recalled := c.earlyRecalls[key] == wl.token
+	delete(c.earlyRecalls, key)
 	c.wmu.Unlock()
 	// Nobody else may read the key from cache or change it while the lease
 	// lasts, so the holder caches the value under the write lease itself.
 	c.fill(key, f, r.Value, r.Version, r.Found, sent.Add(r.Term), r.Term)
+	if recalled {
+		// The recall overtook this reply on its own stream.
+		c.recall(key, wl.token)
+	}
 	return wl, nil
 }
 
@@ -200,18 +206,32 @@ func (wl *WriteLease) extend(deadline time.Time) {
 // finishes its writes in flight and releases. The notice reader calls it;
 // the work happens on a goroutine of its own so other notices are not held
 // up.
+//
+// A recall can overtake the reply that grants the lease, since the two come
+// on different streams: a recall of a token newer than any lease held on the
+// key is kept until AcquireWriteLease registers that lease.
 func (c *Client) recall(key string, token uint64) {
 	c.wmu.Lock()
 	wl := c.wleases[key]
-	c.wmu.Unlock()
 	if wl == nil || wl.token != token {
+		if wl == nil || wl.token < token {
+			c.earlyRecalls[key] = token
+		}
+		c.wmu.Unlock()
 		return
 	}
+	c.wmu.Unlock()
 	if !wl.markLost() {
 		return
 	}
 	c.emit(Event{Kind: EventWriteLeaseLost, Keys: []string{key}})
-	c.wg.Add(1)
+	c.imu.Lock()
+	if c.closed {
+		c.imu.Unlock()
+		return // Close relinquishes everything
+	}
+	c.wg.Add(1) // under imu and before closed: never concurrent with Close's Wait
+	c.imu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
@@ -244,6 +264,7 @@ func (c *Client) dropWriteLeases() {
 	c.wmu.Lock()
 	wls := c.wleases
 	c.wleases = make(map[string]*WriteLease)
+	clear(c.earlyRecalls)
 	c.wmu.Unlock()
 	for key, wl := range wls {
 		if wl.markLost() {
