@@ -734,7 +734,7 @@ func (c *Client) renew(entries []*Entry, now, horizon time.Time) {
 	ctx, cancel := context.WithTimeout(c.ctx, max(horizon.Sub(now), time.Second))
 	defer cancel()
 	first := 0
-	for _, batch := range splitKeys(keys, cn.batchLimit()) {
+	for _, batch := range protocol.SplitKeys(keys, cn.batchLimit()) {
 		m, err := cn.call(ctx, &protocol.Renew{Keys: batch})
 		if err != nil {
 			c.log.Debug("renewal failed", "keys", len(batch), "err", err)
@@ -758,24 +758,6 @@ func (c *Client) renew(entries []*Entry, now, horizon time.Time) {
 		}
 		first += len(batch)
 	}
-}
-
-// splitKeys cuts keys into batches whose frames stay under limit bytes.
-func splitKeys(keys [][]byte, limit int) [][][]byte {
-	var out [][][]byte
-	start, size := 0, 0
-	for i, k := range keys {
-		n := len(k) + 8 // msgpack bin header, with room to spare
-		if i > start && size+n > limit {
-			out = append(out, keys[start:i])
-			start, size = i, 0
-		}
-		size += n
-	}
-	if start < len(keys) {
-		out = append(out, keys[start:])
-	}
-	return out
 }
 
 // flushReleases relinquishes, in batches, the leases of evicted entries.
@@ -806,7 +788,7 @@ func (c *Client) flushReleases() {
 	c.imu.Unlock()
 	var calls []uint64
 	var chans []chan protocol.Message
-	for _, batch := range splitKeys(keys, cn.batchLimit()) {
+	for _, batch := range protocol.SplitKeys(keys, cn.batchLimit()) {
 		id, ch, err := cn.start(&protocol.Release{Keys: batch})
 		if err != nil {
 			break

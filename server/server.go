@@ -203,6 +203,9 @@ type Server struct {
 	smu      sync.Mutex // guards sessions and closing
 	sessions map[leasetable.SessionID]*session
 	closing  bool
+	// stopping is set with closing; sessions read it without smu to refuse
+	// new writes.
+	stopping atomic.Bool
 
 	nextSession atomic.Uint64
 	commits     commitQueue
@@ -303,6 +306,15 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // returns ErrServerClosed after Shutdown or Close; when ctx ends, it closes
 // the server and returns ctx's error.
 func (s *Server) Serve(ctx context.Context) error {
+	err := s.serve(ctx)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// Close waits for serve to have returned.
+		s.Close()
+	}
+	return err
+}
+
+func (s *Server) serve(ctx context.Context) error {
 	// Every Add to serving happens under smu while not closing, so that
 	// Close's Wait never races with an Add.
 	s.smu.Lock()
@@ -333,7 +345,6 @@ func (s *Server) Serve(ctx context.Context) error {
 			default:
 			}
 			if ctx.Err() != nil {
-				s.Close()
 				return ctx.Err()
 			}
 			if errors.Is(err, quic.ErrServerClosed) {
@@ -341,20 +352,18 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("leased: accept: %w", err)
 		}
-		if !s.admit(conn) {
-			continue
-		}
+		s.admit(conn)
 	}
 }
 
 // admit starts a session for conn, or refuses it when the server is full or
 // closing.
-func (s *Server) admit(conn *quic.Conn) bool {
+func (s *Server) admit(conn *quic.Conn) {
 	s.smu.Lock()
 	if s.closing {
 		s.smu.Unlock()
 		conn.CloseWithError(quic.ApplicationErrorCode(protocol.CodeClosed), "server is shutting down")
-		return false
+		return
 	}
 	if len(s.sessions) >= s.cfg.MaxSessions {
 		s.serving.Add(1)
@@ -364,7 +373,7 @@ func (s *Server) admit(conn *quic.Conn) bool {
 			defer s.serving.Done()
 			sess.refuse(fmt.Errorf("%w: the server holds its maximum of %d sessions", errResourceExhausted, s.cfg.MaxSessions))
 		}()
-		return false
+		return
 	}
 	id := leasetable.SessionID(s.nextSession.Add(1))
 	sess := newSession(s, conn, id)
@@ -378,7 +387,6 @@ func (s *Server) admit(conn *quic.Conn) bool {
 		defer s.serving.Done()
 		sess.run()
 	}()
-	return true
 }
 
 func (s *Server) session(id leasetable.SessionID) *session {
@@ -436,6 +444,7 @@ func (s *Server) beginClose() {
 	s.stopOnce.Do(func() {
 		s.smu.Lock()
 		s.closing = true
+		s.stopping.Store(true)
 		sessions := make([]*session, 0, len(s.sessions))
 		for _, sess := range s.sessions {
 			sessions = append(sessions, sess)
@@ -526,14 +535,18 @@ func (s *Server) enqueueReady(eff leasetable.Effects) {
 // caller must not hold s.mu.
 func (s *Server) apply(eff leasetable.Effects) {
 	if len(eff.Invalidate) > 0 {
-		// One message per session, with all of its keys.
+		// One message per session with all of its keys, split where the
+		// message (or the acknowledgement that echoes it) would come near the
+		// frame limit.
 		bySession := make(map[leasetable.SessionID][][]byte)
 		for _, n := range eff.Invalidate {
 			bySession[n.Session] = append(bySession[n.Session], []byte(n.Key))
 		}
 		for id, keys := range bySession {
 			if sess := s.session(id); sess != nil {
-				sess.sendNotice(&protocol.Invalidate{Keys: keys})
+				for _, batch := range protocol.SplitKeys(keys, s.cfg.maxFrameSize()/2) {
+					sess.sendNotice(&protocol.Invalidate{Keys: batch})
+				}
 			}
 		}
 	}

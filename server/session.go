@@ -342,6 +342,9 @@ func (ss *session) submitAcquire(m *protocol.Acquire) error {
 // committer or from abandonment.
 func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeout time.Duration, mut mutation) error {
 	s := ss.srv
+	if s.stopping.Load() {
+		return fmt.Errorf("%w: no new writes", errClosed)
+	}
 	now := s.clock.Now()
 	p := &pendingOp{sess: ss, reqID: id, mut: mut, received: now}
 	p.op = &leasetable.Op{Kind: kind, Session: ss.id, Key: string(mut.key), Token: token, Data: p}
@@ -432,6 +435,9 @@ func (ss *session) goAway() {
 	ss.mu.Unlock()
 	if replies != nil {
 		replies.finish()
+	} else {
+		// Still saying hello: there is nothing to deliver.
+		ss.closeWith(errClosed)
 	}
 }
 

@@ -82,7 +82,10 @@ func openStore(dir string, logger *slog.Logger, wait time.Duration, now time.Tim
 		WithMemTableSize(16 << 20).
 		WithValueLogFileSize(64 << 20).
 		WithBlockCacheSize(32 << 20).
-		WithIndexCacheSize(16 << 20)
+		WithIndexCacheSize(16 << 20).
+		// Values over 64 KiB go to the value log, so that a transaction of
+		// many large values still fits badger's batch limit.
+		WithValueThreshold(64 << 10)
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open database in %s: %w", dir, err)
@@ -230,18 +233,30 @@ func (s *store) get(key []byte) (record, error) {
 	return r, err
 }
 
-// apply commits a batch of mutations in one transaction with one fsync, in
-// order, and fills in their results. A CompareAndSwap whose expectation
-// fails gets errVersionMismatch and changes nothing. If the transaction
-// fails, every mutation gets the error and nothing changes.
+// apply commits a batch of mutations in order, and fills in their results.
+// It uses one transaction and one fsync for as much of the batch as badger
+// takes in one transaction, and more transactions for the rest. A
+// CompareAndSwap whose expectation fails gets errVersionMismatch and changes
+// nothing. If a transaction fails, each of its mutations gets the error and
+// none of them changes anything; mutations committed by earlier
+// transactions of the batch stand.
 func (s *store) apply(batch []*mutation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for len(batch) > 0 {
+		batch = batch[s.applyTxn(batch):]
+	}
+}
+
+// applyTxn commits a prefix of batch in one transaction and returns its
+// length, at least 1.
+func (s *store) applyTxn(batch []*mutation) int {
 	rev, fence := s.rev, s.fence
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
+	n := len(batch)
 	err := func() error {
-		for _, m := range batch {
+		for i, m := range batch {
 			m.err, m.version, m.token = nil, 0, 0
 			if m.op == 0 {
 				fence++
@@ -253,17 +268,22 @@ func (s *store) apply(batch []*mutation) {
 			if err != nil {
 				return err
 			}
-			if m.op == protocol.OpCAS && cur.Version != m.expect {
+			// Version 0 means "absent": a deleted key matches it too.
+			if m.op == protocol.OpCAS && cur.Version != m.expect && (m.expect != 0 || cur.Found) {
 				m.version = cur.Version
 				m.err = fmt.Errorf("%w: key is at version %d, not %d", errVersionMismatch, cur.Version, m.expect)
 				continue
 			}
-			rev++
-			m.version = rev
-			r := record{Version: rev, Found: m.op != protocol.OpDelete, Value: m.value}
+			r := record{Version: rev + 1, Found: m.op != protocol.OpDelete, Value: m.value}
 			if err := txn.Set(dk, encodeRecord(r)); err != nil {
+				if errors.Is(err, badger.ErrTxnTooBig) && i > 0 {
+					n = i // the rest goes in the next transaction
+					break
+				}
 				return err
 			}
+			rev++
+			m.version = rev
 		}
 		if rev != s.rev {
 			if err := putUint(txn, metaRev, rev); err != nil {
@@ -279,12 +299,13 @@ func (s *store) apply(batch []*mutation) {
 	}()
 	if err != nil {
 		err = fmt.Errorf("%w: storage: %v", errInternal, err)
-		for _, m := range batch {
+		for _, m := range batch[:n] {
 			m.err, m.version, m.token = err, 0, 0
 		}
-		return
+		return n
 	}
 	s.rev, s.fence = rev, fence
+	return n
 }
 
 // badgerLogger sends badger's log lines to slog.

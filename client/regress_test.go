@@ -1,0 +1,249 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/server"
+)
+
+// Regression tests for races found in review. Each failed before its fix.
+
+// TestReleaseAfterReRead: an evicted key's batched release must not end
+// the lease of the answer the client cached when it read the key again;
+// otherwise another client's write commits without asking, and the old
+// value is served from cache.
+func TestReleaseAfterReRead(t *testing.T) {
+	checkLeaks(t)
+	const term = 3 * time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	a := dial(t, srv, client.Config{CacheEntries: 1})
+	b := dial(t, srv, client.Config{})
+	mustPut(t, b, "k1", "old")
+	mustGet(t, a, "k1")
+	mustGet(t, a, "k2") // evicts k1: its release is queued
+	if it := mustGet(t, a, "k1"); it.Cached {
+		t.Fatal("k1 was served from cache after its eviction")
+	}
+	if it := mustGet(t, a, "k1"); !it.Cached {
+		t.Fatal("k1 is not cached after it was read again")
+	}
+	// The maintenance loop flushes releases every term/8; by two of those
+	// the queued release has been sent or dropped.
+	time.Sleep(term / 4)
+	var rep client.WriteResult
+	if _, err := b.Put(stepCtx(t), "k1", []byte("new"), client.Result(&rep)); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Holders != 1 {
+		t.Errorf("B's write invalidated %d holders, want 1 (A, which caches k1)", rep.Holders)
+	}
+	if it := mustGet(t, a, "k1"); string(it.Value) != "new" {
+		t.Errorf("stale read: A serves %s after B's put of \"new\" was acknowledged", fmtItem(it))
+	}
+}
+
+// TestAckAfterReRead: when a write that invalidated a holder is abandoned,
+// the holder's acknowledgement must not end the lease of a read it sent
+// after dropping the entry.
+func TestAckAfterReRead(t *testing.T) {
+	checkLeaks(t)
+	const term = 5 * time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	a := dial(t, srv, client.Config{})
+	c := dial(t, srv, client.Config{})
+	raw := dialRaw(t, srv)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				a.Get(context.Background(), "k")
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	for i := range 40 {
+		val := fmt.Sprintf("v%d", i)
+		mustPut(t, c, "k", val)
+		waitFor(t, testTimeout, "A to cache the value", func() bool {
+			it, _ := a.Get(context.Background(), "k")
+			return it.Cached && string(it.Value) == val
+		})
+		// A write that invalidates A and is abandoned at once, so that A's
+		// readers go back to the server while its acknowledgement is on
+		// the way.
+		raw.write(&protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("zzz"), Timeout: 1})
+		// If A acknowledged before the deadline, the write committed and
+		// the raw writer holds a fresh lease it will never give up when
+		// asked: relinquish it now, so that C's next write need not wait it
+		// out.
+		raw.nextID++
+		raw.roundTrip(&protocol.Release{ID: raw.nextID, Keys: [][]byte{[]byte("k")}})
+		waitFor(t, testTimeout, "A to cache again", func() bool {
+			it, _ := a.Get(context.Background(), "k")
+			return it.Cached
+		})
+		next := fmt.Sprintf("n%d", i)
+		mustPut(t, c, "k", next)
+		if it, _ := a.Get(context.Background(), "k"); string(it.Value) != next {
+			t.Fatalf("round %d: stale read: A serves %s after C's put of %q was acknowledged", i, fmtItem(it), next)
+		}
+	}
+}
+
+// TestRecallBeforeGrantReply: the recall that follows a grant at once can
+// overtake the grant's reply on its own stream; the holder must still
+// release, so the waiting writer does not wait out the write lease.
+func TestRecallBeforeGrantReply(t *testing.T) {
+	checkLeaks(t)
+	const term = 2 * time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	a := dial(t, srv, client.Config{})
+	b := dial(t, srv, client.Config{})
+	holdLease(t, srv, "k") // a silent reader, so A's acquisition waits
+	type result struct {
+		wl  *client.WriteLease
+		err error
+	}
+	acquired := make(chan result, 1)
+	go func() {
+		// Bounded by the silent holder's lease plus slack.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*term)
+		defer cancel()
+		wl, err := a.AcquireWriteLease(ctx, "k")
+		acquired <- result{wl, err}
+	}()
+	waitFor(t, testTimeout, "the acquisition to wait", func() bool { return srv.Stats().WritesWaiting >= 1 })
+	put := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*term)
+		defer cancel()
+		_, err := b.Put(ctx, "k", []byte("b"))
+		put <- err
+	}()
+	waitFor(t, testTimeout, "B's write to queue", func() bool { return srv.Stats().WritesWaiting >= 2 })
+	r := <-acquired
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	granted := time.Now()
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(granted); waited > term/2 {
+		t.Errorf("B waited %v after A's grant: the recall was lost and the write lease ran out (term %v)", waited, term)
+	}
+	select {
+	case <-r.wl.Done():
+	default:
+		t.Error("A's write lease is not marked lost after its recall")
+	}
+}
+
+// TestServeEndsWithItsContext: Serve returns, and the server closes, when
+// Serve's context ends.
+func TestServeEndsWithItsContext(t *testing.T) {
+	checkLeaks(t)
+	srv, err := server.New(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, server.ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("Serve did not return after its context ended")
+	}
+	if err := srv.Close(); err != nil {
+		t.Errorf("Close after Serve ended: %v", err)
+	}
+}
+
+// TestLargeRenewalBatches: renewing more keys than fit in one frame splits
+// the batch instead of losing the session.
+func TestLargeRenewalBatches(t *testing.T) {
+	checkLeaks(t)
+	const term = 600 * time.Millisecond
+	srv := startServer(t, server.Config{LeaseTerm: term, MaxValueSize: 1024}) // frames of about 6 KiB
+	ev := newEvents()
+	a := dial(t, srv, client.Config{OnEvent: ev.on})
+	pad := strings.Repeat("x", 200)
+	keys := make([]string, 60) // 12 KB of keys to renew
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s%d", pad, i)
+		mustGet(t, a, keys[i])
+	}
+	// Read every key through two terms: the client renews them all, in
+	// more than one message, and the session survives.
+	deadline := time.Now().Add(2 * term)
+	for time.Now().Before(deadline) {
+		for _, k := range keys {
+			if _, err := a.Get(context.Background(), k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(term / 20)
+	}
+	for _, e := range ev.snapshot() {
+		if e.Kind == client.EventDisconnected {
+			t.Fatalf("the session was lost while renewing: %v", e.Err)
+		}
+	}
+	if n := msgsIn(srv, "renew"); n < 2 {
+		t.Fatalf("%d renew messages, want the batch split in several", n)
+	}
+	for _, k := range keys {
+		if it := mustGet(t, a, k); !it.Cached {
+			t.Fatalf("%q is not cached after renewals", k[len(pad):])
+		}
+	}
+}
+
+// TestHotKeyCachedAgain: after invalidations, a key read by many goroutines
+// at once is cached again, rather than every reader sharing a poisoned
+// fetch forever.
+func TestHotKeyCachedAgain(t *testing.T) {
+	checkLeaks(t)
+	srv := startServer(t, server.Config{LeaseTerm: 5 * time.Second})
+	a := dial(t, srv, client.Config{})
+	b := dial(t, srv, client.Config{})
+	mustPut(t, b, "hot", "v1")
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if _, err := a.Get(context.Background(), "hot"); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	for i := range 20 {
+		mustPut(t, b, "hot", fmt.Sprintf("v%d", i+2))
+	}
+	waitFor(t, testTimeout, "the hot key to be cached again", func() bool {
+		it, err := a.Get(context.Background(), "hot")
+		return err == nil && it.Cached && string(it.Value) == "v21"
+	})
+}
