@@ -186,8 +186,9 @@ type Client struct {
 	// order their records were begun (see beginWriteFetch).
 	smu sync.Mutex
 
-	wmu          sync.Mutex // guards wleases and earlyRecalls
+	wmu          sync.Mutex // guards wleases, acquiring and earlyRecalls
 	wleases      map[string]*WriteLease
+	acquiring    map[string]int    // acquisitions in flight, by key
 	earlyRecalls map[string]uint64 // key → token of a recall that came before its grant
 
 	rmu       sync.Mutex // guards toRelease
@@ -221,6 +222,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		fetches:      make(map[string]*fetch),
 		wleases:      make(map[string]*WriteLease),
 		earlyRecalls: make(map[string]uint64),
+		acquiring:    make(map[string]int),
 		events:       make(chan Event, 256),
 	}
 	c.base, c.sysClock = c.clock.Now(), sysClock
@@ -362,7 +364,10 @@ func (c *Client) endFetch(key string, f *fetch) {
 func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found bool, deadline time.Time, term time.Duration) {
 	var evicted []string
 	c.imu.Lock()
-	if term > 0 && !f.poisoned && !c.closed {
+	if term > 0 && (f.poisoned || c.closed) {
+		// The server granted a lease the cache will not use.
+		evicted = append(evicted, key)
+	} else if term > 0 {
 		_, evicted = c.cache.Put(key, value, version, found, deadline)
 		if m := c.minTerm.Load(); m == 0 || int64(term) < m {
 			c.minTerm.Store(int64(term))
@@ -399,6 +404,8 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 	}
 	if err != nil {
 		c.fill(key, f, nil, 0, false, sent, 0)
+		// The server may have granted a lease whose answer is lost.
+		c.relinquish([]string{key})
 		return Item{}, err
 	}
 	r, ok := m.(*protocol.GetReply)
@@ -538,8 +545,16 @@ func (c *Client) invalidate(cn *conn, keys [][]byte) error {
 		c.cache.Remove(string(k))
 	}
 	c.imu.Unlock()
+	if h := testHookBeforeAck.Load(); h != nil {
+		(*h)()
+	}
 	return cn.write(&protocol.Ack{Keys: keys})
 }
+
+// testHookBeforeAck, if set, runs in invalidate between dropping the
+// entries and sending the acknowledgement. Only tests set it, to widen
+// that window.
+var testHookBeforeAck atomic.Pointer[func()]
 
 // relinquish queues keys whose leases the client gives up, for the next
 // batched release.
@@ -753,7 +768,7 @@ func (c *Client) renew(entries []*Entry, now, horizon time.Time) {
 			if n := first + i; n < len(entries) {
 				c.cache.Extend(entries[n], at, now.Add(t))
 			} else {
-				wls[n-len(entries)].extend(now.Add(t))
+				wls[n-len(entries)].extend(at, now.Add(t))
 			}
 		}
 		first += len(batch)

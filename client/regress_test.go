@@ -29,6 +29,7 @@ func TestReleaseAfterReRead(t *testing.T) {
 	b := dial(t, srv, client.Config{})
 	mustPut(t, b, "k1", "old")
 	mustGet(t, a, "k1")
+	releases := msgsIn(srv, "release")
 	mustGet(t, a, "k2") // evicts k1: its release is queued
 	if it := mustGet(t, a, "k1"); it.Cached {
 		t.Fatal("k1 was served from cache after its eviction")
@@ -36,9 +37,9 @@ func TestReleaseAfterReRead(t *testing.T) {
 	if it := mustGet(t, a, "k1"); !it.Cached {
 		t.Fatal("k1 is not cached after it was read again")
 	}
-	// The maintenance loop flushes releases every term/8; by two of those
-	// the queued release has been sent or dropped.
-	time.Sleep(term / 4)
+	// The next flush of releases sends k2's (evicted when k1 came back),
+	// and must leave out k1's, which is cached again.
+	waitFor(t, testTimeout, "the batched release", func() bool { return msgsIn(srv, "release") > releases })
 	var rep client.WriteResult
 	if _, err := b.Put(stepCtx(t), "k1", []byte("new"), client.Result(&rep)); err != nil {
 		t.Fatal(err)
@@ -52,8 +53,9 @@ func TestReleaseAfterReRead(t *testing.T) {
 }
 
 // TestAckAfterReRead: when a write that invalidated a holder is abandoned,
-// the holder's acknowledgement must not end the lease of a read it sent
-// after dropping the entry.
+// the holder's acknowledgement must not end the lease of a read it began
+// after dropping the entry. A hook holds the acknowledgement back while
+// such a read is made.
 func TestAckAfterReRead(t *testing.T) {
 	checkLeaks(t)
 	const term = 5 * time.Second
@@ -61,44 +63,45 @@ func TestAckAfterReRead(t *testing.T) {
 	a := dial(t, srv, client.Config{})
 	c := dial(t, srv, client.Config{})
 	raw := dialRaw(t, srv)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				a.Get(context.Background(), "k")
-			}
-		}()
+	mustPut(t, c, "k", "v1")
+	mustGet(t, a, "k")
+	if it := mustGet(t, a, "k"); !it.Cached {
+		t.Fatal("A does not cache k")
 	}
-	defer func() { stop.Store(true); wg.Wait() }()
-	for i := range 40 {
-		val := fmt.Sprintf("v%d", i)
-		mustPut(t, c, "k", val)
-		waitFor(t, testTimeout, "A to cache the value", func() bool {
-			it, _ := a.Get(context.Background(), "k")
-			return it.Cached && string(it.Value) == val
+	reread := make(chan client.Item, 1)
+	var once sync.Once
+	defer client.SetBeforeAckHook(func() {
+		once.Do(func() {
+			go func() {
+				it, err := a.Get(context.Background(), "k")
+				if err != nil {
+					t.Errorf("re-read: %v", err)
+				}
+				reread <- it
+			}()
+			// Give the read every chance to overtake the acknowledgement.
+			time.Sleep(100 * time.Millisecond)
 		})
-		// A write that invalidates A and is abandoned at once, so that A's
-		// readers go back to the server while its acknowledgement is on
-		// the way.
-		raw.write(&protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("zzz"), Timeout: 1})
-		// If A acknowledged before the deadline, the write committed and
-		// the raw writer holds a fresh lease it will never give up when
-		// asked: relinquish it now, so that C's next write need not wait it
-		// out.
-		raw.nextID++
-		raw.roundTrip(&protocol.Release{ID: raw.nextID, Keys: [][]byte{[]byte("k")}})
-		waitFor(t, testTimeout, "A to cache again", func() bool {
-			it, _ := a.Get(context.Background(), "k")
-			return it.Cached
-		})
-		next := fmt.Sprintf("n%d", i)
-		mustPut(t, c, "k", next)
-		if it, _ := a.Get(context.Background(), "k"); string(it.Value) != next {
-			t.Fatalf("round %d: stale read: A serves %s after C's put of %q was acknowledged", i, fmtItem(it), next)
+	})()
+	// A write that invalidates A and is abandoned at once, before A's
+	// acknowledgement arrives.
+	if e, ok := raw.write(&protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("zzz"), Timeout: 1}).(*protocol.Error); !ok || e.Code != protocol.CodeCanceled {
+		t.Fatalf("the raw write was not abandoned: %+v", e)
+	}
+	select {
+	case it := <-reread:
+		if string(it.Value) != "v1" {
+			t.Fatalf("re-read during the abandoned write: %s", fmtItem(it))
 		}
+	case <-time.After(testTimeout):
+		t.Fatal("the re-read did not return")
+	}
+	waitFor(t, testTimeout, "A's acknowledgement", func() bool { return msgsIn(srv, "ack") >= 1 })
+	// Whatever A caches now must be covered by a lease the server knows of,
+	// so C's write asks A first.
+	mustPut(t, c, "k", "v2")
+	if it := mustGet(t, a, "k"); string(it.Value) != "v2" {
+		t.Fatalf("stale read: A serves %s after C's put of \"v2\" was acknowledged", fmtItem(it))
 	}
 }
 

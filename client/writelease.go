@@ -47,6 +47,9 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 			return nil, fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
 		}
 	}
+	c.wmu.Lock()
+	c.acquiring[key]++
+	c.wmu.Unlock()
 	c.smu.Lock()
 	c.imu.Lock()
 	f := c.beginWriteFetch(key)
@@ -59,17 +62,31 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 	if err == nil {
 		m, err = cn.awaitWrite(ctx, id, ch)
 	}
+	r, ok := m.(*protocol.AcquireReply)
+	if err == nil && !ok {
+		err = unexpected(m)
+	}
+	c.wmu.Lock()
+	if c.acquiring[key]--; c.acquiring[key] == 0 {
+		delete(c.acquiring, key)
+	}
 	if err != nil {
+		// A grant this client never learned of (its answer was lost)
+		// may have been recalled already: give it up, so that the writer
+		// waiting for it need not wait it out.
+		token, recalled := c.earlyRecalls[key]
+		release := recalled && c.acquiring[key] == 0
+		if release {
+			delete(c.earlyRecalls, key)
+		}
+		c.wmu.Unlock()
 		c.fill(key, f, nil, 0, false, sent, 0)
+		if release {
+			c.releaseUnknown(key, token)
+		}
 		return nil, err
 	}
-	r, ok := m.(*protocol.AcquireReply)
-	if !ok {
-		c.fill(key, f, nil, 0, false, sent, 0)
-		return nil, unexpected(m)
-	}
 	wl := &WriteLease{c: c, key: key, token: r.Token, term: r.Term, deadline: sent.Add(r.Term), done: make(chan struct{})}
-	c.wmu.Lock()
 	if old := c.wleases[key]; old != nil {
 		old.markLost()
 	}
@@ -173,17 +190,27 @@ func (wl *WriteLease) relinquish(ctx context.Context) error {
 		delete(c.wleases, wl.key)
 	}
 	c.wmu.Unlock()
+	cn, err := c.conn()
+	// Under smu, so that a read begun after the entry is dropped reaches
+	// the server after the release, and gets a lease of its own.
+	c.smu.Lock()
 	c.imu.Lock()
 	if f := c.fetches[wl.key]; f != nil {
 		f.poisoned = true
+		delete(c.fetches, wl.key)
 	}
 	c.cache.Remove(wl.key)
 	c.imu.Unlock()
-	cn, err := c.conn()
+	var id uint64
+	var ch chan protocol.Message
+	if err == nil {
+		id, ch, err = cn.start(&protocol.ReleaseWrite{Key: []byte(wl.key), Token: wl.token})
+	}
+	c.smu.Unlock()
 	if err != nil {
 		return err
 	}
-	m, err := cn.call(ctx, &protocol.ReleaseWrite{Key: []byte(wl.key), Token: wl.token})
+	m, err := cn.await(ctx, id, ch)
 	if err != nil {
 		return err
 	}
@@ -193,10 +220,11 @@ func (wl *WriteLease) relinquish(ctx context.Context) error {
 	return nil
 }
 
-// extend moves the lease's deadline after a renewal.
-func (wl *WriteLease) extend(deadline time.Time) {
+// extend moves the lease's deadline after a renewal, unless the lease ran
+// out before the renewal's reply came at now.
+func (wl *WriteLease) extend(now, deadline time.Time) {
 	wl.mu.Lock()
-	if deadline.After(wl.deadline) {
+	if now.Before(wl.deadline) && deadline.After(wl.deadline) {
 		wl.deadline = deadline
 	}
 	wl.mu.Unlock()
@@ -214,10 +242,17 @@ func (c *Client) recall(key string, token uint64) {
 	c.wmu.Lock()
 	wl := c.wleases[key]
 	if wl == nil || wl.token != token {
-		if wl == nil || wl.token < token {
+		newer := wl == nil || wl.token < token
+		waiting := c.acquiring[key] > 0
+		if newer && waiting {
 			c.earlyRecalls[key] = token
 		}
 		c.wmu.Unlock()
+		if newer && !waiting {
+			// No acquisition of the key is in flight: the grant's answer
+			// was lost. Give the lease up rather than let it run out.
+			c.releaseUnknown(key, token)
+		}
 		return
 	}
 	c.wmu.Unlock()
@@ -238,6 +273,30 @@ func (c *Client) recall(key string, token uint64) {
 		defer cancel()
 		if err := wl.relinquish(ctx); err != nil {
 			c.log.Debug("release after recall failed", "key", key, "err", err)
+		}
+	}()
+}
+
+// releaseUnknown relinquishes, in the background, a write lease this client
+// was granted but never learned of.
+func (c *Client) releaseUnknown(key string, token uint64) {
+	cn, err := c.conn()
+	if err != nil {
+		return
+	}
+	c.imu.Lock()
+	if c.closed {
+		c.imu.Unlock()
+		return
+	}
+	c.wg.Add(1) // under imu and before closed: never concurrent with Close's Wait
+	c.imu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		defer cancel()
+		if _, err := cn.call(ctx, &protocol.ReleaseWrite{Key: []byte(key), Token: token}); err != nil {
+			c.log.Debug("release of an unknown write lease failed", "key", key, "err", err)
 		}
 	}()
 }

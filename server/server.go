@@ -203,8 +203,8 @@ type Server struct {
 	smu      sync.Mutex // guards sessions and closing
 	sessions map[leasetable.SessionID]*session
 	closing  bool
-	// stopping is set with closing; sessions read it without smu to refuse
-	// new writes.
+	// stopping is set, under mu, when the server begins to close; sessions
+	// refuse new writes from then on.
 	stopping atomic.Bool
 
 	nextSession atomic.Uint64
@@ -442,9 +442,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // beginClose stops accepting and abandons every waiting op.
 func (s *Server) beginClose() {
 	s.stopOnce.Do(func() {
+		s.mu.Lock() // submit checks stopping under s.mu: no op slips past abandonAll
+		s.stopping.Store(true)
+		s.mu.Unlock()
 		s.smu.Lock()
 		s.closing = true
-		s.stopping.Store(true)
 		sessions := make([]*session, 0, len(s.sessions))
 		for _, sess := range s.sessions {
 			sessions = append(sessions, sess)

@@ -342,9 +342,6 @@ func (ss *session) submitAcquire(m *protocol.Acquire) error {
 // committer or from abandonment.
 func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeout time.Duration, mut mutation) error {
 	s := ss.srv
-	if s.stopping.Load() {
-		return fmt.Errorf("%w: no new writes", errClosed)
-	}
 	now := s.clock.Now()
 	p := &pendingOp{sess: ss, reqID: id, mut: mut, received: now}
 	p.op = &leasetable.Op{Kind: kind, Session: ss.id, Key: string(mut.key), Token: token, Data: p}
@@ -364,8 +361,14 @@ func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeo
 	ss.mu.Unlock()
 
 	s.mu.Lock()
-	eff, err := s.table.Submit(p.op, now)
-	s.enqueueReady(eff)
+	var eff leasetable.Effects
+	var err error
+	if s.stopping.Load() {
+		err = fmt.Errorf("%w: the server is shutting down; no new writes", errClosed)
+	} else {
+		eff, err = s.table.Submit(p.op, now)
+		s.enqueueReady(eff)
+	}
 	s.mu.Unlock()
 	if err != nil {
 		ss.mu.Lock()

@@ -249,63 +249,79 @@ func (s *store) apply(batch []*mutation) {
 }
 
 // applyTxn commits a prefix of batch in one transaction and returns its
-// length, at least 1.
+// length, at least 1. When badger finds the transaction too big, it tries
+// again with a shorter prefix.
 func (s *store) applyTxn(batch []*mutation) int {
+	for {
+		n, err := s.tryTxn(batch)
+		if errors.Is(err, badger.ErrTxnTooBig) && n > 1 {
+			// Full after the last mutation: the metadata or the commit
+			// did not fit. Leave that mutation for the next transaction.
+			batch = batch[:n-1]
+			continue
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: storage: %v", errInternal, err)
+			for _, m := range batch[:n] {
+				m.err, m.version, m.token = err, 0, 0
+			}
+		}
+		return n
+	}
+}
+
+// tryTxn commits, in one transaction, as long a prefix of batch as fits,
+// and returns its length. On error nothing is committed and the results of
+// that prefix are not set.
+func (s *store) tryTxn(batch []*mutation) (int, error) {
 	rev, fence := s.rev, s.fence
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	n := len(batch)
-	err := func() error {
-		for i, m := range batch {
-			m.err, m.version, m.token = nil, 0, 0
-			if m.op == 0 {
-				fence++
-				m.token = fence
-				continue
-			}
-			dk := dataKey(m.key)
-			cur, err := readRecord(txn, dk)
-			if err != nil {
-				return err
-			}
-			// Version 0 means "absent": a deleted key matches it too.
-			if m.op == protocol.OpCAS && cur.Version != m.expect && (m.expect != 0 || cur.Found) {
-				m.version = cur.Version
-				m.err = fmt.Errorf("%w: key is at version %d, not %d", errVersionMismatch, cur.Version, m.expect)
-				continue
-			}
-			r := record{Version: rev + 1, Found: m.op != protocol.OpDelete, Value: m.value}
-			if err := txn.Set(dk, encodeRecord(r)); err != nil {
-				if errors.Is(err, badger.ErrTxnTooBig) && i > 0 {
-					n = i // the rest goes in the next transaction
-					break
-				}
-				return err
-			}
-			rev++
-			m.version = rev
+	for i, m := range batch {
+		m.err, m.version, m.token = nil, 0, 0
+		if m.op == 0 {
+			fence++
+			m.token = fence
+			continue
 		}
-		if rev != s.rev {
-			if err := putUint(txn, metaRev, rev); err != nil {
-				return err
+		dk := dataKey(m.key)
+		cur, err := readRecord(txn, dk)
+		if err != nil {
+			return i + 1, err
+		}
+		// Version 0 means "absent": a deleted key matches it too.
+		if m.op == protocol.OpCAS && cur.Version != m.expect && (m.expect != 0 || cur.Found) {
+			m.version = cur.Version
+			m.err = fmt.Errorf("%w: key is at version %d, not %d", errVersionMismatch, cur.Version, m.expect)
+			continue
+		}
+		r := record{Version: rev + 1, Found: m.op != protocol.OpDelete, Value: m.value}
+		if err := txn.Set(dk, encodeRecord(r)); err != nil {
+			if errors.Is(err, badger.ErrTxnTooBig) && i > 0 {
+				n = i // the rest goes in the next transaction
+				break
 			}
+			return i + 1, err
 		}
-		if fence != s.fence {
-			if err := putUint(txn, metaFence, fence); err != nil {
-				return err
-			}
+		rev++
+		m.version = rev
+	}
+	if rev != s.rev {
+		if err := putUint(txn, metaRev, rev); err != nil {
+			return n, err
 		}
-		return txn.Commit()
-	}()
-	if err != nil {
-		err = fmt.Errorf("%w: storage: %v", errInternal, err)
-		for _, m := range batch[:n] {
-			m.err, m.version, m.token = err, 0, 0
+	}
+	if fence != s.fence {
+		if err := putUint(txn, metaFence, fence); err != nil {
+			return n, err
 		}
-		return n
+	}
+	if err := txn.Commit(); err != nil {
+		return n, err
 	}
 	s.rev, s.fence = rev, fence
-	return n
+	return n, nil
 }
 
 // badgerLogger sends badger's log lines to slog.

@@ -87,3 +87,27 @@ func TestStoreCompareAndSwap(t *testing.T) {
 		t.Fatalf("CAS on a deleted key at 0: %+v", m)
 	}
 }
+
+// TestStoreBatchAtTheLimit: whatever the sizes, a batch that fills a badger
+// transaction to its limit commits every mutation, across transactions.
+func TestStoreBatchAtTheLimit(t *testing.T) {
+	st := openTestStore(t, t.TempDir())
+	defer st.close()
+	big := bytes.Repeat([]byte{'v'}, 60<<10)
+	for filler := 0; filler <= 120<<10; filler += 2 << 10 {
+		var batch []*mutation
+		for i := range 40 {
+			batch = append(batch, &mutation{op: protocol.OpPut, key: fmt.Appendf(nil, "k%02d", i), value: big})
+		}
+		batch = append(batch,
+			&mutation{op: protocol.OpPut, key: []byte("filler"), value: make([]byte, filler)},
+			&mutation{op: protocol.OpPut, key: []byte("last"), value: big})
+		before := st.revision()
+		st.apply(batch)
+		for i, m := range batch {
+			if m.err != nil || m.version != before+uint64(i)+1 {
+				t.Fatalf("filler %d: mutation %d: version %d, err %v; want version %d", filler, i, m.version, m.err, before+uint64(i)+1)
+			}
+		}
+	}
+}
