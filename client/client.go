@@ -532,7 +532,8 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 // acknowledgement could relinquish the lease that read is granted, and the
 // read's answer would be cached without a lease behind it. Reads begun
 // before are poisoned, and their record is dropped so that later reads
-// start a clean one.
+// start a clean one. The cost: an acknowledgement waits behind a request
+// that is being written, such as a large Put held up by flow control.
 func (c *Client) invalidate(cn *conn, keys [][]byte) error {
 	c.smu.Lock()
 	defer c.smu.Unlock()
