@@ -351,6 +351,28 @@ func (c *Client) beginWriteFetch(key string) *fetch {
 	return f
 }
 
+// send begins key's fetch record and writes req, under c.smu, so that
+// requests reach the server in the order their records were begun. For a
+// write or an acquisition (change), the client first drops its own entry
+// and poisons reads in flight (see beginWriteFetch). It returns the record,
+// which the caller ends with fill, the time the request was sent, and the
+// request's ID and reply channel.
+func (c *Client) send(cn *conn, key string, req protocol.Message, change bool) (f *fetch, sent time.Time, id uint64, ch chan protocol.Message, err error) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	c.imu.Lock()
+	if change {
+		f = c.beginWriteFetch(key)
+		c.cache.Remove(key)
+	} else {
+		f = c.beginFetch(key)
+	}
+	c.imu.Unlock()
+	sent = c.clock.Now()
+	id, ch, err = cn.start(req)
+	return f, sent, id, ch, err
+}
+
 // endFetch must be called with c.imu held.
 func (c *Client) endFetch(key string, f *fetch) {
 	f.n--
@@ -391,13 +413,7 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 	if have {
 		req.Revalidate, req.Known = true, old.Version
 	}
-	c.smu.Lock()
-	c.imu.Lock()
-	f := c.beginFetch(key)
-	c.imu.Unlock()
-	sent := c.clock.Now()
-	id, ch, err := cn.start(req)
-	c.smu.Unlock()
+	f, sent, id, ch, err := c.send(cn, key, req, false)
 	var m protocol.Message
 	if err == nil {
 		m, err = cn.await(ctx, id, ch)
@@ -492,14 +508,7 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 			return 0, fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
 		}
 	}
-	c.smu.Lock()
-	c.imu.Lock()
-	f := c.beginWriteFetch(key)
-	c.cache.Remove(key)
-	c.imu.Unlock()
-	sent := c.clock.Now()
-	id, ch, err := cn.start(req)
-	c.smu.Unlock()
+	f, sent, id, ch, err := c.send(cn, key, req, true)
 	var m protocol.Message
 	if err == nil {
 		m, err = cn.awaitWrite(ctx, id, ch)

@@ -50,14 +50,7 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 	c.wmu.Lock()
 	c.acquiring[key]++
 	c.wmu.Unlock()
-	c.smu.Lock()
-	c.imu.Lock()
-	f := c.beginWriteFetch(key)
-	c.cache.Remove(key)
-	c.imu.Unlock()
-	sent := c.clock.Now()
-	id, ch, err := cn.start(req)
-	c.smu.Unlock()
+	f, sent, id, ch, err := c.send(cn, key, req, true)
 	var m protocol.Message
 	if err == nil {
 		m, err = cn.awaitWrite(ctx, id, ch)
