@@ -253,21 +253,11 @@ func (c *Client) recall(key string, token uint64) {
 		return
 	}
 	c.emit(Event{Kind: EventWriteLeaseLost, Keys: []string{key}})
-	c.imu.Lock()
-	if c.closed {
-		c.imu.Unlock()
-		return // Close relinquishes everything
-	}
-	c.wg.Add(1) // under imu and before closed: never concurrent with Close's Wait
-	c.imu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-		defer cancel()
+	c.background(func(ctx context.Context) {
 		if err := wl.relinquish(ctx); err != nil {
 			c.log.Debug("release after recall failed", "key", key, "err", err)
 		}
-	}()
+	})
 }
 
 // releaseUnknown relinquishes, in the background, a write lease this client
@@ -277,20 +267,29 @@ func (c *Client) releaseUnknown(key string, token uint64) {
 	if err != nil {
 		return
 	}
+	c.background(func(ctx context.Context) {
+		if _, err := cn.call(ctx, &protocol.ReleaseWrite{Key: []byte(key), Token: token}); err != nil {
+			c.log.Debug("release of an unknown write lease failed", "key", key, "err", err)
+		}
+	})
+}
+
+// background runs f on a goroutine that Close waits for, with a context
+// that ends at Close or after 10 s. Once the client is closed it does
+// nothing: Close relinquishes every lease itself.
+func (c *Client) background(f func(ctx context.Context)) {
 	c.imu.Lock()
 	if c.closed {
 		c.imu.Unlock()
 		return
 	}
-	c.wg.Add(1) // under imu and before closed: never concurrent with Close's Wait
+	c.wg.Add(1) // under imu, before closed is set: never concurrent with Close's Wait
 	c.imu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 		defer cancel()
-		if _, err := cn.call(ctx, &protocol.ReleaseWrite{Key: []byte(key), Token: token}); err != nil {
-			c.log.Debug("release of an unknown write lease failed", "key", key, "err", err)
-		}
+		f(ctx)
 	}()
 }
 
