@@ -693,50 +693,47 @@ func (t *Table) Tick(now time.Time) Effects {
 	return eff
 }
 
-// leaseHeap orders leases by expiry.
-type leaseHeap []*lease
+// leaseHeap orders leases by expiry; opHeap orders ops by deadline.
+type (
+	leaseHeap = timeHeap[*lease]
+	opHeap    = timeHeap[*Op]
+)
 
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].expiry.Before(h[j].expiry) }
-func (h leaseHeap) Swap(i, j int) {
+func (l *lease) at() time.Time { return l.expiry }
+func (l *lease) slot() *int    { return &l.heapIndex }
+func (o *Op) at() time.Time    { return o.Deadline }
+func (o *Op) slot() *int       { return &o.heapIndex }
+
+// timed is an item of a timeHeap: its time, and where it keeps its index in
+// the heap (-1 when it is in none).
+type timed interface {
+	at() time.Time
+	slot() *int
+}
+
+// timeHeap is a container/heap min-heap by time that keeps each item's
+// index current, so that an item can be fixed or removed in O(log n).
+type timeHeap[T timed] []T
+
+func (h timeHeap[T]) Len() int           { return len(h) }
+func (h timeHeap[T]) Less(i, j int) bool { return h[i].at().Before(h[j].at()) }
+func (h timeHeap[T]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIndex = i
-	h[j].heapIndex = j
+	*h[i].slot() = i
+	*h[j].slot() = j
 }
-func (h *leaseHeap) Push(x any) {
-	l := x.(*lease)
-	l.heapIndex = len(*h)
-	*h = append(*h, l)
+func (h *timeHeap[T]) Push(x any) {
+	item := x.(T)
+	*item.slot() = len(*h)
+	*h = append(*h, item)
 }
-func (h *leaseHeap) Pop() any {
+func (h *timeHeap[T]) Pop() any {
 	old := *h
-	l := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	l.heapIndex = -1
-	return l
-}
-
-// opHeap orders ops by deadline.
-type opHeap []*Op
-
-func (h opHeap) Len() int           { return len(h) }
-func (h opHeap) Less(i, j int) bool { return h[i].Deadline.Before(h[j].Deadline) }
-func (h opHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIndex = i
-	h[j].heapIndex = j
-}
-func (h *opHeap) Push(x any) {
-	op := x.(*Op)
-	op.heapIndex = len(*h)
-	*h = append(*h, op)
-}
-func (h *opHeap) Pop() any {
-	old := *h
-	op := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	op.heapIndex = -1
-	return op
+	n := len(old) - 1
+	item := old[n]
+	var zero T
+	old[n] = zero
+	*h = old[:n]
+	*item.slot() = -1
+	return item
 }
