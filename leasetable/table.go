@@ -185,6 +185,19 @@ func New(cfg Config) *Table {
 // restart can still be live. Reads and grants are not affected.
 func (t *Table) SetWriteBarrier(at time.Time) { t.barrier = at }
 
+// LatestExpiry returns the time until which the last of the outstanding
+// read and write leases is live (ε included), or the zero time if there is
+// none. It walks every lease: it is for shutdown, not for a hot path.
+func (t *Table) LatestExpiry() time.Time {
+	var latest time.Time
+	for _, l := range t.leases {
+		if l.expiry.After(latest) {
+			latest = l.expiry
+		}
+	}
+	return latest
+}
+
 // Stats returns the Table's counters.
 func (t *Table) Stats() Stats {
 	s := t.stats

@@ -1214,3 +1214,26 @@ func TestStats(t *testing.T) {
 		t.Fatalf("Stats %+v; want 3 invalidations sent (A, B on a; C on w), 1 dropped by its own write, 2 expired, 1 recall", s)
 	}
 }
+
+// TestLatestExpiry: the latest end of any outstanding lease, read or
+// write, ε included; none once they are relinquished.
+func TestLatestExpiry(t *testing.T) {
+	h := newHarness(t, sA, sB)
+	if got := h.tab.LatestExpiry(); !got.IsZero() {
+		t.Fatalf("empty table: %v", got)
+	}
+	h.grant(sA, "a")
+	h.at(time.Second).grant(sB, "b")
+	if got, want := h.tab.LatestExpiry(), t0.Add(time.Second+term+eps); !got.Equal(want) {
+		t.Fatalf("two read leases: %v, want %v", got, want)
+	}
+	h.at(2*time.Second).mustAcquire(sA, "w", 1)
+	if got, want := h.tab.LatestExpiry(), t0.Add(2*time.Second+term+eps); !got.Equal(want) {
+		t.Fatalf("with a write lease: %v, want %v", got, want)
+	}
+	h.close(sA, true)
+	h.close(sB, true)
+	if got := h.tab.LatestExpiry(); !got.IsZero() {
+		t.Fatalf("after every lease was relinquished: %v", got)
+	}
+}

@@ -68,6 +68,13 @@ type Config struct {
 	// MaxSessions is how many sessions the server holds at once. Default
 	// DefaultMaxSessions.
 	MaxSessions int
+	// HorizonStep is how far past the longest lease (the longest term plus
+	// Epsilon) the server moves the lease horizon each time it persists it
+	// (DESIGN §7). A longer step persists less often; a shorter one shortens
+	// the wait for writes after a crash, which is at most the longest lease
+	// plus the step. Zero means a quarter of the longest lease, and at
+	// least 100 ms.
+	HorizonStep time.Duration
 	// IdleTimeout closes a connection that has been silent this long.
 	// Clients send keep-alives well within it. Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
@@ -109,6 +116,9 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.HorizonStep == 0 {
+		c.HorizonStep = max((c.maxTerm()+c.Epsilon)/4, 100*time.Millisecond)
+	}
 	c.Clock = clock.OrReal(c.Clock)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -131,6 +141,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("max sessions %d is negative", c.MaxSessions)
 	case c.IdleTimeout < 0:
 		return fmt.Errorf("idle timeout %v is negative", c.IdleTimeout)
+	case c.HorizonStep < 0:
+		return fmt.Errorf("horizon step %v is negative", c.HorizonStep)
 	}
 	seen := make(map[string]bool)
 	for _, p := range c.PrefixTerms {
@@ -200,6 +212,14 @@ type Server struct {
 	mu    sync.Mutex // guards table
 	table *leasetable.Table
 
+	// The lease horizon (DESIGN §7): no lease this run grants lives past
+	// it, so after a crash writes wait only until it has passed.
+	life        time.Duration // the longest a lease lives: the longest term plus ε
+	horizon     atomic.Int64  // the persisted horizon, wall clock in Unix ns
+	horizonMu   sync.Mutex    // serializes persisting it
+	horizonKick chan struct{} // asks horizonLoop to move it ahead; capacity 1
+	barrier     time.Time     // the horizon an earlier run left, while it is ahead; writes wait for it
+
 	smu      sync.Mutex // guards sessions and closing
 	sessions map[leasetable.SessionID]*session
 	closing  bool
@@ -244,7 +264,7 @@ func New(cfg Config) (*Server, error) {
 	tlsConf.MinVersion = tls.VersionTLS13
 	tlsConf.NextProtos = []string{protocol.ALPN}
 
-	st, err := openStore(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, cfg.maxTerm()+cfg.Epsilon, cfg.Clock.Now())
+	st, err := openStore(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, cfg.Clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("leased: %w", err)
 	}
@@ -281,22 +301,107 @@ func New(cfg Config) (*Server, error) {
 		sessions: make(map[leasetable.SessionID]*session),
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
+
+		life:        cfg.maxTerm() + cfg.Epsilon,
+		horizonKick: make(chan struct{}, 1),
 	}
 	s.commits.init()
 	s.started = s.clock.Now()
-	if st.restarted {
-		// Read leases are soft state: a lease granted before the restart
-		// may still be live for up to a full term plus ε of the run that
-		// granted it (see openStore). Hold writes until then; reads are
-		// served at once.
-		s.table.SetWriteBarrier(s.started.Add(st.hold))
+	if !st.horizon.IsZero() {
+		s.horizon.Store(st.horizon.UnixNano())
+	}
+	if st.hold > 0 {
+		// Read leases are soft state: a lease an earlier run granted may be
+		// live until the horizon it persisted. Hold writes until then;
+		// reads are served at once.
+		s.barrier = s.started.Add(st.hold)
+		s.table.SetWriteBarrier(s.barrier)
 		s.log.Info("restarted: holding writes until leases granted before the restart have expired",
 			"wait", st.hold)
 	}
-	s.loops.Add(2)
+	s.loops.Add(3)
 	go s.timerLoop()
 	go s.commitLoop()
+	go s.horizonLoop()
 	return s, nil
+}
+
+// ensureHorizon makes sure that the persisted lease horizon covers every
+// lease granted at now. It persists a new horizon only when one could
+// outlive the current one, which a background move ahead (horizonLoop)
+// normally prevents: the usual cost is one atomic load. Callers call it
+// before they grant or extend a lease at now, and grant none if it fails.
+func (s *Server) ensureHorizon(now time.Time) error {
+	need := now.Add(s.life).UnixNano()
+	h := s.horizon.Load()
+	if need <= h {
+		if h-need < int64(s.cfg.HorizonStep/2) {
+			select {
+			case s.horizonKick <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	}
+	return s.advanceHorizon(now, 0)
+}
+
+// advanceHorizon persists a horizon a full step past now's longest lease,
+// unless the current one already reaches ahead past it.
+func (s *Server) advanceHorizon(now time.Time, ahead time.Duration) error {
+	s.horizonMu.Lock()
+	defer s.horizonMu.Unlock()
+	if now.Add(s.life+ahead).UnixNano() <= s.horizon.Load() {
+		return nil
+	}
+	h := now.Add(s.life + s.cfg.HorizonStep)
+	if err := s.store.setHorizon(h, now); err != nil {
+		s.log.Error("cannot persist the lease horizon; reads are served without leases", "err", err)
+		return fmt.Errorf("%w: persist the lease horizon: %v", errInternal, err)
+	}
+	s.horizon.Store(h.UnixNano())
+	return nil
+}
+
+// horizonLoop moves the horizon ahead when leases granted near it ask, so
+// that grants seldom wait for it to be persisted.
+func (s *Server) horizonLoop() {
+	defer s.loops.Done()
+	for {
+		select {
+		case <-s.commits.closed:
+			return
+		case <-s.horizonKick:
+			s.advanceHorizon(s.clock.Now(), s.cfg.HorizonStep/2)
+		}
+	}
+}
+
+// lowerHorizon persists, once no lease can be granted any more, the
+// earliest horizon that still covers every live lease: the latest expiry in
+// the table, or the horizon an earlier run left. When every holder
+// relinquished its leases, the next run does not hold writes at all.
+func (s *Server) lowerHorizon() error {
+	s.horizonMu.Lock()
+	defer s.horizonMu.Unlock()
+	now := s.clock.Now()
+	s.mu.Lock()
+	h := s.table.LatestExpiry()
+	s.mu.Unlock()
+	if s.barrier.After(h) {
+		h = s.barrier
+	}
+	if h.Before(now) {
+		h = now
+	}
+	if s.horizon.Load() == 0 || h.UnixNano() >= s.horizon.Load() {
+		return nil
+	}
+	if err := s.store.setHorizon(h, now); err != nil {
+		return err
+	}
+	s.horizon.Store(h.UnixNano())
+	return nil
 }
 
 // Addr returns the address the server listens on.
@@ -476,6 +581,9 @@ func (s *Server) Close() error {
 		s.loops.Wait()
 		s.tr.Close()
 		s.udp.Close()
+		if err := s.lowerHorizon(); err != nil {
+			s.log.Warn("cannot lower the lease horizon; the next start holds writes until it", "err", err)
+		}
 		s.closeErr = s.store.close()
 	})
 	return s.closeErr
@@ -581,19 +689,29 @@ func (s *Server) commitLoop() {
 		}
 		s.store.apply(muts)
 		now := s.clock.Now()
+		// A writer gets a fresh read lease, and an acquirer its write lease,
+		// only under the horizon.
+		horizonErr := s.ensureHorizon(now)
 		var effs []leasetable.Effects
 		s.mu.Lock()
 		for _, op := range batch {
 			p := op.Data.(*pendingOp)
 			var eff leasetable.Effects
 			if op.Kind == leasetable.OpAcquire {
+				if p.mut.err == nil && horizonErr != nil {
+					p.mut.err = horizonErr
+				}
 				var token uint64
 				if p.mut.err == nil {
 					token = p.mut.token
 				}
 				eff = s.table.DoneAcquire(op, token, s.cfg.writeTermFor(op.Key), now)
 			} else {
-				p.term, eff = s.table.Done(op, p.mut.err == nil, s.cfg.termFor(op.Key), now)
+				term := s.cfg.termFor(op.Key)
+				if horizonErr != nil {
+					term = 0
+				}
+				p.term, eff = s.table.Done(op, p.mut.err == nil, term, now)
 			}
 			s.enqueueReady(eff)
 			effs = append(effs, eff)
@@ -652,10 +770,8 @@ func (s *Server) Stats() *protocol.StatsReply {
 		DefaultTerm:          s.cfg.LeaseTerm,
 		Epsilon:              s.cfg.Epsilon,
 	}
-	if s.store.restarted {
-		if left := s.started.Add(s.store.hold).Sub(now); left > 0 {
-			st.WritesAllowedIn = left
-		}
+	if left := s.barrier.Sub(now); !s.barrier.IsZero() && left > 0 {
+		st.WritesAllowedIn = left
 	}
 	for t := range protocol.NumTypes {
 		if n := s.msgsIn[t].Load(); n > 0 {

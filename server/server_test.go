@@ -198,37 +198,6 @@ func TestAbandonedAtDeadline(t *testing.T) {
 	}
 }
 
-// TestRestartHoldsWrites: after a restart, reads are served at once with
-// leases, and writes wait until a full term plus ε has passed.
-func TestRestartHoldsWrites(t *testing.T) {
-	dir := t.TempDir()
-	term := 10 * time.Second
-	fc := clock.NewFake()
-	first, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Clock: fc, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Close(); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServer(t, dir, fc, term)
-	c := dialRaw(t, srv)
-	if r := c.get("k"); r.Term != term {
-		t.Fatalf("read after restart got term %v, want %v", r.Term, term)
-	}
-	c.send(&protocol.Write{ID: 50, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("v")})
-	waitFor(t, "the write to be held", func() bool { return srv.Stats().WritesWaiting == 1 })
-	fc.Advance(term + 100*time.Millisecond - time.Millisecond)
-	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
-	if n := srv.Stats().WritesWaiting; n != 1 {
-		t.Fatalf("write committed %v after restart, before term+ε", term)
-	}
-	fc.Advance(time.Millisecond)
-	if r, ok := c.recv().(*protocol.WriteReply); !ok || r.ID != 50 {
-		t.Fatalf("want the write reply, got %#v", r)
-	}
-}
-
 // TestPrefixTerms: the longest matching prefix sets a key's term, a term of
 // 0 means never cached, renewals use each key's own term, and a write waits
 // out the lease of its key's term.

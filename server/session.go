@@ -198,11 +198,13 @@ func (ss *session) handle(m protocol.Message) bool {
 			break
 		}
 		now := s.clock.Now()
-		s.mu.Lock()
 		terms := make([]time.Duration, len(keys))
-		for i, k := range keys {
-			terms[i] = s.cfg.termFor(k)
+		if s.ensureHorizon(now) == nil {
+			for i, k := range keys {
+				terms[i] = s.cfg.termFor(k)
+			}
 		}
+		s.mu.Lock()
 		s.table.Renew(ss.id, keys, terms, now)
 		s.mu.Unlock()
 		s.poke()
@@ -293,9 +295,13 @@ func (ss *session) get(m *protocol.Get) protocol.Message {
 		return errorReply(m.ID, err)
 	}
 	now := s.clock.Now()
-	s.mu.Lock()
 	key := string(m.Key)
-	term := s.table.Grant(ss.id, key, s.cfg.termFor(key), now)
+	term := s.cfg.termFor(key)
+	if term > 0 && s.ensureHorizon(now) != nil {
+		term = 0 // served, but not cached
+	}
+	s.mu.Lock()
+	term = s.table.Grant(ss.id, key, term, now)
 	s.mu.Unlock()
 	if term > 0 {
 		s.poke()

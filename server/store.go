@@ -16,16 +16,15 @@ import (
 // Keys of the badger database. Data keys are prefixed so that metadata can
 // never collide with a user key.
 var (
-	dataPrefix  = []byte("d/")
-	metaRev     = []byte("m/rev")
-	metaFence   = []byte("m/fence")
-	metaStarted = []byte("m/started")
-	// The restart hold: the term+ε of the run that last opened the
-	// database, and the wall-clock time (Unix ns) until which that run held
-	// writes, with the length of that hold. See openStore.
-	metaLeaseWait = []byte("m/leasewait")
-	metaHorizon   = []byte("m/horizon")
-	metaHoldSpan  = []byte("m/holdspan")
+	dataPrefix = []byte("d/")
+	metaRev    = []byte("m/rev")
+	metaFence  = []byte("m/fence")
+	// The lease horizon (DESIGN §7): a wall-clock time (Unix ns) after
+	// which no lease granted by an earlier run can still be live, and how
+	// far past the moment it was written it reached (ns), which bounds the
+	// wait when the wall clock has stepped back since.
+	metaHorizon     = []byte("m/horizon")
+	metaHorizonSpan = []byte("m/horizonspan")
 )
 
 // record is the committed state of one key. A missing key has Version 0, or
@@ -50,8 +49,8 @@ type mutation struct {
 	err     error
 }
 
-// store keeps committed values, the revision counter and the fencing token
-// counter in badger, with synchronous writes.
+// store keeps committed values, the revision counter, the fencing token
+// counter and the lease horizon in badger, with synchronous writes.
 type store struct {
 	db *badger.DB
 
@@ -59,20 +58,18 @@ type store struct {
 	rev   uint64
 	fence uint64
 
-	restarted bool          // the folder held a database before this open
-	hold      time.Duration // restarted: how long after now (given to openStore) writes must wait
+	// horizon is the lease horizon found when the store was opened, and
+	// hold how long after the open (its now) writes must wait for it; 0 if
+	// it had passed or none was recorded.
+	horizon time.Time
+	hold    time.Duration
 }
 
-// openStore opens the database in dir. wait is the term+ε of the leases
-// this run grants, and now the wall-clock time.
-//
-// On a restart, leases granted before it may still be live: those of the
-// previous run for its own term+ε (recorded at its open, so a restart with
-// a shorter term does not shorten the wait), and, if the previous run ended
-// before its own hold was over, those that hold protected. hold is the
-// longer of the two; the carried part is bounded by its original length, so
-// a wall clock that stepped back cannot stretch it.
-func openStore(dir string, logger *slog.Logger, wait time.Duration, now time.Time) (*store, error) {
+// openStore opens the database in dir, and reads the lease horizon an
+// earlier run left, with now the wall-clock time. The wait for it is
+// bounded by how far ahead it reached when it was written, so a wall clock
+// that stepped back cannot stretch it.
+func openStore(dir string, logger *slog.Logger, now time.Time) (*store, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithLogger(badgerLogger{logger}).
@@ -91,7 +88,7 @@ func openStore(dir string, logger *slog.Logger, wait time.Duration, now time.Tim
 		return nil, fmt.Errorf("open database in %s: %w", dir, err)
 	}
 	s := &store{db: db}
-	err = db.Update(func(txn *badger.Txn) error {
+	err = db.View(func(txn *badger.Txn) error {
 		var err error
 		if s.rev, err = getUint(txn, metaRev); err != nil {
 			return err
@@ -99,50 +96,35 @@ func openStore(dir string, logger *slog.Logger, wait time.Duration, now time.Tim
 		if s.fence, err = getUint(txn, metaFence); err != nil {
 			return err
 		}
-		switch _, err := txn.Get(metaStarted); {
-		case err == nil:
-			s.restarted = true
-		case !errors.Is(err, badger.ErrKeyNotFound):
+		horizon, err := getUint(txn, metaHorizon)
+		if err != nil || horizon == 0 {
 			return err
 		}
-		prevWait, err := getUint(txn, metaLeaseWait)
+		span, err := getUint(txn, metaHorizonSpan)
 		if err != nil {
 			return err
 		}
-		prevHorizon, err := getUint(txn, metaHorizon)
-		if err != nil {
-			return err
-		}
-		prevSpan, err := getUint(txn, metaHoldSpan)
-		if err != nil {
-			return err
-		}
-		if s.restarted {
-			if prevWait == 0 {
-				prevWait = uint64(wait) // written before the wait was recorded
-			}
-			s.hold = time.Duration(prevWait)
-			if prevHorizon > 0 {
-				carry := time.Duration(int64(prevHorizon) - now.UnixNano())
-				s.hold = max(s.hold, min(carry, time.Duration(prevSpan)))
-			}
-			if err := putUint(txn, metaHorizon, uint64(now.UnixNano()+int64(s.hold))); err != nil {
-				return err
-			}
-			if err := putUint(txn, metaHoldSpan, uint64(s.hold)); err != nil {
-				return err
-			}
-		}
-		if err := putUint(txn, metaLeaseWait, uint64(wait)); err != nil {
-			return err
-		}
-		return txn.Set(metaStarted, []byte{1})
+		s.horizon = time.Unix(0, int64(horizon))
+		s.hold = min(s.horizon.Sub(now), time.Duration(span))
+		s.hold = max(s.hold, 0)
+		return nil
 	})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("read database metadata in %s: %w", dir, err)
 	}
 	return s, nil
+}
+
+// setHorizon persists the lease horizon h, written at now, and returns
+// once it is durable.
+func (s *store) setHorizon(h, now time.Time) error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		if err := putUint(txn, metaHorizon, uint64(h.UnixNano())); err != nil {
+			return err
+		}
+		return putUint(txn, metaHorizonSpan, uint64(max(h.Sub(now), 0)))
+	})
 }
 
 func (s *store) close() error { return s.db.Close() }

@@ -12,7 +12,7 @@ import (
 
 func openTestStore(t *testing.T, dir string) *store {
 	t.Helper()
-	st, err := openStore(dir, quietLogger(), time.Second, time.Now())
+	st, err := openStore(dir, quietLogger(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

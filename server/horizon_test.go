@@ -1,0 +1,256 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/protocol"
+)
+
+// The lease horizon (DESIGN §7), on a fake clock. A crash is simulated by
+// putting back, after Close, the horizon the server had persisted while it
+// ran: Close itself lowers it to what the lease table still needs, which a
+// crash would not do.
+
+const eps = 100 * time.Millisecond
+
+// persistedHorizon reads the lease horizon from srv's database, or from a
+// closed one in dir.
+func persistedHorizon(t *testing.T, db *badger.DB) time.Time {
+	t.Helper()
+	var h uint64
+	err := db.View(func(txn *badger.Txn) error {
+		var err error
+		h, err = getUint(txn, metaHorizon)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(h))
+}
+
+// crashedAt makes the closed database in dir look as if the server had
+// crashed with horizon h persisted, written at now.
+func crashedAt(t *testing.T, dir string, h, now time.Time) {
+	t.Helper()
+	st, err := openStore(dir+"/db", quietLogger(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.setHorizon(h, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *Server {
+	t.Helper()
+	srv, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Epsilon: eps, Clock: fc, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// TestHorizonCoversEveryGrant: before any lease is granted, the persisted
+// horizon covers it; the horizon moves in steps, far fewer times than there
+// are grants; a server that never granted a lease persists none.
+func TestHorizonCoversEveryGrant(t *testing.T) {
+	fc := clock.NewFake()
+	const term = 2 * time.Second
+	srv := startServer(t, t.TempDir(), fc, term)
+	c := dialRaw(t, srv)
+	c.send(&protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
+	if _, ok := c.recv().(*protocol.WriteReply); !ok {
+		t.Fatal("want a write reply")
+	}
+	// The writer got a fresh lease with its write, so a horizon exists.
+	if h := persistedHorizon(t, srv.store.db); h.Before(fc.Now().Add(term + eps)) {
+		t.Fatalf("after a write with a lease, horizon %v is before its expiry %v", h, fc.Now().Add(term+eps))
+	}
+
+	step := srv.cfg.HorizonStep
+	const grants = 2000
+	const every = 10 * time.Millisecond
+	moves := 0
+	last := persistedHorizon(t, srv.store.db)
+	for i := range grants {
+		now := fc.Now()
+		if r := c.get("k"); r.Term != term {
+			t.Fatalf("grant %d: term %v", i, r.Term)
+		}
+		h := persistedHorizon(t, srv.store.db)
+		if h.Before(now.Add(term + eps)) {
+			t.Fatalf("grant %d at %v lives until %v, past the persisted horizon %v", i, now, now.Add(term+eps), h)
+		}
+		if !h.Equal(last) {
+			moves++
+			last = h
+		}
+		fc.Advance(every)
+	}
+	// The background move comes when less than half a step is left, so at
+	// most one move per half step of time, and a few more for scheduling.
+	span := time.Duration(grants) * every
+	if limit := int(span/(step/2)) + 3; moves > limit {
+		t.Fatalf("the horizon moved %d times for %d grants over %v (step %v), want at most %d", moves, grants, span, step, limit)
+	}
+	t.Logf("%d grants over %v: horizon persisted %d times (step %v)", grants, span, moves, step)
+}
+
+// TestHorizonNotPersistedWithoutLeases: a server that grants no lease (all
+// keys uncached) writes no horizon, so a crash holds no writes after it.
+func TestHorizonNotPersistedWithoutLeases(t *testing.T) {
+	fc := clock.NewFake()
+	dir := t.TempDir()
+	srv, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: time.Second, Epsilon: eps, Clock: fc, Logger: quietLogger(),
+		PrefixTerms: []PrefixTerm{{Prefix: "", Term: 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(t.Context())
+	c := dialRaw(t, srv)
+	if r := c.get("k"); r.Term != 0 {
+		t.Fatalf("term %v for an uncached key", r.Term)
+	}
+	if h := persistedHorizon(t, srv.store.db); !h.IsZero() {
+		t.Fatalf("horizon %v persisted with no lease granted", h)
+	}
+	srv.Close()
+	srv = newServer(t, dir, fc, time.Second)
+	defer srv.Close()
+	if left := srv.Stats().WritesAllowedIn; left != 0 {
+		t.Fatalf("writes held for %v after a run that granted no lease", left)
+	}
+}
+
+// TestRestartAfterCrash: after a crash, a write waits exactly until the
+// persisted horizon: not a moment less, not at all if it passed while the
+// server was down, not less with a shorter term, and no longer than the
+// horizon reached when written if the wall clock stepped back.
+func TestRestartAfterCrash(t *testing.T) {
+	const term = 10 * time.Second
+	// run grants a lease at the fake clock's start and crashes; it returns
+	// the data folder, the fake clock and the horizon left behind.
+	run := func(t *testing.T) (string, *clock.Fake, time.Time) {
+		dir := t.TempDir()
+		fc := clock.NewFake()
+		srv := newServer(t, dir, fc, term)
+		go srv.Serve(t.Context())
+		c := dialRaw(t, srv)
+		granted := fc.Now()
+		c.get("k")
+		h := persistedHorizon(t, srv.store.db)
+		if h.Before(granted.Add(term + eps)) {
+			t.Fatalf("horizon %v before the lease's end %v", h, granted.Add(term+eps))
+		}
+		c.qc.CloseWithError(0, "")
+		srv.Close()
+		crashedAt(t, dir, h, granted)
+		return dir, fc, h
+	}
+	writeAt := func(t *testing.T, srv *Server, fc *clock.Fake, h time.Time) {
+		t.Helper()
+		c := dialRaw(t, srv)
+		if r := c.get("k"); r.Term == 0 {
+			t.Fatal("reads after a restart must be served with leases")
+		}
+		c.send(&protocol.Write{ID: 9, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("v")})
+		waitFor(t, "the write to be held", func() bool { return srv.Stats().WritesWaiting == 1 })
+		fc.Advance(h.Sub(fc.Now()) - time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+		if n := srv.Stats().WritesWaiting; n != 1 {
+			t.Fatalf("a write committed before the horizon %v", h)
+		}
+		fc.Advance(time.Millisecond)
+		if r, ok := c.recv().(*protocol.WriteReply); !ok || r.ID != 9 {
+			t.Fatalf("want the write reply, got %#v", r)
+		}
+	}
+
+	t.Run("waits until the horizon", func(t *testing.T) {
+		dir, fc, h := run(t)
+		fc.Advance(time.Second) // down for a second
+		srv := startServer(t, dir, fc, term)
+		if got, want := srv.Stats().WritesAllowedIn, h.Sub(fc.Now()); got != want {
+			t.Fatalf("writes allowed in %v, want %v", got, want)
+		}
+		writeAt(t, srv, fc, h)
+	})
+	t.Run("shorter term does not shorten it", func(t *testing.T) {
+		dir, fc, h := run(t)
+		srv := startServer(t, dir, fc, time.Second)
+		writeAt(t, srv, fc, h)
+	})
+	t.Run("passed while down", func(t *testing.T) {
+		dir, fc, h := run(t)
+		fc.Advance(h.Sub(fc.Now()))
+		srv := startServer(t, dir, fc, term)
+		if left := srv.Stats().WritesAllowedIn; left != 0 {
+			t.Fatalf("writes held for %v after the horizon passed", left)
+		}
+		c := dialRaw(t, srv)
+		c.send(&protocol.Write{ID: 9, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
+		if r, ok := c.recv().(*protocol.WriteReply); !ok || r.Waited != 0 {
+			t.Fatalf("want an immediate write reply, got %#v", r)
+		}
+	})
+	t.Run("wall clock stepped back", func(t *testing.T) {
+		dir, _, h := run(t)
+		back := clockwork.NewFakeClockAt(clock.NewFake().Now().Add(-time.Hour)) // before the crashed run began
+		srv := startServer(t, dir, back, term)
+		// The wait is bounded by how far the horizon reached when written.
+		if left := srv.Stats().WritesAllowedIn; left <= 0 || left > term+eps+srv.cfg.HorizonStep {
+			t.Fatalf("writes held for %v after the clock stepped back; horizon %v", left, h)
+		}
+	})
+}
+
+// TestCloseLowersHorizon: a server that closes knows which leases are
+// still live, and persists a horizon that covers exactly those: a restart
+// waits for the lease of a client that was cut off, and not at all when
+// every holder relinquished its leases.
+func TestCloseLowersHorizon(t *testing.T) {
+	const term = 10 * time.Second
+	t.Run("live lease", func(t *testing.T) {
+		dir, fc := t.TempDir(), clock.NewFake()
+		srv := newServer(t, dir, fc, term)
+		go srv.Serve(t.Context())
+		c := dialRaw(t, srv)
+		granted := fc.Now()
+		c.get("k")
+		fc.Advance(3 * time.Second)
+		srv.Close()
+		srv = startServer(t, dir, fc, term)
+		if got, want := srv.Stats().WritesAllowedIn, granted.Add(term+eps).Sub(fc.Now()); got != want {
+			t.Fatalf("writes allowed in %v, want %v: the rest of the live lease", got, want)
+		}
+	})
+	t.Run("all relinquished", func(t *testing.T) {
+		dir, fc := t.TempDir(), clock.NewFake()
+		srv := newServer(t, dir, fc, term)
+		go srv.Serve(t.Context())
+		c := dialRaw(t, srv)
+		c.get("k")
+		c.send(&protocol.Goodbye{ID: c.id()})
+		if _, ok := c.recv().(*protocol.OK); !ok {
+			t.Fatal("want OK to goodbye")
+		}
+		waitFor(t, "the lease to be relinquished", func() bool { return srv.Stats().Leases == 0 })
+		srv.Close()
+		srv = startServer(t, dir, fc, term)
+		if left := srv.Stats().WritesAllowedIn; left != 0 {
+			t.Fatalf("writes held for %v though every lease was relinquished", left)
+		}
+	})
+}
