@@ -457,17 +457,17 @@ func (s *Server) serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("leased: accept: %w", err)
 		}
-		s.admit(conn)
+		s.admit(quicConn{conn})
 	}
 }
 
 // admit starts a session for conn, or refuses it when the server is full or
 // closing.
-func (s *Server) admit(conn *quic.Conn) {
+func (s *Server) admit(conn conn) {
 	s.smu.Lock()
 	if s.closing {
 		s.smu.Unlock()
-		conn.CloseWithError(quic.ApplicationErrorCode(protocol.CodeClosed), "server is shutting down")
+		conn.CloseWithError(protocol.CodeClosed, "server is shutting down")
 		return
 	}
 	if len(s.sessions) >= s.cfg.MaxSessions {
@@ -573,7 +573,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.smu.Lock()
 		for _, sess := range s.sessions {
-			sess.conn.CloseWithError(quic.ApplicationErrorCode(protocol.CodeClosed), "server closed")
+			sess.conn.CloseWithError(protocol.CodeClosed, "server closed")
 		}
 		s.smu.Unlock()
 		s.serving.Wait()

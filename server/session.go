@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
 )
@@ -41,7 +39,7 @@ type pendingOp struct {
 type session struct {
 	srv  *Server
 	id   leasetable.SessionID
-	conn *quic.Conn
+	conn conn
 
 	replies *sender // on the request stream
 	notices *sender // invalidations and recalls, on their own stream
@@ -50,19 +48,19 @@ type session struct {
 	ops map[uint64]*pendingOp
 }
 
-func newSession(s *Server, conn *quic.Conn, id leasetable.SessionID) *session {
-	return &session{srv: s, id: id, conn: conn, ops: make(map[uint64]*pendingOp)}
+func newSession(s *Server, c conn, id leasetable.SessionID) *session {
+	return &session{srv: s, id: id, conn: c, ops: make(map[uint64]*pendingOp)}
 }
 
 // refuse closes a connection the server cannot take, with err's code.
 func (ss *session) refuse(err error) {
 	ss.srv.log.Warn("refusing connection", "remote", ss.conn.RemoteAddr().String(), "err", err)
-	ss.conn.CloseWithError(quic.ApplicationErrorCode(codeOf(err)), err.Error())
+	ss.conn.CloseWithError(codeOf(err), err.Error())
 }
 
 // closeWith closes the connection with err's code.
 func (ss *session) closeWith(err error) {
-	ss.conn.CloseWithError(quic.ApplicationErrorCode(codeOf(err)), err.Error())
+	ss.conn.CloseWithError(codeOf(err), err.Error())
 }
 
 // run serves the session until its connection ends.
