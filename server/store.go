@@ -54,9 +54,19 @@ type mutation struct {
 type store struct {
 	db *badger.DB
 
-	mu    sync.Mutex // guards rev and fence, and serializes commits
-	rev   uint64
-	fence uint64
+	mu    sync.Mutex // guards rev, fence, usedRev and usedFence, and serializes commits
+	rev   uint64     // the revision of the last committed write
+	fence uint64     // the last fencing token issued
+	// usedRev and usedFence are the highest revision and token handed to a
+	// transaction whose commit failed. Its outcome is unknown: badger may
+	// still replay it after a restart. Later writes never reuse them, so a
+	// version always names one value.
+	usedRev, usedFence uint64
+
+	faultMu sync.Mutex // guards fault
+	// fault, if set, is called before every commit and its error fails the
+	// commit: tests inject storage faults with it.
+	fault func() error
 
 	// horizon is the lease horizon found when the store was opened, and
 	// hold how long after the open (its now) writes must wait for it; 0 if
@@ -119,12 +129,36 @@ func openStore(dir string, logger *slog.Logger, now time.Time) (*store, error) {
 // setHorizon persists the lease horizon h, written at now, and returns
 // once it is durable.
 func (s *store) setHorizon(h, now time.Time) error {
-	return s.db.Update(func(txn *badger.Txn) error {
-		if err := putUint(txn, metaHorizon, uint64(h.UnixNano())); err != nil {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := putUint(txn, metaHorizon, uint64(h.UnixNano())); err != nil {
+		return err
+	}
+	if err := putUint(txn, metaHorizonSpan, uint64(max(h.Sub(now), 0))); err != nil {
+		return err
+	}
+	return s.commit(txn)
+}
+
+// commit commits txn, unless an injected fault fails it first.
+func (s *store) commit(txn *badger.Txn) error {
+	s.faultMu.Lock()
+	fault := s.fault
+	s.faultMu.Unlock()
+	if fault != nil {
+		if err := fault(); err != nil {
 			return err
 		}
-		return putUint(txn, metaHorizonSpan, uint64(max(h.Sub(now), 0)))
-	})
+	}
+	return txn.Commit()
+}
+
+// injectFault makes every later commit call f first and fail with its
+// error, if any; nil removes the fault. Tests call it.
+func (s *store) injectFault(f func() error) {
+	s.faultMu.Lock()
+	s.fault = f
+	s.faultMu.Unlock()
 }
 
 func (s *store) close() error { return s.db.Close() }
@@ -220,8 +254,11 @@ func (s *store) get(key []byte) (record, error) {
 // takes in one transaction, and more transactions for the rest. A
 // CompareAndSwap whose expectation fails gets errVersionMismatch and changes
 // nothing. If a transaction fails, each of its mutations gets the error and
-// none of them changes anything; mutations committed by earlier
-// transactions of the batch stand.
+// none of them is acknowledged or visible while the server runs; mutations
+// committed by earlier transactions of the batch stand. A failed commit may
+// still have reached the disk, to be replayed after a restart: like a write
+// whose reply was lost, its outcome is unknown to its writer. Its versions
+// and tokens are never reused.
 func (s *store) apply(batch []*mutation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,7 +280,7 @@ func (s *store) applyTxn(batch []*mutation) int {
 			continue
 		}
 		if err != nil {
-			err = fmt.Errorf("%w: storage: %v", errInternal, err)
+			err = fmt.Errorf("%w: storage failed to persist the change, which is not acknowledged: %v", errInternal, err)
 			for _, m := range batch[:n] {
 				m.err, m.version, m.token = err, 0, 0
 			}
@@ -256,7 +293,7 @@ func (s *store) applyTxn(batch []*mutation) int {
 // and returns its length. On error nothing is committed and the results of
 // that prefix are not set.
 func (s *store) tryTxn(batch []*mutation) (int, error) {
-	rev, fence := s.rev, s.fence
+	rev, fence := max(s.rev, s.usedRev), max(s.fence, s.usedFence)
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	n := len(batch)
@@ -289,17 +326,18 @@ func (s *store) tryTxn(batch []*mutation) (int, error) {
 		rev++
 		m.version = rev
 	}
-	if rev != s.rev {
+	if rev != max(s.rev, s.usedRev) {
 		if err := putUint(txn, metaRev, rev); err != nil {
 			return n, err
 		}
 	}
-	if fence != s.fence {
+	if fence != max(s.fence, s.usedFence) {
 		if err := putUint(txn, metaFence, fence); err != nil {
 			return n, err
 		}
 	}
-	if err := txn.Commit(); err != nil {
+	if err := s.commit(txn); err != nil {
+		s.usedRev, s.usedFence = rev, fence
 		return n, err
 	}
 	s.rev, s.fence = rev, fence

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/protocol"
+)
+
+// errDiskFull is the injected storage fault: what a write to a full disk
+// returns.
+var errDiskFull = syscall.ENOSPC
+
+func (rc *rawClient) writeOp(op protocol.WriteOp, key, value string, token uint64) protocol.Message {
+	rc.t.Helper()
+	id := rc.id()
+	m := &protocol.Write{ID: id, Op: op, Key: []byte(key), Token: token}
+	if op != protocol.OpDelete {
+		m.Value = []byte(value)
+	}
+	rc.send(m)
+	r := rc.recv()
+	if got, _ := protocol.RequestID(r); got != id {
+		rc.t.Fatalf("reply to request %d: %#v", id, r)
+	}
+	return r
+}
+
+func wantStorageError(t *testing.T, what string, r protocol.Message) {
+	t.Helper()
+	e, ok := r.(*protocol.Error)
+	if !ok || e.Code != protocol.CodeInternal || !strings.Contains(e.Message, "storage") || !strings.Contains(e.Message, errDiskFull.Error()) {
+		t.Fatalf("%s under a storage fault: got %#v, want an internal error naming the storage fault", what, r)
+	}
+}
+
+// TestStorageFault: while badger fails every commit (an injected full
+// disk), writes and write-lease grants are reported to their writers as
+// errors and never acknowledged, nothing of them is visible, and reads keep
+// being served, without leases once the horizon cannot be moved. When the
+// fault clears, writes go on with versions and tokens that were never
+// used, and after a restart nothing of the failed writes is there.
+func TestStorageFault(t *testing.T) {
+	fc := clock.NewFake()
+	const term = 2 * time.Second
+	dir := t.TempDir()
+	srv := newServer(t, dir, fc, term)
+	go srv.Serve(t.Context())
+	c := dialRaw(t, srv)
+	other := dialRaw(t, srv)
+
+	if r, ok := c.writeOp(protocol.OpPut, "k", "v1", 0).(*protocol.WriteReply); !ok || r.Version != 1 {
+		t.Fatalf("put before the fault: %#v", r)
+	}
+	c.send(&protocol.Acquire{ID: 100, Key: []byte("w")})
+	ar, ok := c.recv().(*protocol.AcquireReply)
+	if !ok || ar.Token != 1 {
+		t.Fatalf("acquire before the fault: %#v", ar)
+	}
+	c.send(&protocol.ReleaseWrite{ID: 101, Key: []byte("w"), Token: ar.Token})
+	if _, ok := c.recv().(*protocol.OK); !ok {
+		t.Fatal("release of the write lease failed")
+	}
+	horizon := persistedHorizon(t, srv.store.db)
+
+	var faults atomic.Int64
+	srv.store.injectFault(func() error { faults.Add(1); return errDiskFull })
+	wantStorageError(t, "put", c.writeOp(protocol.OpPut, "k", "v2", 0))
+	wantStorageError(t, "delete", c.writeOp(protocol.OpDelete, "k", "", 0))
+	wantStorageError(t, "put of a new key", other.writeOp(protocol.OpPut, "new", "x", 0))
+	c.send(&protocol.Acquire{ID: 102, Key: []byte("w")})
+	wantStorageError(t, "acquire", c.recv())
+	if st := srv.Stats(); st.WriteLeases != 0 || st.WritesWaiting != 0 || st.Revision != 1 {
+		t.Fatalf("after failed commits: %d write leases, %d writes waiting, revision %d; want 0, 0, 1", st.WriteLeases, st.WritesWaiting, st.Revision)
+	}
+
+	// Reads go on, and see only what was acknowledged. Within the horizon
+	// they are leased.
+	if r := other.get("k"); !r.Found || string(r.Value) != "v1" || r.Version != 1 || r.Term != term {
+		t.Fatalf("read under the fault: %+v, want v1 at version 1 with a lease", r)
+	}
+	if r := other.get("new"); r.Found {
+		t.Fatalf("a failed put is visible: %+v", r)
+	}
+	// Past the horizon no lease can be promised: reads are served uncached.
+	fc.Advance(horizon.Sub(fc.Now()))
+	if r := other.get("k"); !r.Found || string(r.Value) != "v1" || r.Term != 0 {
+		t.Fatalf("read past the horizon under the fault: %+v, want v1 with no lease", r)
+	}
+	if got := persistedHorizon(t, srv.store.db); !got.Equal(horizon) {
+		t.Fatalf("the horizon moved to %v under the fault", got)
+	}
+	if faults.Load() == 0 {
+		t.Fatal("the fault was never hit")
+	}
+
+	// The fault clears: writes go on, with fresh versions and tokens.
+	srv.store.injectFault(nil)
+	r, ok := c.writeOp(protocol.OpPut, "k", "v3", 0).(*protocol.WriteReply)
+	if !ok || r.Version <= 1 {
+		t.Fatalf("put after the fault: %#v", r)
+	}
+	if g := other.get("k"); string(g.Value) != "v3" || g.Version != r.Version || g.Term != term {
+		t.Fatalf("read after the fault: %+v, want v3 at %d with a lease", g, r.Version)
+	}
+	c.send(&protocol.Acquire{ID: 103, Key: []byte("w")})
+	if ar2, ok := c.recv().(*protocol.AcquireReply); !ok || ar2.Token <= ar.Token {
+		t.Fatalf("acquire after the fault: %#v, want a token above %d", ar2, ar.Token)
+	}
+
+	c.qc.CloseWithError(0, "")
+	other.qc.CloseWithError(0, "")
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv = startServer(t, dir, fc, term)
+	c = dialRaw(t, srv)
+	if g := c.get("k"); string(g.Value) != "v3" || g.Version != r.Version {
+		t.Fatalf("after a restart: %+v, want v3 at %d", g, r.Version)
+	}
+	if g := c.get("new"); g.Found {
+		t.Fatalf("a failed put appeared after a restart: %+v", g)
+	}
+}
+
+// TestStorageFaultVersionsNotReused: a batch whose commit failed may still
+// be replayed by badger after a restart, so its versions and tokens are
+// not handed out again.
+func TestStorageFaultVersionsNotReused(t *testing.T) {
+	st := openTestStore(t, t.TempDir())
+	defer st.close()
+	put := func(key string) *mutation {
+		m := &mutation{op: protocol.OpPut, key: []byte(key), value: []byte("v")}
+		st.apply([]*mutation{m, {}})
+		return m
+	}
+	if m := put("a"); m.err != nil || m.version != 1 {
+		t.Fatalf("first put: %+v", m)
+	}
+	st.injectFault(func() error { return errDiskFull })
+	if m := put("b"); !errors.Is(m.err, errInternal) || m.version != 0 {
+		t.Fatalf("put under the fault: %+v", m)
+	}
+	if st.revision() != 1 {
+		t.Fatalf("revision %d after a failed commit, want 1", st.revision())
+	}
+	st.injectFault(nil)
+	m := &mutation{op: protocol.OpPut, key: []byte("c"), value: []byte("v")}
+	tok := &mutation{}
+	st.apply([]*mutation{m, tok})
+	if m.err != nil || m.version != 3 || tok.token != 3 {
+		t.Fatalf("after the fault: version %d token %d err %v; want 3 and 3 (2 went to the failed commit)", m.version, tok.token, m.err)
+	}
+}
