@@ -691,7 +691,13 @@ func (s *Server) commitLoop() {
 		now := s.clock.Now()
 		// A writer gets a fresh read lease, and an acquirer its write lease,
 		// only under the horizon.
-		horizonErr := s.ensureHorizon(now)
+		var horizonErr error
+		for _, op := range batch {
+			if op.Kind == leasetable.OpAcquire || s.cfg.termFor(op.Key) > 0 {
+				horizonErr = s.ensureHorizon(now)
+				break
+			}
+		}
 		var effs []leasetable.Effects
 		s.mu.Lock()
 		for _, op := range batch {
