@@ -481,7 +481,7 @@ func TestE2ERestartKeepsState(t *testing.T) {
 	// The assertions below hold either way.
 	t.Logf("reads done %v after the restart; writes allowed in %v", time.Since(started), srv2.Stats().WritesAllowedIn)
 	v, took := timedPut(t, b, "k1", "after-restart")
-	if early := readStart.Add(term).Sub(time.Now()); early > 0 {
+	if early := time.Until(readStart.Add(term)); early > 0 {
 		t.Errorf("a write committed %v before the leases read before the restart ran out", early)
 	}
 	if took > term+defaultEps+slack {

@@ -114,6 +114,7 @@ type Config struct {
 // Stats are the Table's counters.
 type Stats struct {
 	Sessions             int    // open sessions
+	Keys                 int    // keys the Table tracks: with a lease, a write lease or an op
 	Leases               int    // outstanding read leases, unexpired
 	WriteLeases          int    // outstanding write leases
 	WritesWaiting        int    // ops queued or waiting for holders
@@ -214,6 +215,7 @@ func (t *Table) Stats() Stats {
 		}
 	}
 	s.Leases = len(t.leases) - s.WriteLeases
+	s.Keys = len(t.keys)
 	return s
 }
 

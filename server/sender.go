@@ -4,13 +4,15 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/leased/leased/protocol"
 )
 
 // sender writes frames to one stream from its own goroutine. send never
 // blocks: frames queue in memory, up to maxQueuedBytes; past that the peer
-// is not reading and overflow is called once.
+// is not reading, the sender closes, dropping what is queued, and overflow
+// is called once.
 type sender struct {
 	w        io.Writer
 	counts   *[protocol.NumTypes]atomic.Uint64
@@ -44,15 +46,21 @@ func (s *sender) send(m protocol.Message) bool {
 	var err error
 	s.buf, err = protocol.AppendFrame(s.buf, m)
 	full := len(s.buf) > maxQueuedBytes
+	if full {
+		// Whatever comes next would only pile up behind what the peer does
+		// not read.
+		s.buf = nil
+		s.closeLocked()
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return false
 	}
-	s.counts[m.Type()].Add(1)
 	if full {
 		s.over.Do(s.overflow)
 		return false
 	}
+	s.counts[m.Type()].Add(1)
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -60,13 +68,28 @@ func (s *sender) send(m protocol.Message) bool {
 	return true
 }
 
-// flush waits until what was queued has been written, or the sender closed.
-func (s *sender) flush() {
+// flush waits until what was queued has been written, the sender closed,
+// or timeout passed: a peer that does not read must not hold it up. It
+// reports whether everything queued was written.
+func (s *sender) flush(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	// The timer fires at or after deadline, and its broadcast takes s.mu, so
+	// the loop below sees the deadline passed or is woken.
+	t := time.AfterFunc(timeout, func() {
+		s.mu.Lock()
+		s.flushed.Broadcast()
+		s.mu.Unlock()
+	})
+	defer t.Stop()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for (len(s.buf) > 0 || s.writing) && !s.closed {
+		if !time.Now().Before(deadline) {
+			return false
+		}
 		s.flushed.Wait()
 	}
-	s.mu.Unlock()
+	return len(s.buf) == 0 && !s.writing
 }
 
 // run writes queued frames until close. It is the sender's one goroutine.
@@ -89,7 +112,12 @@ func (s *sender) run() {
 				return
 			}
 		}
-		spare = b
+		// Keep a large buffer only while it is in use, so that one burst
+		// does not pin megabytes for the rest of the session.
+		spare = nil
+		if cap(b) <= 64<<10 {
+			spare = b
+		}
 		s.mu.Lock()
 		s.writing = false
 		fin := s.finishing && len(s.buf) == 0
@@ -121,10 +149,14 @@ func (s *sender) finish() {
 // close stops the sender; queued frames are dropped.
 func (s *sender) close() {
 	s.mu.Lock()
+	s.closeLocked()
+	s.mu.Unlock()
+}
+
+func (s *sender) closeLocked() {
 	if !s.closed {
 		s.closed = true
 		close(s.done)
 		s.flushed.Broadcast()
 	}
-	s.mu.Unlock()
 }

@@ -37,6 +37,10 @@ const (
 	DefaultMaxInflight  = 4096
 	DefaultMaxSessions  = 10000
 	DefaultIdleTimeout  = 30 * time.Second
+	// DefaultMaxInflightBytes is the default of Config.MaxInflightBytes.
+	DefaultMaxInflightBytes = 64 << 20
+	// DefaultHelloTimeout is the default of Config.HelloTimeout.
+	DefaultHelloTimeout = 10 * time.Second
 	// MaxKeySize is the largest key, in bytes. Keys are 1 to MaxKeySize bytes.
 	MaxKeySize = 4096
 )
@@ -65,6 +69,13 @@ type Config struct {
 	// MaxInflight is how many requests one connection may have waiting for
 	// a reply. Default DefaultMaxInflight.
 	MaxInflight int
+	// MaxInflightBytes is how many bytes of values the writes of one
+	// connection may hold in the server while they wait for holders and
+	// commit; a write past it is refused with a resource-exhausted error.
+	// It bounds a session's memory, which MaxInflight times MaxValueSize
+	// would not. It must be at least MaxValueSize. Default
+	// DefaultMaxInflightBytes.
+	MaxInflightBytes int
 	// MaxSessions is how many sessions the server holds at once. Default
 	// DefaultMaxSessions.
 	MaxSessions int
@@ -78,6 +89,12 @@ type Config struct {
 	// IdleTimeout closes a connection that has been silent this long.
 	// Clients send keep-alives well within it. Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// HelloTimeout bounds the opening and the end of a session: how long a
+	// new connection may take to open its request stream and say hello, how
+	// long a client may keep its connection open after goodbye, and how long
+	// the server waits to hand its last replies to a client before it
+	// closes a connection. Default DefaultHelloTimeout.
+	HelloTimeout time.Duration
 	// TLSConfig, if set, is used instead of the self-signed files under Dir.
 	// The server sets MinVersion to TLS 1.3 and NextProtos to protocol.ALPN.
 	TLSConfig *tls.Config
@@ -116,6 +133,12 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if c.HelloTimeout == 0 {
+		c.HelloTimeout = DefaultHelloTimeout
+	}
 	if c.HorizonStep == 0 {
 		c.HorizonStep = max((c.maxTerm()+c.Epsilon)/4, 100*time.Millisecond)
 	}
@@ -141,6 +164,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("max sessions %d is negative", c.MaxSessions)
 	case c.IdleTimeout < 0:
 		return fmt.Errorf("idle timeout %v is negative", c.IdleTimeout)
+	case c.MaxInflightBytes < c.MaxValueSize:
+		return fmt.Errorf("max inflight bytes %d is less than max value size %d: a write of the largest value could never be taken", c.MaxInflightBytes, c.MaxValueSize)
+	case c.HelloTimeout < 0:
+		return fmt.Errorf("hello timeout %v is negative", c.HelloTimeout)
 	case c.HorizonStep < 0:
 		return fmt.Errorf("horizon step %v is negative", c.HorizonStep)
 	}

@@ -13,9 +13,6 @@ import (
 )
 
 const (
-	// helloTimeout bounds how long a new connection may take to open its
-	// request stream and say hello.
-	helloTimeout = 10 * time.Second
 	// maxQueuedBytes bounds the replies or notices waiting for a slow
 	// client. Past it the client is not reading, and its session is closed:
 	// the server never blocks on it, and its leases simply expire.
@@ -31,6 +28,7 @@ type pendingOp struct {
 	mut      mutation
 	received time.Time
 	term     time.Duration // the writer's fresh read lease, set by Done
+	size     int           // bytes counted against Config.MaxInflightBytes
 }
 
 // session serves one connection. Its reader goroutine handles requests in
@@ -44,8 +42,9 @@ type session struct {
 	replies *sender // on the request stream
 	notices *sender // invalidations and recalls, on their own stream
 
-	mu  sync.Mutex // guards ops, and replies against goAway
-	ops map[uint64]*pendingOp
+	mu       sync.Mutex // guards ops, opsBytes, and replies against goAway
+	ops      map[uint64]*pendingOp
+	opsBytes int // the sum of the sizes of ops
 }
 
 func newSession(s *Server, c conn, id leasetable.SessionID) *session {
@@ -69,7 +68,7 @@ func (ss *session) run() {
 	log := s.log.With("session", uint64(ss.id), "remote", ss.conn.RemoteAddr().String())
 	defer s.endSession(ss)
 
-	ctx, cancel := context.WithTimeout(ss.conn.Context(), helloTimeout)
+	ctx, cancel := context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
 	stream, err := ss.conn.AcceptStream(ctx)
 	cancel()
 	if err != nil {
@@ -90,10 +89,13 @@ func (ss *session) run() {
 	go func() { defer wg.Done(); ss.replies.run() }()
 
 	// The hello names the protocol version. Nothing else may come first.
-	stream.SetReadDeadline(time.Now().Add(helloTimeout))
+	stream.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
 	m, err := ss.read(fr)
 	if err != nil {
-		ss.closeWith(fmt.Errorf("%w: reading hello: %v", errProtocol, err))
+		if !errors.Is(err, protocol.ErrMalformed) && !errors.Is(err, protocol.ErrFrameTooLarge) {
+			err = fmt.Errorf("%w: %v", errProtocol, err) // no hello in time, or the stream ended
+		}
+		ss.closeWith(fmt.Errorf("reading hello: %w", err))
 		return
 	}
 	hello, ok := m.(*protocol.Hello)
@@ -101,22 +103,24 @@ func (ss *session) run() {
 	case !ok:
 		id, _ := protocol.RequestID(m)
 		ss.replies.send(errorReply(id, fmt.Errorf("%w: the first message must be hello, not %s", errProtocol, m.Type())))
-		ss.replies.flush()
+		ss.replies.flush(s.cfg.HelloTimeout)
 		ss.closeWith(fmt.Errorf("%w: request before hello", errProtocol))
 		return
 	case hello.Version != protocol.Version:
 		err := fmt.Errorf("%w: protocol version %d is not supported; this server speaks %d", errProtocol, hello.Version, protocol.Version)
 		ss.replies.send(errorReply(0, err))
-		ss.replies.flush()
+		ss.replies.flush(s.cfg.HelloTimeout)
 		ss.closeWith(err)
 		return
 	}
 	stream.SetReadDeadline(time.Time{})
-	ctx, cancel = context.WithTimeout(ss.conn.Context(), helloTimeout)
+	ctx, cancel = context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
 	uni, err := ss.conn.OpenUniStreamSync(ctx)
 	cancel()
 	if err != nil {
-		ss.closeWith(fmt.Errorf("%w: opening the notice stream: %v", errResourceExhausted, err))
+		// The client must let the server open one stream: a client that
+		// allows none does not speak the protocol.
+		ss.closeWith(fmt.Errorf("%w: cannot open the notice stream: %v", errProtocol, err))
 		return
 	}
 	ss.notices = newSender(uni, &s.msgsOut, func() {
@@ -150,7 +154,7 @@ func (ss *session) run() {
 			ss.replies.send(errorReply(0, err))
 		case errors.Is(err, protocol.ErrFrameTooLarge):
 			ss.replies.send(errorReply(0, err))
-			ss.replies.flush()
+			ss.replies.flush(s.cfg.HelloTimeout)
 			ss.closeWith(err)
 			return
 		default:
@@ -178,6 +182,17 @@ func (ss *session) read(fr *protocol.FrameReader) (protocol.Message, error) {
 // handle serves one request. It returns false when the session must end.
 func (ss *session) handle(m protocol.Message) bool {
 	s := ss.srv
+	switch m.(type) {
+	case *protocol.Write, *protocol.Acquire, *protocol.Cancel:
+		// submit checks the ID as it records the op; a Cancel names one.
+	default:
+		// A second reply with the ID of a waiting op would be taken for
+		// that op's reply.
+		if id, ok := protocol.RequestID(m); ok && ss.inFlight(id) {
+			ss.replies.send(errorReply(id, fmt.Errorf("%w: request id %d is already in flight", errProtocol, id)))
+			return true
+		}
+	}
 	switch m := m.(type) {
 	case *protocol.Get:
 		ss.replies.send(ss.get(m))
@@ -218,6 +233,10 @@ func (ss *session) handle(m protocol.Message) bool {
 			ss.replies.send(errorReply(0, err))
 		}
 	case *protocol.ReleaseWrite:
+		if err := ss.checkKey(m.Key); err != nil {
+			ss.replies.send(errorReply(m.ID, err))
+			break
+		}
 		s.mu.Lock()
 		eff, err := s.table.ReleaseWriteLease(ss.id, string(m.Key), m.Token, s.clock.Now())
 		s.enqueueReady(eff)
@@ -241,13 +260,36 @@ func (ss *session) handle(m protocol.Message) bool {
 		s.mu.Unlock()
 		s.apply(eff)
 		ss.replies.send(&protocol.OK{ID: m.ID})
-		ss.replies.flush()
+		ss.farewell()
 		return false
 	default:
 		id, _ := protocol.RequestID(m)
 		ss.replies.send(errorReply(id, fmt.Errorf("%w: %s is not a request", errProtocol, m.Type())))
 	}
 	return true
+}
+
+// farewell ends a session after goodbye. It ends the request stream after
+// the replies queued on it, and leaves it to the client to close the
+// connection, so that the client reads them all; a client that has not
+// closed it within HelloTimeout has it closed.
+func (ss *session) farewell() {
+	ss.replies.finish()
+	t := time.NewTimer(ss.srv.cfg.HelloTimeout)
+	defer t.Stop()
+	select {
+	case <-ss.conn.Context().Done():
+	case <-t.C:
+		ss.closeWith(fmt.Errorf("%w: the client did not close its connection after goodbye", errClosed))
+	}
+}
+
+// inFlight reports whether request id is a write or acquisition waiting
+// for its reply.
+func (ss *session) inFlight(id uint64) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.ops[id] != nil
 }
 
 func (ss *session) checkKey(key []byte) error {
@@ -260,11 +302,15 @@ func (ss *session) checkKey(key []byte) error {
 	return nil
 }
 
+// keyStrings checks a batch of keys, as checkKey checks one.
 func keyStrings(keys [][]byte) ([]string, error) {
 	out := make([]string, len(keys))
 	for i, k := range keys {
-		if len(k) == 0 || len(k) > MaxKeySize {
-			return nil, fmt.Errorf("%w: key %d of the batch has %d bytes, want 1 to %d", errInvalidArgument, i, len(k), MaxKeySize)
+		switch {
+		case len(k) == 0:
+			return nil, fmt.Errorf("%w: key %d of the batch is empty", errInvalidArgument, i)
+		case len(k) > MaxKeySize:
+			return nil, fmt.Errorf("%w: key %d of the batch has %d bytes, limit %d", errTooLarge, i, len(k), MaxKeySize)
 		}
 		out[i] = string(k)
 	}
@@ -347,7 +393,7 @@ func (ss *session) submitAcquire(m *protocol.Acquire) error {
 func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeout time.Duration, mut mutation) error {
 	s := ss.srv
 	now := s.clock.Now()
-	p := &pendingOp{sess: ss, reqID: id, mut: mut, received: now}
+	p := &pendingOp{sess: ss, reqID: id, mut: mut, received: now, size: len(mut.value)}
 	p.op = &leasetable.Op{Kind: kind, Session: ss.id, Key: string(mut.key), Token: token, Data: p}
 	if timeout > 0 {
 		p.op.Deadline = now.Add(timeout)
@@ -360,8 +406,13 @@ func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeo
 	case len(ss.ops) >= s.cfg.MaxInflight:
 		ss.mu.Unlock()
 		return fmt.Errorf("%w: %d requests in flight, limit %d", errResourceExhausted, len(ss.ops), s.cfg.MaxInflight)
+	case ss.opsBytes+p.size > s.cfg.MaxInflightBytes:
+		ss.mu.Unlock()
+		return fmt.Errorf("%w: a value of %d bytes would take this session's waiting writes past their budget of %d bytes (MaxInflightBytes); %d bytes are waiting",
+			errResourceExhausted, p.size, s.cfg.MaxInflightBytes, ss.opsBytes)
 	}
 	ss.ops[id] = p
+	ss.opsBytes += p.size
 	ss.mu.Unlock()
 
 	s.mu.Lock()
@@ -375,9 +426,7 @@ func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeo
 	}
 	s.mu.Unlock()
 	if err != nil {
-		ss.mu.Lock()
-		delete(ss.ops, id)
-		ss.mu.Unlock()
+		ss.forget(p)
 		if errors.Is(err, leasetable.ErrFenced) {
 			err = fmt.Errorf("write to %q with token %d: %w", mut.key, token, err)
 		}
@@ -422,15 +471,22 @@ func (ss *session) abandonAll() {
 
 // finishOp sends the one reply of an op and forgets it.
 func (ss *session) finishOp(p *pendingOp, reply protocol.Message) {
-	ss.mu.Lock()
-	_, ok := ss.ops[p.reqID]
-	if ok && ss.ops[p.reqID] == p {
-		delete(ss.ops, p.reqID)
-	}
-	ss.mu.Unlock()
-	if ok && ss.replies != nil {
+	if ss.forget(p) && ss.replies != nil {
 		ss.replies.send(reply)
 	}
+}
+
+// forget removes p from the session's ops and returns its bytes to the
+// budget. It reports whether p was there.
+func (ss *session) forget(p *pendingOp) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ops[p.reqID] != p {
+		return false
+	}
+	delete(ss.ops, p.reqID)
+	ss.opsBytes -= p.size
+	return true
 }
 
 // goAway ends the request stream after the replies queued on it, so that

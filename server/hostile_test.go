@@ -1,0 +1,1046 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"go.uber.org/goleak"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/protocol"
+)
+
+// Hostile and broken clients. Each test checks that the server answers
+// with a clear code, closes the connection only when the session cannot
+// go on, keeps serving other clients promptly, and leaks no goroutine.
+// Lease time is the fake clock's; the waits on real time are for the
+// network, bounded by testTimeout, or for the hello and idle timeouts,
+// which these tests shorten.
+
+const (
+	hostileTerm = 10 * time.Second
+	hostileEps  = 100 * time.Millisecond
+	// prompt bounds, in real time, another client's Put and Get while a
+	// hostile client does its worst.
+	prompt = 3 * time.Second
+	// shortHello is the hello timeout of the tests that wait for it.
+	shortHello = 300 * time.Millisecond
+)
+
+// noLeaks fails the test if goroutines started during it outlive it. Call
+// it first, so that its cleanup runs after every other one.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	opts := []goleak.Option{goleak.IgnoreCurrent()}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return // the failure is the news
+		}
+		if err := goleak.Find(opts...); err != nil {
+			t.Errorf("goroutines leaked: %v", err)
+		}
+	})
+}
+
+// hostileServer starts a server on 127.0.0.1 with cfg's limits, a fake
+// clock, and unless cfg says otherwise hostileTerm and hostileEps.
+func hostileServer(t *testing.T, cfg Config) (*Server, *clock.Fake) {
+	t.Helper()
+	fc := clock.NewFake()
+	cfg.Dir, cfg.Addr, cfg.Clock, cfg.Logger = t.TempDir(), "127.0.0.1:0", fc, quietLogger()
+	if cfg.LeaseTerm == 0 {
+		cfg.LeaseTerm = hostileTerm
+	}
+	if cfg.Epsilon == 0 {
+		cfg.Epsilon = hostileEps
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+	})
+	return srv, fc
+}
+
+// dialQUIC opens a QUIC connection to srv and nothing more.
+func dialQUIC(t *testing.T, srv *Server, qconf *quic.Config) *quic.Conn {
+	t.Helper()
+	pem, err := os.ReadFile(CAPath(srv.cfg.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, srv.Addr().String(),
+		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{protocol.ALPN}}, qconf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	return qc
+}
+
+// dialBare opens a connection and its request stream, and says nothing.
+func dialBare(t *testing.T, srv *Server, qconf *quic.Config) *rawClient {
+	t.Helper()
+	qc := dialQUIC(t, srv, qconf)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	stream, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rawClient{t: t, qc: qc, stream: stream, fr: protocol.NewFrameReader(stream, 64<<20)}
+}
+
+// dialHello opens a session and returns its hello reply.
+func dialHello(t *testing.T, srv *Server, qconf *quic.Config) (*rawClient, *protocol.HelloReply) {
+	t.Helper()
+	rc := dialBare(t, srv, qconf)
+	rc.send(&protocol.Hello{Version: protocol.Version})
+	h, ok := rc.recv().(*protocol.HelloReply)
+	if !ok {
+		t.Fatal("no hello reply")
+	}
+	return rc, h
+}
+
+// anyFrame builds a frame of type byte typ around body, as a hostile client
+// may: any type, any body.
+func anyFrame(typ byte, body []byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(1+len(body)))
+	return append(append(b, typ), body...)
+}
+
+// frameOf returns the frame of m.
+func frameOf(t *testing.T, m protocol.Message) []byte {
+	t.Helper()
+	b, err := protocol.AppendFrame(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sendBytes writes b on the request stream. The write may fail if the
+// server already closed the connection; the caller checks for the close.
+func (rc *rawClient) sendBytes(b []byte) error {
+	_, err := rc.stream.Write(b)
+	return err
+}
+
+// expectError reads the next reply and checks that it is an Error for
+// request id with code.
+func (rc *rawClient) expectError(id uint64, code protocol.Code) *protocol.Error {
+	rc.t.Helper()
+	m := rc.recv()
+	e, ok := m.(*protocol.Error)
+	if !ok || e.ID != id || e.Code != code || e.Message == "" {
+		rc.t.Fatalf("got %#v, want an error with a message for request %d with code %s", m, id, code)
+	}
+	return e
+}
+
+// expectClosed checks that the server closes rc's connection with code,
+// and a message that contains what. Before the close it may send Error
+// frames with code; any other frame fails the test.
+func (rc *rawClient) expectClosed(code protocol.Code, what string) {
+	rc.t.Helper()
+	if rc.stream != nil {
+		rc.stream.SetReadDeadline(time.Now().Add(testTimeout))
+		for {
+			m, err := rc.fr.ReadMessage()
+			if err != nil {
+				break
+			}
+			if e, ok := m.(*protocol.Error); !ok || e.Code != code {
+				rc.t.Fatalf("before the close: got %#v, want nothing but an error with code %s", m, code)
+			}
+		}
+	}
+	rc.expectGone(code, what)
+}
+
+// expectGone waits, without reading, until rc's connection is closed by
+// the server with code and a message that contains what.
+func (rc *rawClient) expectGone(code protocol.Code, what string) {
+	rc.t.Helper()
+	select {
+	case <-rc.qc.Context().Done():
+	case <-time.After(testTimeout):
+		rc.t.Fatalf("the server did not close the connection (want code %s)", code)
+	}
+	var ae *quic.ApplicationError
+	err := context.Cause(rc.qc.Context())
+	if !errors.As(err, &ae) || !ae.Remote || protocol.Code(ae.ErrorCode) != code || !strings.Contains(ae.ErrorMessage, what) {
+		rc.t.Fatalf("connection closed with %v, want the server's close with code %s and a message about %q", err, code, what)
+	}
+}
+
+// put writes key and waits for the reply.
+func (rc *rawClient) put(key string, value []byte) *protocol.WriteReply {
+	rc.t.Helper()
+	id := rc.id()
+	rc.send(&protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte(key), Value: value})
+	r, ok := rc.recv().(*protocol.WriteReply)
+	if !ok || r.ID != id {
+		rc.t.Fatalf("put %q: got %#v", key, r)
+	}
+	return r
+}
+
+// checkOthers checks that another client's Put and Get work, within prompt.
+func checkOthers(t *testing.T, other *rawClient) {
+	t.Helper()
+	start := time.Now()
+	key := fmt.Sprintf("other-%d", other.id())
+	v := other.put(key, []byte("v")).Version
+	if r := other.get(key); !r.Found || string(r.Value) != "v" || r.Version != v {
+		t.Fatalf("another client read %+v after writing version %d", r, v)
+	}
+	if d := time.Since(start); d > prompt {
+		t.Fatalf("another client's put and get took %v, want under %v", d, prompt)
+	}
+}
+
+// tableStats returns the lease table's counters.
+func tableStats(srv *Server) leasetable.Stats {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.table.Stats()
+}
+
+// waitSessions waits until the server holds n sessions.
+func waitSessions(t *testing.T, srv *Server, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d sessions", n), func() bool { return srv.Stats().Sessions == n })
+}
+
+// TestHostileMessages: bad messages on an open session get an Error with a
+// clear code, and the session goes on.
+func TestHostileMessages(t *testing.T) {
+	noLeaks(t)
+	srv, _ := hostileServer(t, Config{})
+	other := dialRaw(t, srv)
+	getBody := frameOf(t, &protocol.Get{ID: 9, Key: []byte("k")})[5:]
+	cases := []struct {
+		name  string
+		frame []byte
+		id    uint64
+		code  protocol.Code
+	}{
+		{"invalid msgpack in a get", anyFrame(byte(protocol.TypeGet), []byte{0xc1}), 0, protocol.CodeProtocol},
+		{"truncated get", anyFrame(byte(protocol.TypeGet), []byte{0x82, 0xa1, 'i'}), 0, protocol.CodeProtocol},
+		{"get that is a string", anyFrame(byte(protocol.TypeGet), []byte{0xa3, 'a', 'b', 'c'}), 0, protocol.CodeProtocol},
+		{"get with trailing bytes", anyFrame(byte(protocol.TypeGet), append(bytes.Clone(getBody), 0x00)), 0, protocol.CodeProtocol},
+		{"get declaring 4 GiB of key", anyFrame(byte(protocol.TypeGet), []byte{0x81, 0xa1, 'k', 0xc6, 0xff, 0xff, 0xff, 0xff}), 0, protocol.CodeProtocol},
+		{"unknown type", anyFrame(200, []byte{0x80}), 0, protocol.CodeProtocol},
+		{"type zero", anyFrame(0, []byte{0x80}), 0, protocol.CodeProtocol},
+		{"empty frame", []byte{0, 0, 0, 0}, 0, protocol.CodeProtocol},
+		{"get reply as a request", frameOf(t, &protocol.GetReply{ID: 42}), 42, protocol.CodeProtocol},
+		{"error as a request", frameOf(t, &protocol.Error{ID: 43, Code: protocol.CodeInternal, Message: "x"}), 43, protocol.CodeProtocol},
+		{"invalidate as a request", frameOf(t, &protocol.Invalidate{Keys: [][]byte{[]byte("k")}}), 0, protocol.CodeProtocol},
+		{"hello again", frameOf(t, &protocol.Hello{Version: protocol.Version}), 0, protocol.CodeProtocol},
+		{"unknown write op", frameOf(t, &protocol.Write{ID: 44, Op: 9, Key: []byte("k")}), 44, protocol.CodeInvalidArgument},
+		{"negative write timeout", frameOf(t, &protocol.Write{ID: 45, Op: protocol.OpPut, Key: []byte("k"), Timeout: -1}), 45, protocol.CodeInvalidArgument},
+		{"negative acquire timeout", frameOf(t, &protocol.Acquire{ID: 46, Key: []byte("k"), Timeout: -1}), 46, protocol.CodeInvalidArgument},
+		{"delete with a value", frameOf(t, &protocol.Write{ID: 47, Op: protocol.OpDelete, Key: []byte("k"), Value: []byte("v")}), 47, protocol.CodeInvalidArgument},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, srv)
+			if err := c.sendBytes(tc.frame); err != nil {
+				t.Fatal(err)
+			}
+			c.expectError(tc.id, tc.code)
+			// The session goes on.
+			if r := c.get("k"); r.Term != hostileTerm {
+				t.Fatalf("get after the bad message: %+v", r)
+			}
+			checkOthers(t, other)
+		})
+	}
+	// Every write above was refused: the revision counts only the other
+	// client's puts, one per case.
+	if st := srv.Stats(); st.WritesWaiting != 0 || st.WriteLeases != 0 || st.Revision != uint64(len(cases)) {
+		t.Fatalf("bad messages left state behind: %d writes waiting, %d write leases, revision %d; want 0, 0, %d",
+			st.WritesWaiting, st.WriteLeases, st.Revision, len(cases))
+	}
+}
+
+// TestHostileHandshake: a connection that does not open its session
+// properly is closed with a clear code, within the hello timeout.
+func TestHostileHandshake(t *testing.T) {
+	noLeaks(t)
+	srv, _ := hostileServer(t, Config{HelloTimeout: shortHello})
+	other := dialRaw(t, srv)
+	gib := binary.BigEndian.AppendUint32(nil, 1<<30)
+	for _, tc := range []struct {
+		name  string
+		qconf *quic.Config
+		open  func(rc *rawClient) // nil: open no stream at all
+		code  protocol.Code
+		what  string
+	}{
+		{"request before hello", nil, func(rc *rawClient) { rc.sendBytes(frameOf(t, &protocol.Get{ID: 3, Key: []byte("k")})) },
+			protocol.CodeProtocol, "before hello"},
+		{"wrong protocol version", nil, func(rc *rawClient) { rc.sendBytes(frameOf(t, &protocol.Hello{Version: protocol.Version + 1})) },
+			protocol.CodeProtocol, "version"},
+		{"malformed hello", nil, func(rc *rawClient) { rc.sendBytes(anyFrame(byte(protocol.TypeHello), []byte{0xc1})) },
+			protocol.CodeProtocol, "reading hello"},
+		{"frame over the limit before hello", nil, func(rc *rawClient) { rc.sendBytes(gib) },
+			protocol.CodeTooLarge, "too large"},
+		{"no request stream", nil, nil, protocol.CodeProtocol, "no request stream"},
+		{"hello cut short", nil, func(rc *rawClient) { rc.sendBytes([]byte{0, 0}) },
+			protocol.CodeProtocol, "reading hello"},
+		{"no room for the notice stream", &quic.Config{MaxIncomingUniStreams: -1},
+			func(rc *rawClient) { rc.sendBytes(frameOf(t, &protocol.Hello{Version: protocol.Version})) },
+			protocol.CodeProtocol, "notice stream"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rc *rawClient
+			if tc.open == nil {
+				rc = &rawClient{t: t, qc: dialQUIC(t, srv, tc.qconf)}
+			} else {
+				rc = dialBare(t, srv, tc.qconf)
+				tc.open(rc)
+			}
+			start := time.Now()
+			rc.expectClosed(tc.code, tc.what)
+			if d := time.Since(start); d > shortHello+prompt {
+				t.Fatalf("closed after %v, want within the hello timeout of %v", d, shortHello)
+			}
+			waitSessions(t, srv, 1)
+			checkOthers(t, other)
+		})
+	}
+}
+
+// TestHostileFrameTooLarge: a frame that declares more than the limit is
+// refused before anything is allocated for it, and the connection, out of
+// step, is closed at once, also when the client does not read its replies.
+func TestHostileFrameTooLarge(t *testing.T) {
+	noLeaks(t)
+	srv, _ := hostileServer(t, Config{HelloTimeout: shortHello})
+	other := dialRaw(t, srv)
+	oneGiB := binary.BigEndian.AppendUint32(nil, 1<<30)
+
+	t.Run("declared 1 GiB", func(t *testing.T) {
+		c := dialRaw(t, srv)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		if err := c.sendBytes(append(oneGiB, byte(protocol.TypeWrite), 0x80)); err != nil {
+			t.Fatal(err)
+		}
+		c.expectClosed(protocol.CodeTooLarge, "too large")
+		if d := time.Since(start); d > prompt {
+			t.Fatalf("closed after %v", d)
+		}
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 256<<20 {
+			t.Fatalf("%d MiB allocated meanwhile: the declared size was allocated", n>>20)
+		}
+		waitSessions(t, srv, 1)
+		checkOthers(t, other)
+	})
+
+	t.Run("client not reading its replies", func(t *testing.T) {
+		c := dialRaw(t, srv)
+		big := bytes.Repeat([]byte("b"), srv.cfg.MaxValueSize)
+		c.put("big", big)
+		// 8 MiB of replies: more than QUIC lets in flight to a reader that
+		// does not read, less than the queue's cap.
+		gets := srv.msgsIn[protocol.TypeGet].Load()
+		for range 8 {
+			c.send(&protocol.Get{ID: c.id(), Key: []byte("big")})
+		}
+		waitFor(t, "the gets to be served", func() bool { return srv.msgsIn[protocol.TypeGet].Load() == gets+8 })
+		start := time.Now()
+		if err := c.sendBytes(oneGiB); err != nil {
+			t.Fatal(err)
+		}
+		// The error reply cannot reach it; the close must not wait for it
+		// longer than the hello timeout.
+		c.expectGone(protocol.CodeTooLarge, "too large")
+		if d := time.Since(start); d > shortHello+prompt {
+			t.Fatalf("closed after %v, want within the hello timeout of %v", d, shortHello)
+		}
+		waitSessions(t, srv, 1)
+		checkOthers(t, other)
+	})
+}
+
+// TestHostileKeys: empty and oversized keys, and oversized values, in every
+// request that carries them, get a clear code; the session goes on, and the
+// lease table holds nothing of them.
+func TestHostileKeys(t *testing.T) {
+	noLeaks(t)
+	srv, _ := hostileServer(t, Config{})
+	other := dialRaw(t, srv)
+	c := dialRaw(t, srv)
+	empty, long := []byte{}, bytes.Repeat([]byte("k"), MaxKeySize+1)
+	longValue := make([]byte, srv.cfg.MaxValueSize+1)
+	type keyCase struct {
+		name string
+		req  func(id uint64, key []byte) protocol.Message
+		noID bool // Ack carries no ID: its error comes with ID 0
+	}
+	requests := []keyCase{
+		{"get", func(id uint64, k []byte) protocol.Message { return &protocol.Get{ID: id, Key: k} }, false},
+		{"put", func(id uint64, k []byte) protocol.Message {
+			return &protocol.Write{ID: id, Op: protocol.OpPut, Key: k, Value: []byte("v")}
+		}, false},
+		{"delete", func(id uint64, k []byte) protocol.Message {
+			return &protocol.Write{ID: id, Op: protocol.OpDelete, Key: k}
+		}, false},
+		{"acquire", func(id uint64, k []byte) protocol.Message { return &protocol.Acquire{ID: id, Key: k} }, false},
+		{"renew", func(id uint64, k []byte) protocol.Message {
+			return &protocol.Renew{ID: id, Keys: [][]byte{[]byte("fine"), k}}
+		}, false},
+		{"release", func(id uint64, k []byte) protocol.Message {
+			return &protocol.Release{ID: id, Keys: [][]byte{[]byte("fine"), k}}
+		}, false},
+		{"ack", func(_ uint64, k []byte) protocol.Message { return &protocol.Ack{Keys: [][]byte{k}} }, true},
+		{"release write", func(id uint64, k []byte) protocol.Message { return &protocol.ReleaseWrite{ID: id, Key: k, Token: 1} }, false},
+	}
+	check := func(t *testing.T, m protocol.Message, id uint64, code protocol.Code, what string) {
+		t.Helper()
+		c.send(m)
+		if e := c.expectError(id, code); !strings.Contains(e.Message, what) {
+			t.Fatalf("error %q does not say %q", e.Message, what)
+		}
+		if r := c.get("k"); r.Term == 0 { // the session goes on
+			t.Fatalf("get after the bad request: %+v", r)
+		}
+	}
+	for _, rq := range requests {
+		t.Run(rq.name+" with an empty key", func(t *testing.T) {
+			id := c.id()
+			m := rq.req(id, empty)
+			if rq.noID {
+				id = 0
+			}
+			check(t, m, id, protocol.CodeInvalidArgument, "empty")
+		})
+		t.Run(rq.name+" with an oversized key", func(t *testing.T) {
+			id := c.id()
+			m := rq.req(id, long)
+			if rq.noID {
+				id = 0
+			}
+			check(t, m, id, protocol.CodeTooLarge, fmt.Sprint(MaxKeySize))
+		})
+	}
+	t.Run("put with an oversized value", func(t *testing.T) {
+		id := c.id()
+		check(t, &protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte("v"), Value: longValue}, id, protocol.CodeTooLarge, fmt.Sprint(srv.cfg.MaxValueSize))
+	})
+	t.Run("cas with an oversized value", func(t *testing.T) {
+		id := c.id()
+		check(t, &protocol.Write{ID: id, Op: protocol.OpCAS, Key: []byte("v"), Value: longValue}, id, protocol.CodeTooLarge, fmt.Sprint(srv.cfg.MaxValueSize))
+	})
+	t.Run("largest key and value", func(t *testing.T) {
+		key := string(long[:MaxKeySize])
+		c.put(key, longValue[:srv.cfg.MaxValueSize])
+		if r := c.get(key); !r.Found || len(r.Value) != srv.cfg.MaxValueSize {
+			t.Fatalf("get of the largest key: found %v, %d bytes", r.Found, len(r.Value))
+		}
+	})
+	// Only "k", the largest key and the other client's keys were ever
+	// leased or written.
+	checkOthers(t, other)
+	ts := tableStats(srv)
+	if ts.Keys != 3 || ts.Leases != 3 || ts.WriteLeases != 0 || ts.WritesWaiting != 0 {
+		t.Fatalf("lease table after bad keys: %+v, want 3 keys with one lease each", ts)
+	}
+	if rev := srv.Stats().Revision; rev != 2 {
+		t.Fatalf("revision %d, want 2: only the largest put and the other client's", rev)
+	}
+}
+
+// TestHostileMaxInflight: writes past MaxInflight get a resource-exhausted
+// error; the ones taken still complete, and reads are not limited.
+func TestHostileMaxInflight(t *testing.T) {
+	noLeaks(t)
+	srv, fc := hostileServer(t, Config{MaxInflight: 3})
+	other := dialRaw(t, srv)
+	holder := dialRaw(t, srv)
+	for i := range 4 {
+		holder.get(fmt.Sprint("k", i))
+	}
+	w := dialRaw(t, srv)
+	for i := range 3 {
+		w.send(&protocol.Write{ID: uint64(i + 1), Op: protocol.OpPut, Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")})
+	}
+	waitFor(t, "three writes to wait", func() bool { return srv.Stats().WritesWaiting == 3 })
+	w.send(&protocol.Write{ID: 4, Op: protocol.OpPut, Key: []byte("k3"), Value: []byte("v")})
+	if e := w.expectError(4, protocol.CodeResourceExhausted); !strings.Contains(e.Message, "limit 3") {
+		t.Fatalf("error %q does not name the limit", e.Message)
+	}
+	w.send(&protocol.Acquire{ID: 5, Key: []byte("k3")})
+	w.expectError(5, protocol.CodeResourceExhausted)
+	w.nextID = 10
+	if r := w.get("k3"); r.Term != hostileTerm { // reads are not limited
+		t.Fatalf("get while at the limit: %+v", r)
+	}
+	checkOthers(t, other)
+	if n := srv.Stats().WritesWaiting; n != 3 {
+		t.Fatalf("%d writes waiting, want the 3 taken", n)
+	}
+
+	fc.Advance(hostileTerm + hostileEps)
+	got := map[uint64]bool{}
+	for range 3 {
+		r, ok := w.recv().(*protocol.WriteReply)
+		if !ok || r.ID < 1 || r.ID > 3 || got[r.ID] {
+			t.Fatalf("want the replies of writes 1 to 3, got %#v", r)
+		}
+		got[r.ID] = true
+	}
+	// The slots are free again.
+	w.put("k3", []byte("v"))
+}
+
+// sessionOf returns the server's session with id.
+func sessionOf(t *testing.T, srv *Server, id uint64) *session {
+	t.Helper()
+	ss := srv.session(leasetable.SessionID(id))
+	if ss == nil {
+		t.Fatalf("no session %d", id)
+	}
+	return ss
+}
+
+func (ss *session) waitingBytes() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.opsBytes
+}
+
+// TestHostileInflightBytes: the values of a session's waiting writes are
+// held to MaxInflightBytes; a write past it gets a resource-exhausted error
+// naming the budget, and a write's bytes return to the budget when it is
+// answered: committed, canceled or abandoned at its deadline.
+func TestHostileInflightBytes(t *testing.T) {
+	noLeaks(t)
+	const maxValue, budget = 256 << 10, 600 << 10
+	srv, fc := hostileServer(t, Config{MaxValueSize: maxValue, MaxInflightBytes: budget})
+	other := dialRaw(t, srv)
+	holder := dialRaw(t, srv)
+	for i := range 5 {
+		holder.get(fmt.Sprint("k", i))
+	}
+	w, hello := dialHello(t, srv, nil)
+	ss := sessionOf(t, srv, hello.SessionID)
+	full := make([]byte, maxValue)
+	write := func(id uint64, key string, value []byte) {
+		w.send(&protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte(key), Value: value})
+	}
+	write(1, "k0", full)
+	write(2, "k1", full)
+	waitFor(t, "two writes to wait", func() bool { return srv.Stats().WritesWaiting == 2 })
+	write(3, "k2", full)
+	e := w.expectError(3, protocol.CodeResourceExhausted)
+	if !strings.Contains(e.Message, "MaxInflightBytes") || !strings.Contains(e.Message, fmt.Sprint(budget)) {
+		t.Fatalf("error %q does not name the budget", e.Message)
+	}
+	write(4, "k3", make([]byte, 64<<10)) // still fits
+	w.send(&protocol.Write{ID: 5, Op: protocol.OpDelete, Key: []byte("k4")})
+	waitFor(t, "four writes to wait", func() bool { return srv.Stats().WritesWaiting == 4 })
+	if n := ss.waitingBytes(); n != 2*maxValue+64<<10 {
+		t.Fatalf("%d bytes counted, want %d", n, 2*maxValue+64<<10)
+	}
+	checkOthers(t, other)
+
+	// A canceled write returns its bytes, and a write that did not fit
+	// before fits now.
+	w.send(&protocol.Cancel{ID: 2})
+	w.expectError(2, protocol.CodeCanceled)
+	write(6, "k2", full)
+	waitFor(t, "four writes to wait", func() bool { return srv.Stats().WritesWaiting == 4 })
+	if n := ss.waitingBytes(); n != 2*maxValue+64<<10 {
+		t.Fatalf("%d bytes counted, want %d", n, 2*maxValue+64<<10)
+	}
+
+	// Committed writes return theirs.
+	fc.Advance(hostileTerm + hostileEps)
+	got := map[uint64]bool{}
+	for range 4 {
+		r, ok := w.recv().(*protocol.WriteReply)
+		if !ok || got[r.ID] || (r.ID != 1 && r.ID != 4 && r.ID != 5 && r.ID != 6) {
+			t.Fatalf("want the replies of writes 1, 4, 5 and 6, got %#v", r)
+		}
+		got[r.ID] = true
+	}
+	if n := ss.waitingBytes(); n != 0 {
+		t.Fatalf("%d bytes counted with no write waiting", n)
+	}
+
+	// So does a write abandoned at its deadline.
+	holder.get("k0")
+	w.send(&protocol.Write{ID: 7, Op: protocol.OpPut, Key: []byte("k0"), Value: full, Timeout: time.Second})
+	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	if n := ss.waitingBytes(); n != maxValue {
+		t.Fatalf("%d bytes counted, want %d", n, maxValue)
+	}
+	fc.Advance(time.Second)
+	w.expectError(7, protocol.CodeCanceled)
+	if n := ss.waitingBytes(); n != 0 {
+		t.Fatalf("%d bytes counted after the write was abandoned", n)
+	}
+}
+
+// TestHostileMaxSessions: a connection past MaxSessions is refused with a
+// resource-exhausted code, which the client library reports as
+// ErrResourceExhausted; the sessions held go on, and once one ends a new
+// one is taken.
+func TestHostileMaxSessions(t *testing.T) {
+	noLeaks(t)
+	srv, _ := hostileServer(t, Config{MaxSessions: 2})
+	a := dialRaw(t, srv)
+	other := dialRaw(t, srv)
+
+	extra := dialBare(t, srv, nil)
+	extra.sendBytes(frameOf(t, &protocol.Hello{Version: protocol.Version}))
+	extra.expectClosed(protocol.CodeResourceExhausted, "maximum of 2 sessions")
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := client.Dial(ctx, srv.Addr().String(), client.Config{CAFile: CAPath(srv.cfg.Dir), Logger: quietLogger()})
+	if err == nil {
+		c.Close()
+		t.Fatal("client.Dial succeeded past MaxSessions")
+	}
+	if !errors.Is(err, client.ErrResourceExhausted) {
+		t.Fatalf("client.Dial: %v, want ErrResourceExhausted", err)
+	}
+	if n := srv.Stats().Sessions; n != 2 {
+		t.Fatalf("%d sessions, want 2", n)
+	}
+	if r := a.get("k"); r.Term != hostileTerm {
+		t.Fatalf("a session held: %+v", r)
+	}
+	checkOthers(t, other)
+
+	a.qc.CloseWithError(0, "")
+	waitSessions(t, srv, 1)
+	b := dialRaw(t, srv)
+	if r := b.get("k2"); r.Term != hostileTerm {
+		t.Fatalf("a session taken after one ended: %+v", r)
+	}
+}
+
+// TestHostileNoticesNotRead: a holder that never accepts its invalidation
+// stream blocks neither the server nor other clients nor other keys: writes
+// to its keys wait out its leases and no longer. Once its invalidations
+// queued pass the cap, its session is closed, and its leases simply
+// expire.
+func TestHostileNoticesNotRead(t *testing.T) {
+	noLeaks(t)
+	// Each invalidation carries one key of the largest size. The first
+	// writes send more of them than QUIC lets in flight to a client that
+	// does not read, and the rest pass the cap of queued bytes, with room
+	// for those that the sender took to write when the stream blocked.
+	const first = 400
+	n := maxQueuedBytes/MaxKeySize + 2*first
+	srv, fc := hostileServer(t, Config{MaxInflight: n})
+	other := dialRaw(t, srv)
+	holder := dialRaw(t, srv) // a raw client never accepts the notice stream
+	key := func(i int) []byte {
+		k := bytes.Repeat([]byte("x"), MaxKeySize)
+		copy(k, fmt.Sprint(i, "/"))
+		return k
+	}
+	for i := range n {
+		holder.send(&protocol.Get{ID: uint64(i + 1), Key: key(i)})
+	}
+	for range n {
+		if r, ok := holder.recv().(*protocol.GetReply); !ok || r.Term != hostileTerm {
+			t.Fatalf("holder's get: %#v", r)
+		}
+	}
+	holder.nextID = uint64(n)
+	w := dialRaw(t, srv)
+	for i := range first {
+		w.send(&protocol.Write{ID: uint64(i + 1), Op: protocol.OpPut, Key: key(i), Value: []byte("v")})
+	}
+	waitFor(t, "the writes to wait", func() bool { return srv.Stats().WritesWaiting == first })
+	w.nextID = uint64(n)
+	w.put("free", []byte("v")) // other keys go on
+	checkOthers(t, other)
+	if r := holder.get("h"); r.Term != hostileTerm { // and the holder's own requests
+		t.Fatalf("holder's get: %+v", r)
+	}
+
+	// The rest pass the cap: the holder's session is closed. They give up
+	// after a second, so that only the first ones commit.
+	for i := first; i < n; i++ {
+		w.send(&protocol.Write{ID: uint64(i + 1), Op: protocol.OpPut, Key: key(i), Value: []byte("v"), Timeout: time.Second})
+	}
+	holder.expectGone(protocol.CodeResourceExhausted, "invalidations")
+	waitSessions(t, srv, 2)
+	checkOthers(t, other)
+	waitFor(t, "the writes to wait", func() bool { return srv.Stats().WritesWaiting == n })
+	fc.Advance(time.Second)
+	for range n - first {
+		if r, ok := w.recv().(*protocol.Error); !ok || r.ID <= first || r.Code != protocol.CodeCanceled {
+			t.Fatalf("want the later writes abandoned at their deadline, got %#v", r)
+		}
+	}
+
+	// The closed session's leases expire term+ε after they were granted,
+	// not before.
+	fc.Advance(hostileTerm + hostileEps - time.Second - time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+	if got := srv.Stats().WritesWaiting; got != first {
+		t.Fatalf("%d writes waiting, want %d: some committed before the holder's leases expired", got, first)
+	}
+	fc.Advance(time.Millisecond)
+	for range first {
+		r, ok := w.recv().(*protocol.WriteReply)
+		if !ok || r.ID > first || r.Holders != 1 || r.Waited != hostileTerm+hostileEps {
+			t.Fatalf("want a write that waited out one holder's lease, got %#v", r)
+		}
+	}
+	checkOthers(t, other)
+}
+
+// TestHostileRepliesNotRead: a client that stops reading its replies
+// blocks neither the server nor other clients nor other keys; writes to its
+// keys complete when its leases expire. Once its replies queued pass the
+// cap, its session is closed, and its leases simply expire.
+func TestHostileRepliesNotRead(t *testing.T) {
+	noLeaks(t)
+	const value = 4 << 20
+	srv, fc := hostileServer(t, Config{MaxValueSize: value})
+	other := dialRaw(t, srv)
+	w := dialRaw(t, srv)
+	w.put("big", make([]byte, value))
+	holder := dialRaw(t, srv)
+	holder.get("k")
+
+	// It stops reading. Three large replies: more than QUIC lets in flight
+	// to it, under the cap.
+	gets := srv.msgsIn[protocol.TypeGet].Load()
+	for range 3 {
+		holder.send(&protocol.Get{ID: holder.id(), Key: []byte("big")})
+	}
+	waitFor(t, "the gets to be served", func() bool { return srv.msgsIn[protocol.TypeGet].Load() == gets+3 })
+	checkOthers(t, other)
+	w.send(&protocol.Write{ID: 1000, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
+	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	w.nextID = 1000
+	w.put("free", []byte("v"))
+	fc.Advance(hostileTerm + hostileEps)
+	if r, ok := w.recv().(*protocol.WriteReply); !ok || r.ID != 1000 || r.Holders != 1 || r.Waited != hostileTerm+hostileEps {
+		t.Fatalf("want the write to k after the holder's lease expired, got %#v", r)
+	}
+	if n := srv.Stats().Sessions; n != 3 {
+		t.Fatalf("%d sessions, want 3: the holder's is not over its cap yet", n)
+	}
+
+	// It takes a lease on k2, and more large replies pass the cap.
+	leases := tableStats(srv).Leases
+	holder.send(&protocol.Get{ID: holder.id(), Key: []byte("k2")})
+	waitFor(t, "the lease on k2", func() bool { return tableStats(srv).Leases == leases+1 })
+	// Past the cap even if the sender took all of the first ones to write.
+	for range 5 {
+		holder.send(&protocol.Get{ID: holder.id(), Key: []byte("big")})
+	}
+	holder.expectGone(protocol.CodeResourceExhausted, "replies")
+	waitSessions(t, srv, 2)
+	checkOthers(t, other)
+
+	// Its lease on k2 lives on until it expires.
+	w.send(&protocol.Write{ID: 2000, Op: protocol.OpPut, Key: []byte("k2"), Value: []byte("v")})
+	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	fc.Advance(hostileTerm + hostileEps - time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+	if srv.Stats().WritesWaiting != 1 {
+		t.Fatal("the write committed before the closed session's lease expired")
+	}
+	fc.Advance(time.Millisecond)
+	if r, ok := w.recv().(*protocol.WriteReply); !ok || r.ID != 2000 || r.Holders != 1 {
+		t.Fatalf("want the write to k2, got %#v", r)
+	}
+	checkOthers(t, other)
+}
+
+// TestHostileIdle: a connection silent for IdleTimeout is closed, whether
+// or not it said hello; a session lost so keeps its leases until they
+// expire.
+func TestHostileIdle(t *testing.T) {
+	noLeaks(t)
+	const idle = 300 * time.Millisecond
+	srv, fc := hostileServer(t, Config{IdleTimeout: idle})
+	other, _ := dialHello(t, srv, &quic.Config{KeepAlivePeriod: idle / 3})
+
+	silent := dialRaw(t, srv)
+	silent.get("k")
+	dialQUIC(t, srv, nil) // never opens a stream
+	start := time.Now()
+	// An idle timeout closes a connection silently: the clients learn of it
+	// only at their own, which quic-go holds to at least 5 s. The server's
+	// sessions end at the server's.
+	waitSessions(t, srv, 1)
+	// QUIC waits at least 3 PTOs, a few milliseconds on localhost; allow
+	// for a slow machine.
+	if d := time.Since(start); d > idle+prompt {
+		t.Fatalf("idle connections closed after %v, want about %v", d, idle)
+	}
+	checkOthers(t, other)
+	if n := tableStats(srv).Leases; n < 1 {
+		t.Fatal("the lost session's lease is gone")
+	}
+	other.send(&protocol.Write{ID: 1000, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
+	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	fc.Advance(hostileTerm + hostileEps)
+	if r, ok := other.recv().(*protocol.WriteReply); !ok || r.ID != 1000 || r.Holders != 1 {
+		t.Fatalf("want the write to k, got %#v", r)
+	}
+}
+
+// TestHostileFlood: a client that renews, releases and acknowledges, in
+// large batches, leases it never held gets sane replies, the lease table
+// does not grow, and other clients and their leases are unaffected.
+func TestHostileFlood(t *testing.T) {
+	noLeaks(t)
+	const batches, perBatch = 200, 1000
+	srv, _ := hostileServer(t, Config{})
+	other := dialRaw(t, srv)
+	other.get("shared")
+	f := dialRaw(t, srv)
+	before := tableStats(srv)
+	checks := 0
+	for b := range batches {
+		keys := make([][]byte, perBatch)
+		for i := range keys {
+			keys[i] = []byte(fmt.Sprintf("f/%d/%d", b, i))
+		}
+		keys[b%perBatch] = []byte("shared") // held by the other client, not by f
+		renew, release := f.id(), f.id()
+		f.send(&protocol.Renew{ID: renew, Keys: keys})
+		f.send(&protocol.Release{ID: release, Keys: keys})
+		f.send(&protocol.Ack{Keys: keys})
+		r, ok := f.recv().(*protocol.RenewReply)
+		if !ok || r.ID != renew || len(r.Terms) != perBatch {
+			t.Fatalf("renew of %d unheld keys: %#v", perBatch, r)
+		}
+		for i, term := range r.Terms {
+			if term != 0 {
+				t.Fatalf("renew of unheld key %q: term %v, want 0", keys[i], term)
+			}
+		}
+		if ok, isOK := f.recv().(*protocol.OK); !isOK || ok.ID != release {
+			t.Fatalf("release of unheld keys: %#v", ok)
+		}
+		if b%50 == 0 {
+			checkOthers(t, other)
+			checks++
+		}
+	}
+	// Only the other client's puts added keys and leases.
+	after := tableStats(srv)
+	if after.Keys != before.Keys+checks || after.Leases != before.Leases+checks || after.Sessions != before.Sessions {
+		t.Fatalf("lease table grew: %+v before, %+v after, want %d keys and leases more", before, after, checks)
+	}
+	other.send(&protocol.Renew{ID: 999999, Keys: [][]byte{[]byte("shared")}})
+	if r, ok := other.recv().(*protocol.RenewReply); !ok || r.Terms[0] != hostileTerm {
+		t.Fatalf("the other client's lease on shared: %#v", r)
+	}
+}
+
+// TestHostileDuplicateID: a request that reuses the ID of a write still in
+// flight gets a protocol error; the session, and the write, go on.
+func TestHostileDuplicateID(t *testing.T) {
+	noLeaks(t)
+	srv, fc := hostileServer(t, Config{})
+	other := dialRaw(t, srv)
+	holder := dialRaw(t, srv)
+	holder.get("k")
+	w := dialRaw(t, srv)
+	w.send(&protocol.Write{ID: 5, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v1")})
+	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	for _, m := range []protocol.Message{
+		&protocol.Write{ID: 5, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("x")},
+		&protocol.Acquire{ID: 5, Key: []byte("other")},
+		&protocol.Get{ID: 5, Key: []byte("other")},
+		&protocol.Renew{ID: 5, Keys: [][]byte{[]byte("other")}},
+		&protocol.Stats{ID: 5},
+	} {
+		w.send(m)
+		if e := w.expectError(5, protocol.CodeProtocol); !strings.Contains(e.Message, "in flight") {
+			t.Fatalf("%s reusing id 5: error %q", m.Type(), e.Message)
+		}
+	}
+	w.nextID = 5
+	if r := w.get("other"); r.Found || r.Term != hostileTerm {
+		t.Fatalf("get after the duplicates: %+v", r)
+	}
+	if st := srv.Stats(); st.WritesWaiting != 1 || st.WriteLeases != 0 {
+		t.Fatalf("a duplicate was taken: %+v", st)
+	}
+	checkOthers(t, other)
+	fc.Advance(hostileTerm + hostileEps)
+	if r, ok := w.recv().(*protocol.WriteReply); !ok || r.ID != 5 || r.Version != 2 {
+		// Version 1 is the other client's put.
+		t.Fatalf("want the reply of write 5, got %#v", r)
+	}
+	// Once answered, the ID is free again.
+	w.nextID = 4
+	if r := w.put("k", []byte("v2")); r.Version != 3 {
+		t.Fatalf("put reusing an answered id: %+v", r)
+	}
+}
+
+// TestHostileGoodbyeNoClose: a client that says goodbye gets its OK and the
+// end of the request stream, and its connection is closed if it does not
+// close it within the hello timeout.
+func TestHostileGoodbyeNoClose(t *testing.T) {
+	noLeaks(t)
+	srv, _ := hostileServer(t, Config{HelloTimeout: shortHello})
+	other := dialRaw(t, srv)
+	c := dialRaw(t, srv)
+	c.get("k")
+	c.send(&protocol.Goodbye{ID: 7})
+	if r, ok := c.recv().(*protocol.OK); !ok || r.ID != 7 {
+		t.Fatalf("want OK to goodbye, got %#v", r)
+	}
+	if _, err := c.fr.ReadMessage(); err == nil {
+		t.Fatal("the request stream goes on after goodbye")
+	}
+	c.expectGone(protocol.CodeClosed, "goodbye")
+	waitSessions(t, srv, 1)
+	if n := tableStats(srv).Leases; n != 0 {
+		t.Fatalf("%d leases after goodbye, want 0", n)
+	}
+	checkOthers(t, other)
+}
+
+// TestConfigSessionLimits: the defaults and validation of the limits on
+// sessions.
+func TestConfigSessionLimits(t *testing.T) {
+	d := Config{}.withDefaults()
+	if d.MaxInflightBytes != DefaultMaxInflightBytes || d.HelloTimeout != DefaultHelloTimeout {
+		t.Fatalf("defaults: %d inflight bytes, hello timeout %v", d.MaxInflightBytes, d.HelloTimeout)
+	}
+	if err := d.validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	big := Config{MaxValueSize: 64 << 20}.withDefaults()
+	if err := big.validate(); err != nil {
+		t.Fatalf("the largest values with the default budget: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"negative inflight bytes", Config{MaxInflightBytes: -1}},
+		{"inflight bytes under the value size", Config{MaxValueSize: 2 << 20, MaxInflightBytes: 1 << 20}},
+		{"negative hello timeout", Config{HelloTimeout: -time.Second}},
+	} {
+		if err := tc.cfg.withDefaults().validate(); err == nil {
+			t.Errorf("%s: validate accepted it", tc.name)
+		}
+	}
+}
+
+// stalledWriter is a stream whose peer does not read: Write blocks until
+// the stream is closed.
+type stalledWriter struct{ closed chan struct{} }
+
+func (w stalledWriter) Write([]byte) (int, error) { <-w.closed; return 0, io.ErrClosedPipe }
+
+// TestSenderOverflow: a sender whose peer does not read queues up to the
+// cap and no further: past it, it drops what it queued, refuses more, and
+// calls overflow once, whose closing of the stream ends its goroutine.
+func TestSenderOverflow(t *testing.T) {
+	noLeaks(t)
+	w := stalledWriter{make(chan struct{})}
+	var counts [protocol.NumTypes]atomic.Uint64
+	var overflows atomic.Int32
+	s := newSender(w, &counts, func() { overflows.Add(1); close(w.closed) })
+	done := make(chan struct{})
+	go func() { defer close(done); s.run() }()
+	value := make([]byte, 1<<20)
+	taken := 0
+	for i := range 2 * maxQueuedBytes >> 20 {
+		if s.send(&protocol.GetReply{ID: uint64(i + 1), Value: value}) {
+			taken++
+		}
+		s.mu.Lock()
+		queued := len(s.buf)
+		s.mu.Unlock()
+		if queued > maxQueuedBytes+len(value)+64 {
+			t.Fatalf("%d bytes queued, cap %d", queued, maxQueuedBytes)
+		}
+	}
+	if n := overflows.Load(); n != 1 {
+		t.Fatalf("overflow called %d times, want once", n)
+	}
+	// What the goroutine took to write, and blocks on, is out of the queue:
+	// at most the cap again.
+	if max := 2 * (maxQueuedBytes>>20 + 1); taken > max {
+		t.Fatalf("%d frames of 1 MiB taken, want at most %d", taken, max)
+	}
+	s.mu.Lock()
+	queued := len(s.buf)
+	s.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("%d bytes still queued after the overflow", queued)
+	}
+	select {
+	case <-done:
+	case <-time.After(testTimeout):
+		t.Fatal("the sender's goroutine did not end")
+	}
+}
+
+// TestSenderFlushBounded: flush gives up after its timeout when the peer
+// does not read, and reports that it did.
+func TestSenderFlushBounded(t *testing.T) {
+	noLeaks(t)
+	w := stalledWriter{make(chan struct{})}
+	var counts [protocol.NumTypes]atomic.Uint64
+	s := newSender(w, &counts, func() {})
+	done := make(chan struct{})
+	go func() { defer close(done); s.run() }()
+	s.send(&protocol.OK{ID: 1})
+	start := time.Now()
+	if s.flush(50 * time.Millisecond) {
+		t.Fatal("flush reported the frame written to a peer that does not read")
+	}
+	if d := time.Since(start); d < 50*time.Millisecond || d > prompt {
+		t.Fatalf("flush returned after %v, want 50ms", d)
+	}
+	close(w.closed)
+	<-done
+	if s.flush(time.Hour) {
+		t.Fatal("flush of a closed sender reported its frame written")
+	}
+}
