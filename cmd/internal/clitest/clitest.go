@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leased/leased/client"
 )
 
 // Deadlines. They only bound failures: a passing run is much faster. They
@@ -66,9 +69,20 @@ func Build(dir string) (Binaries, error) {
 	return b, nil
 }
 
+// HelperEnv, set in the environment of a test binary, says that a test
+// re-executed the binary as a helper process (such as a lease holder that
+// must live in a process of its own). Main then runs the tests without
+// building the binaries: the helper runs only the test that the parent
+// named with -test.run, and needs neither.
+const HelperEnv = "LEASED_CLITEST_HELPER"
+
 // Main builds the binaries into a temporary folder, runs the tests with
-// them, and removes the folder. Use it from TestMain.
+// them, and removes the folder. Use it from TestMain. In a helper process
+// (HelperEnv is set) it builds nothing.
 func Main(m interface{ Run() int }, bins *Binaries) int {
+	if os.Getenv(HelperEnv) != "" {
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "leased-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -255,7 +269,9 @@ func (p *Proc) WaitOutput(t testing.TB, want string, timeout time.Duration) {
 // Server is a running leased.
 type Server struct {
 	*Proc
-	bins Binaries
+	bins  Binaries
+	dir   string   // working directory
+	extra []string // flags beside --listen and --data
 	// Addr is the address it serves on, 127.0.0.1:port.
 	Addr string
 	// Data is its data folder, and CA the CA file in it.
@@ -275,29 +291,96 @@ func StartServer(t testing.TB, bins Binaries, dir, data string, extra ...string)
 		if err != nil {
 			t.Fatalf("free port: %v", err)
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		args := append([]string{"--listen", addr, "--data", data}, extra...)
-		s := &Server{
-			Proc: Cmd{Dir: dir}.Start(t, bins.Leased, args...),
-			bins: bins,
-			Addr: addr,
-			Data: data,
-		}
-		s.CA = filepath.Join(data, "tls", "ca.pem")
-		if dir != "" && !filepath.IsAbs(s.CA) {
-			s.CA = filepath.Join(dir, s.CA)
-		}
-		if s.waitReady(t) {
+		s, ok := startAt(t, bins, dir, data, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), extra)
+		if ok {
 			return s
 		}
 		if !strings.Contains(s.Stderr.String(), "address already in use") {
-			t.Fatalf("leased %q exited before it answered\nstderr: %s", args, s.Stderr.String())
+			t.Fatalf("leased %q exited before it answered\nstderr: %s", s.Cmd.Args[1:], s.Stderr.String())
 		}
 		// Another process took the port between FreeUDPPort and leased's
 		// bind: try another.
 	}
 	t.Fatalf("leased: no free port after %d attempts", attempts)
 	return nil
+}
+
+// StartServerAt is StartServer on the address addr, such as the port of a
+// server that was just killed: clients that reconnect by themselves find
+// the new one there. It fails the test if the server does not answer.
+func StartServerAt(t testing.TB, bins Binaries, dir, data, addr string, extra ...string) *Server {
+	t.Helper()
+	s, ok := startAt(t, bins, dir, data, addr, extra)
+	if !ok {
+		t.Fatalf("leased %q exited before it answered\nstderr: %s", s.Cmd.Args[1:], s.Stderr.String())
+	}
+	return s
+}
+
+// startAt starts leased on addr and waits until it answers. It returns
+// false if the server exited first.
+func startAt(t testing.TB, bins Binaries, dir, data, addr string, extra []string) (*Server, bool) {
+	t.Helper()
+	args := append([]string{"--listen", addr, "--data", data}, extra...)
+	s := &Server{
+		Proc:  Cmd{Dir: dir}.Start(t, bins.Leased, args...),
+		bins:  bins,
+		dir:   dir,
+		extra: append([]string(nil), extra...),
+		Addr:  addr,
+		Data:  data,
+	}
+	s.CA = filepath.Join(data, "tls", "ca.pem")
+	if dir != "" && !filepath.IsAbs(s.CA) {
+		s.CA = filepath.Join(dir, s.CA)
+	}
+	return s, s.waitReady(t)
+}
+
+// Restart starts a new leased with the same address, data folder and flags
+// as s, which must have exited, and waits until it answers.
+func (s *Server) Restart(t testing.TB) *Server {
+	t.Helper()
+	return s.RestartWith(t, s.extra...)
+}
+
+// RestartWith is Restart with other flags beside --listen and --data.
+func (s *Server) RestartWith(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	select {
+	case <-s.exited:
+	default:
+		t.Fatalf("restart of leased at %s while it is still running", s.Addr)
+	}
+	return StartServerAt(t, s.bins, s.dir, s.Data, s.Addr, extra...)
+}
+
+// Kill kills the server with SIGKILL, as a crash of the process would, and
+// waits at most ExitTimeout for it to be gone. It fails the test if the
+// server had already exited by itself. (It is not a power cut: what the
+// process wrote to the kernel survives it, synced or not.)
+func (s *Server) Kill(t testing.TB) {
+	t.Helper()
+	select {
+	case <-s.exited:
+		t.Fatalf("leased at %s exited before it was killed: %v\nstderr: %s", s.Addr, s.err, s.Stderr.String())
+	default:
+	}
+	s.Signal(t, syscall.SIGKILL)
+	select {
+	case <-s.exited:
+	case <-time.After(ExitTimeout):
+		t.Fatalf("leased at %s did not die within %v of SIGKILL", s.Addr, ExitTimeout)
+	}
+	if ws, ok := s.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && !ws.Signaled() {
+		t.Fatalf("leased at %s exited with status %d before SIGKILL took effect\nstderr: %s", s.Addr, ws.ExitStatus(), s.Stderr.String())
+	}
+}
+
+// ClientConfig returns a client.Config that trusts the server's CA and
+// discards the client's logs. Callers set what else they need.
+func (s *Server) ClientConfig() client.Config {
+	return client.Config{CAFile: s.CA, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // waitReady polls leasectl status until the server answers, for at most

@@ -1,0 +1,22 @@
+# Developer targets. CI runs .ci/run, which does the same and more.
+
+GO ?= go
+# How long each protocol fuzz target runs in `make fuzz`.
+FUZZTIME ?= 15s
+
+.PHONY: test crash-long fuzz
+
+# The README's test command.
+test:
+	$(GO) test -race ./...
+
+# The crash test with 200 kill-and-restart cycles instead of 20. Replay a
+# failure with the seed it logged: add -crash.seed=N.
+crash-long:
+	$(GO) test ./cmd/leased -run '^TestCrashKill$$' -count=1 -timeout 60m -crash.cycles=200 -v
+
+# Each fuzz target of package protocol for FUZZTIME, as .ci/run does.
+fuzz:
+	for target in $$($(GO) test -list '^Fuzz' ./protocol/ | grep '^Fuzz'); do \
+		$(GO) test ./protocol/ -run '^$$' -fuzz "^$${target}\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
