@@ -291,6 +291,10 @@ func New(cfg Config) (*Server, error) {
 	tlsConf.MinVersion = tls.VersionTLS13
 	tlsConf.NextProtos = []string{protocol.ALPN}
 
+	resetKey, err := loadOrCreateResetKey(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("leased: %w", err)
+	}
 	st, err := openStore(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, cfg.Clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("leased: %w", err)
@@ -305,7 +309,7 @@ func New(cfg Config) (*Server, error) {
 		st.close()
 		return nil, fmt.Errorf("leased: listen: %w", err)
 	}
-	tr := &quic.Transport{Conn: udp}
+	tr := &quic.Transport{Conn: udp, StatelessResetKey: resetKey}
 	ln, err := tr.Listen(tlsConf, &quic.Config{
 		MaxIdleTimeout:        cfg.IdleTimeout,
 		MaxIncomingStreams:    4,

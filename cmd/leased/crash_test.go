@@ -54,11 +54,11 @@ const (
 	// the restart hold (a lease and a horizon step: under 1.4 s here) and
 	// for a few holders' terms.
 	crashOpTimeout = 5 * time.Second
-	// crashIdleTimeout is the clients' idle timeout. leased sends no QUIC
-	// stateless reset after a restart, so a client whose server was killed
-	// learns that its connection is dead only from this much silence; then
-	// it reconnects by itself. It is shorter than the restart hold after a
-	// run with a 1 s term, so writers come back while writes are held.
+	// crashIdleTimeout is the clients' idle timeout. A restarted leased
+	// answers packets of a connection it lost with a stateless reset, so
+	// clients normally learn at once that their connection is dead; this
+	// short timeout covers a reset that was lost, or a kill before the
+	// restart, so that writers always come back while writes are held.
 	crashIdleTimeout = 750 * time.Millisecond
 	// crashReconnectTimeout bounds the wait for every writer to reconnect
 	// after a restart: the idle timeout, then a dial with backoff.
