@@ -1,7 +1,7 @@
 # Developer targets. CI runs .ci/run, which does the same and more.
 
 GO ?= go
-# How long each protocol fuzz target runs in `make fuzz`.
+# How long each fuzz target runs in `make fuzz`.
 FUZZTIME ?= 15s
 
 .PHONY: test crash-long fuzz
@@ -15,8 +15,12 @@ test:
 crash-long:
 	$(GO) test ./cmd/leased -run '^TestCrashKill$$' -count=1 -timeout 60m -crash.cycles=200 -v
 
-# Each fuzz target of package protocol for FUZZTIME, as .ci/run does.
+# Each fuzz target of packages protocol and server for FUZZTIME, as
+# .ci/run does (FuzzSession minimizes new inputs with at most 200 runs, so
+# that it has time to fuzz).
 fuzz:
-	for target in $$($(GO) test -list '^Fuzz' ./protocol/ | grep '^Fuzz'); do \
-		$(GO) test ./protocol/ -run '^$$' -fuzz "^$${target}\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	for pkg in ./protocol/ ./server/; do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$${target}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x || exit 1; \
+		done; \
 	done

@@ -5,9 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/leased/leased/protocol"
 )
@@ -164,11 +168,13 @@ func FuzzReadFrame(f *testing.F) {
 
 // FuzzDecode decodes an arbitrary body as an arbitrary type. Decode must not
 // panic, must fail with ErrMalformed or give a message of that type, and a
-// message it gives must survive encoding and decoding again.
+// message it gives must survive encoding and decoding again. The type is a
+// whole byte, so every message type and every unknown one is reachable;
+// TestFuzzDecodeSeedsCoverEveryType checks that each type has a seed.
 func FuzzDecode(f *testing.F) {
 	for _, s := range samples() {
 		frame := appendFrame(f, nil, s.msg)
-		if len(frame) <= 512 {
+		if len(frame) <= fuzzDecodeMaxSeed {
 			f.Add(frame[4], frame[5:])
 		}
 	}
@@ -194,6 +200,94 @@ func FuzzDecode(f *testing.F) {
 		}
 		checkReencode(t, m)
 	})
+}
+
+// fuzzDecodeMaxSeed bounds the frames of the samples FuzzDecode adds as
+// seeds.
+const fuzzDecodeMaxSeed = 512
+
+// TestFuzzDecodeSeedsCoverEveryType checks that FuzzDecode starts from a
+// body that decodes for every message type, both among the samples it adds
+// and in its committed corpus, so that the fuzzer mutates every decoder
+// from a valid message rather than having to find one.
+func TestFuzzDecodeSeedsCoverEveryType(t *testing.T) {
+	added := make(map[protocol.Type]bool)
+	for _, s := range samples() {
+		if len(appendFrame(t, nil, s.msg)) <= fuzzDecodeMaxSeed {
+			added[s.msg.Type()] = true
+		}
+	}
+	committed := make(map[protocol.Type]bool)
+	files, err := filepath.Glob("testdata/fuzz/FuzzDecode/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range files {
+		typ, body, err := readDecodeSeed(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if _, err := protocol.Decode(typ, body); err == nil {
+			committed[typ] = true
+		}
+	}
+	for typ := protocol.Type(1); int(typ) < protocol.NumTypes; typ++ {
+		if !added[typ] {
+			t.Errorf("FuzzDecode adds no sample of %s (%d) of at most %d bytes", typ, typ, fuzzDecodeMaxSeed)
+		}
+		if !committed[typ] {
+			t.Errorf("testdata/fuzz/FuzzDecode has no %s (%d) that decodes", typ, typ)
+		}
+	}
+}
+
+// readDecodeSeed reads a FuzzDecode corpus file: a byte and a []byte.
+func readDecodeSeed(path string) (protocol.Type, []byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 3 || lines[0] != "go test fuzz v1" {
+		return 0, nil, errors.New("not a corpus file of two values")
+	}
+	arg := func(line, typ string) (string, error) {
+		if !strings.HasPrefix(line, typ+"(") || !strings.HasSuffix(line, ")") {
+			return "", errors.New("want " + typ + "(...), got " + line)
+		}
+		return line[len(typ)+1 : len(line)-1], nil
+	}
+	lit, err := arg(lines[1], "byte")
+	if err != nil {
+		return 0, nil, err
+	}
+	var typ uint64
+	if strings.HasPrefix(lit, "'") {
+		s, err := strconv.Unquote(lit)
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(s) == 1 {
+			typ = uint64(s[0]) // '\xff' is the byte itself
+		} else {
+			r, _ := utf8.DecodeRuneInString(s)
+			typ = uint64(r)
+		}
+	} else if typ, err = strconv.ParseUint(lit, 0, 8); err != nil {
+		return 0, nil, err
+	}
+	if typ > 255 {
+		return 0, nil, errors.New("byte out of range: " + lit)
+	}
+	lit, err = arg(lines[2], "[]byte")
+	if err != nil {
+		return 0, nil, err
+	}
+	body, err := strconv.Unquote(lit)
+	if err != nil {
+		return 0, nil, err
+	}
+	return protocol.Type(typ), []byte(body), nil
 }
 
 // FuzzFrameStream reads messages from arbitrary bytes until an error. Every

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"unicode/utf8"
 
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
@@ -54,7 +55,25 @@ func codeOf(err error) protocol.Code {
 	return protocol.CodeInternal
 }
 
+// maxErrorMessage bounds the message of an Error reply. Messages quote
+// keys, which may be long and, quoted, four times longer; a reply must stay
+// well within the frame limit a client reads with.
+const maxErrorMessage = 1024
+
 // errorReply builds the Error reply for request id.
 func errorReply(id uint64, err error) *protocol.Error {
-	return &protocol.Error{ID: id, Code: codeOf(err), Message: err.Error()}
+	return &protocol.Error{ID: id, Code: codeOf(err), Message: shorten(err.Error(), maxErrorMessage)}
+}
+
+// shorten cuts s to at most n bytes, on a rune boundary, and marks the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
