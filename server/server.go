@@ -639,8 +639,16 @@ func (s *Server) timerLoop() {
 		var timer clock.Timer
 		var fire <-chan time.Time
 		if ok {
-			timer = s.clock.NewTimer(next.Sub(s.clock.Now()))
+			now := s.clock.Now()
+			timer = s.clock.NewTimer(next.Sub(now))
 			fire = timer.Chan()
+			// The timer counts from when it was made, not from now: if the
+			// clock jumped in between (a fake clock advanced by a test),
+			// it would fire late by the jump. Make it again.
+			if s.clock.Now().Sub(now) >= time.Millisecond {
+				timer.Stop()
+				continue
+			}
 		}
 		select {
 		case <-s.commits.closed:
