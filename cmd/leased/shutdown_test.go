@@ -732,7 +732,7 @@ func TestKillRestartResetsConnections(t *testing.T) {
 	c := dialServer(t, srv, "writer") // the default client.Config idle timeout
 	mustPut(t, c, "k", []byte("before"))
 	srv.Kill(t)
-	srv = srv.Restart(t)
+	srv.Restart(t) // on the same address; stopped in t.Cleanup
 	restarted := time.Now()
 	// The first operation may fail fast with ErrUnavailable while the
 	// client learns of the reset; it must then reconnect by itself.
