@@ -157,8 +157,11 @@ type Session struct {
 // the caller but not cached, because the invalidation may concern the very
 // lease the answer carries.
 type fetch struct {
-	n        int
-	poisoned bool
+	// n counts the requests that share the record. It is raised under
+	// c.imu, but lowered without it (see endFetch), so that ending a
+	// request that has nothing to cache does not take c.imu.
+	n        atomic.Int32
+	poisoned bool // guarded by c.imu
 }
 
 // Client is a connection to a leased server with a local lease cache. See
@@ -326,7 +329,7 @@ func (c *Client) beginFetch(key string) *fetch {
 		f = &fetch{}
 		c.fetches[key] = f
 	}
-	f.n++
+	f.n.Add(1)
 	return f
 }
 
@@ -346,7 +349,8 @@ func (c *Client) beginWriteFetch(key string) *fetch {
 	if old := c.fetches[key]; old != nil {
 		old.poisoned = true
 	}
-	f := &fetch{n: 1}
+	f := &fetch{}
+	f.n.Store(1)
 	c.fetches[key] = f
 	return f
 }
@@ -373,31 +377,73 @@ func (c *Client) send(cn *conn, key string, req protocol.Message, change bool) (
 	return f, sent, id, ch, err
 }
 
-// endFetch must be called with c.imu held.
+// endFetch ends one request of f. It takes c.imu only to drop the record
+// once the last of its requests has ended, so it must be called without it.
 func (c *Client) endFetch(key string, f *fetch) {
-	f.n--
-	if f.n == 0 && c.fetches[key] == f {
+	if f.n.Add(-1) > 0 {
+		return
+	}
+	c.imu.Lock()
+	c.dropFetch(key, f)
+	c.imu.Unlock()
+}
+
+// dropFetch forgets f if no request shares it any more: one may have begun
+// sharing it again since it was ended. It must be called with c.imu held.
+func (c *Client) dropFetch(key string, f *fetch) {
+	if f.n.Load() == 0 && c.fetches[key] == f {
 		delete(c.fetches, key)
 	}
 }
 
 // fill caches an answer under its lease unless an invalidation poisoned
 // the fetch, and ends the fetch.
+//
+// An answer with no lease, or one the cache already holds (the same
+// version, under a lease still live), has nothing to store: it ends its
+// fetch without c.imu, and leaves the entry alone. This matters for a hot
+// key. When its readers miss together (after an invalidation, or at an
+// expiry), every answer after the first one cached is of this kind. Taking
+// c.imu for each made them a queue in which every turn waited for its
+// goroutine to be scheduled, up to a whole scheduling round while the
+// readers served from the cache kept the CPUs busy. The queue could outlast
+// the term, and held up everything else that takes c.imu: invalidation
+// acknowledgements, new requests, and flushReleases, which waits for c.imu
+// holding c.smu and so stalled the maintenance loop and its renewals. And
+// each of those answers replaced the entry with one whose deadline counts
+// from its own request, sent before any renewal of the entry, and so undid
+// the renewal. The entry then expired
+// with its term, the readers all missed at once again, and the cycle
+// repeated. Skipping is safe: it adds nothing to the cache, and the entry
+// already cached is covered by the session's lease on the key, which is
+// not released while the key is cached.
 func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found bool, deadline time.Time, term time.Duration) {
+	if term <= 0 || c.holds(key, version, found) {
+		c.endFetch(key, f)
+		return
+	}
 	var evicted []string
 	c.imu.Lock()
-	if term > 0 && (f.poisoned || c.closed) {
+	if f.poisoned || c.closed {
 		// The server granted a lease the cache will not use.
 		evicted = append(evicted, key)
-	} else if term > 0 {
+	} else {
 		_, evicted = c.cache.Put(key, value, version, found, deadline)
 		if m := c.minTerm.Load(); m == 0 || int64(term) < m {
 			c.minTerm.Store(int64(term))
 		}
 	}
-	c.endFetch(key, f)
+	f.n.Add(-1)
+	c.dropFetch(key, f)
 	c.imu.Unlock()
 	c.relinquish(evicted)
+}
+
+// holds reports whether the cache holds version of key (found or not) under
+// a lease that is still live.
+func (c *Client) holds(key string, version uint64, found bool) bool {
+	e, deadline, ok := c.cache.Peek(key)
+	return ok && e.Version == version && e.Found == found && c.monoNow().Before(deadline)
 }
 
 func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
@@ -435,6 +481,9 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 	value := r.Value
 	if r.Unchanged {
 		value = old.Value
+	}
+	if h := testHookBeforeFill.Load(); h != nil {
+		(*h)(key)
 	}
 	c.fill(key, f, value, r.Version, r.Found, sent.Add(r.Term), r.Term)
 	return Item{Value: value, Found: r.Found, Version: r.Version}, nil
@@ -565,6 +614,10 @@ func (c *Client) invalidate(cn *conn, keys [][]byte) error {
 // entries and sending the acknowledgement. Only tests set it, to widen
 // that window.
 var testHookBeforeAck atomic.Pointer[func()]
+
+// testHookBeforeFill, if set, runs in fetch between the arrival of a read's
+// answer and its fill. Only tests set it, to order fills.
+var testHookBeforeFill atomic.Pointer[func(key string)]
 
 // relinquish queues keys whose leases the client gives up, for the next
 // batched release.
@@ -804,7 +857,8 @@ func (c *Client) flushReleases() {
 	seen := make(map[string]bool, len(queued))
 	c.imu.Lock()
 	for _, k := range queued {
-		if _, _, cached := c.cache.Peek(k); cached || c.fetches[k] != nil || seen[k] {
+		f := c.fetches[k] // ended but not yet dropped if n is 0 (see endFetch)
+		if _, _, cached := c.cache.Peek(k); cached || (f != nil && f.n.Load() > 0) || seen[k] {
 			continue
 		}
 		seen[k] = true

@@ -250,3 +250,97 @@ func TestHotKeyCachedAgain(t *testing.T) {
 		return err == nil && it.Cached && string(it.Value) == "v21"
 	})
 }
+
+// TestHerdAnswersDoNotQueue: when many reads of a key miss at once, the
+// answers after the first one cached bring nothing new. They must neither
+// replace the entry (a replacement counts the lease from its own, earlier
+// request, and so undoes a renewal) nor wait in turn for the lock that
+// fills, acknowledgements, releases and new requests share: while readers
+// kept the CPUs busy on the cached entry, each turn of that queue waited
+// for a scheduling round, so the queue outlasted the term and held up the
+// renewals, the hot key expired with every term, and all its readers missed
+// together again (the flakiness of TestHotKeyCachedAgain). A hook holds the
+// answers of three such reads until all have arrived, then lets them fill
+// one at a time, the second while that lock is held.
+func TestHerdAnswersDoNotQueue(t *testing.T) {
+	checkLeaks(t)
+	srv := startServer(t, server.Config{LeaseTerm: 5 * time.Second})
+	a := dial(t, srv, client.Config{})
+	b := dial(t, srv, client.Config{})
+	mustPut(t, b, "k", "v1")
+	const readers = 3
+	arrived := make(chan struct{}, readers)
+	var turns [readers]chan struct{}
+	for i := range turns {
+		turns[i] = make(chan struct{})
+	}
+	var next atomic.Int32
+	defer client.SetBeforeFillHook(func(key string) {
+		if i := next.Add(1) - 1; key == "k" && i < readers {
+			arrived <- struct{}{}
+			<-turns[i]
+		}
+	})()
+	var released int
+	release := func() { close(turns[released]); released++ }
+	defer func() {
+		for released < readers { // on failure, so that no read is left waiting
+			release()
+		}
+	}()
+	done := make(chan error, readers)
+	for range readers {
+		go func() {
+			_, err := a.Get(context.Background(), "k")
+			done <- err
+		}()
+	}
+	for range readers {
+		select {
+		case <-arrived:
+		case <-time.After(testTimeout):
+			t.Fatal("the three reads were not all answered")
+		}
+	}
+	// Each read missed (no answer is cached yet) and went to the server.
+	returned := func(what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(testTimeout):
+			t.Fatalf("%s did not return", what)
+		}
+	}
+	release()
+	returned("the first read")
+	e, deadline, ok := client.CachedEntry(a, "k")
+	if !ok || string(e.Value) != "v1" {
+		t.Fatalf("the first answer is not cached")
+	}
+	unlock := client.LockFills(a)
+	release()
+	select {
+	case err := <-done:
+		unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(testTimeout):
+		unlock()
+		t.Fatal("the second read, whose answer is already cached under a live lease, waited for the fill lock")
+	}
+	release()
+	returned("the third read")
+	if e2, deadline2, ok := client.CachedEntry(a, "k"); !ok || e2 != e || !deadline2.Equal(deadline) {
+		t.Errorf("a later answer of the same version replaced the cached entry (deadline %v, was %v)", deadline2, deadline)
+	}
+	if client.FetchInFlight(a, "k") {
+		t.Error("the reads' fetch record outlived them")
+	}
+	if it := mustGet(t, a, "k"); !it.Cached {
+		t.Errorf("k is not served from cache after the reads: %s", fmtItem(it))
+	}
+}
