@@ -401,22 +401,13 @@ func (c *Client) dropFetch(key string, f *fetch) {
 //
 // An answer with no lease, or one the cache already holds (the same
 // version, under a lease still live), has nothing to store: it ends its
-// fetch without c.imu, and leaves the entry alone. This matters for a hot
-// key. When its readers miss together (after an invalidation, or at an
-// expiry), every answer after the first one cached is of this kind. Taking
-// c.imu for each made them a queue in which every turn waited for its
-// goroutine to be scheduled, up to a whole scheduling round while the
-// readers served from the cache kept the CPUs busy. The queue could outlast
-// the term, and held up everything else that takes c.imu: invalidation
-// acknowledgements, new requests, and flushReleases, which waits for c.imu
-// holding c.smu and so stalled the maintenance loop and its renewals. And
-// each of those answers replaced the entry with one whose deadline counts
-// from its own request, sent before any renewal of the entry, and so undid
-// the renewal. The entry then expired
-// with its term, the readers all missed at once again, and the cycle
-// repeated. Skipping is safe: it adds nothing to the cache, and the entry
-// already cached is covered by the session's lease on the key, which is
-// not released while the key is cached.
+// fetch without c.imu and leaves the entry alone. When the readers of a hot
+// key miss together, every answer after the first is of this kind, and
+// taking c.imu for each of them made a queue that could outlast the term,
+// stall acknowledgements and renewals, and replace the entry with ones of
+// earlier deadlines. Skipping is safe: it adds nothing to the cache, and
+// the entry already cached is covered by the session's lease on the key,
+// which is not released while the key is cached.
 func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found bool, deadline time.Time, term time.Duration) {
 	if term <= 0 || c.holds(key, version, found) {
 		c.endFetch(key, f)

@@ -98,9 +98,22 @@ func TestStorageFault(t *testing.T) {
 	if faults.Load() == 0 {
 		t.Fatal("the fault was never hit")
 	}
+	// Until the retry is due, reads do not queue behind a failing fsync:
+	// they do not try to persist the horizon at all.
+	tries := faults.Load()
+	for range 20 {
+		if r := other.get("k"); r.Term != 0 {
+			t.Fatalf("read with a lease past the horizon: %+v", r)
+		}
+	}
+	if n := faults.Load() - tries; n != 0 {
+		t.Fatalf("%d more attempts to persist the horizon before the retry was due", n)
+	}
 
-	// The fault clears: writes go on, with fresh versions and tokens.
+	// The fault clears: writes go on at once, with fresh versions and
+	// tokens; leases again once the horizon's retry is due.
 	srv.store.injectFault(nil)
+	fc.Advance(srv.cfg.HorizonStep / 2)
 	r, ok := c.writeOp(protocol.OpPut, "k", "v3", 0).(*protocol.WriteReply)
 	if !ok || r.Version <= 1 {
 		t.Fatalf("put after the fault: %#v", r)

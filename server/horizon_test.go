@@ -254,3 +254,52 @@ func TestCloseLowersHorizon(t *testing.T) {
 		}
 	})
 }
+
+// persistedSpan reads how far the persisted horizon reached when written.
+func persistedSpan(t *testing.T, db *badger.DB) time.Duration {
+	t.Helper()
+	var span uint64
+	if err := db.View(func(txn *badger.Txn) error {
+		var err error
+		span, err = getUint(txn, metaHorizonSpan)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(span)
+}
+
+// TestHorizonAfterClockStepBack: a run that starts after the wall clock
+// stepped back trusts the old horizon only as far as its span, so the
+// leases it grants are covered by a horizon of its own, and the run after
+// its crash waits for them.
+func TestHorizonAfterClockStepBack(t *testing.T) {
+	dir := t.TempDir()
+	fc := clock.NewFake()
+	a := newServer(t, dir, fc, time.Second)
+	go a.Serve(t.Context())
+	dialRaw(t, a).get("k")
+	fc.Advance(500 * time.Millisecond)
+	a.Close() // lowers the horizon to the live lease: about 0.6 s ahead
+
+	const longTerm = 30 * time.Second
+	back := clockwork.NewFakeClockAt(fc.Now().Add(-time.Hour))
+	b := newServer(t, dir, back, longTerm)
+	go b.Serve(t.Context())
+	granted := back.Now()
+	if r := dialRaw(t, b).get("k"); r.Term != longTerm {
+		t.Fatalf("grant after the step back: term %v", r.Term)
+	}
+	h, span := persistedHorizon(t, b.store.db), persistedSpan(t, b.store.db)
+	if end := granted.Add(longTerm + eps); h.Before(end) {
+		t.Fatalf("after the step back, the persisted horizon %v does not cover the lease granted until %v", h, end)
+	}
+	b.Close()
+	crashedAt(t, dir, h, h.Add(-span)) // b crashed instead
+
+	back.Advance(time.Second)
+	c := startServer(t, dir, back, time.Second)
+	if got, want := c.Stats().WritesAllowedIn, granted.Add(longTerm+eps).Sub(back.Now()); got < want {
+		t.Fatalf("after the crash of the run that granted a %v lease, writes are held %v, less than the %v it may still live", longTerm, got, want)
+	}
+}

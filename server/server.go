@@ -83,8 +83,8 @@ type Config struct {
 	// Epsilon) the server moves the lease horizon each time it persists it
 	// (DESIGN §7). A longer step persists less often; a shorter one shortens
 	// the wait for writes after a crash, which is at most the longest lease
-	// plus the step. Zero means a quarter of the longest lease, and at
-	// least 100 ms.
+	// plus the step. It must be at least 10 ms. Zero means a quarter of the
+	// longest lease, and at least 100 ms.
 	HorizonStep time.Duration
 	// IdleTimeout closes a connection that has been silent this long.
 	// Clients send keep-alives well within it. Default DefaultIdleTimeout.
@@ -168,8 +168,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("max inflight bytes %d is less than max value size %d: a write of the largest value could never be taken", c.MaxInflightBytes, c.MaxValueSize)
 	case c.HelloTimeout < 0:
 		return fmt.Errorf("hello timeout %v is negative", c.HelloTimeout)
-	case c.HorizonStep < 0:
-		return fmt.Errorf("horizon step %v is negative", c.HorizonStep)
+	case c.HorizonStep < 10*time.Millisecond:
+		return fmt.Errorf("horizon step %v is shorter than 10ms: the horizon would be persisted for almost every lease", c.HorizonStep)
 	}
 	seen := make(map[string]bool)
 	for _, p := range c.PrefixTerms {
@@ -242,10 +242,15 @@ type Server struct {
 	// The lease horizon (DESIGN §7): no lease this run grants lives past
 	// it, so after a crash writes wait only until it has passed.
 	life        time.Duration // the longest a lease lives: the longest term plus ε
-	horizon     atomic.Int64  // the persisted horizon, wall clock in Unix ns
+	horizon     atomic.Int64  // the persisted horizon this run trusts, wall clock in Unix ns
 	horizonMu   sync.Mutex    // serializes persisting it
 	horizonKick chan struct{} // asks horizonLoop to move it ahead; capacity 1
-	barrier     time.Time     // the horizon an earlier run left, while it is ahead; writes wait for it
+	// horizonRetry is when (Unix ns on the server's clock) to try again to
+	// persist the horizon after a storage fault; until then grants past it
+	// fail at once instead of queueing behind a failing fsync.
+	horizonRetry atomic.Int64
+	horizonDown  bool      // the last attempt failed; guarded by horizonMu
+	barrier      time.Time // the bound of an earlier run's leases, while it is ahead; writes wait for it
 
 	smu      sync.Mutex // guards sessions and closing
 	sessions map[leasetable.SessionID]*session
@@ -338,10 +343,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.commits.init()
 	s.started = s.clock.Now()
-	if !st.horizon.IsZero() {
-		s.horizon.Store(st.horizon.UnixNano())
-	}
 	if st.hold > 0 {
+		// Only the part of the old horizon that openStore trusted: if the
+		// wall clock stepped back, the old horizon looks further ahead than
+		// it reached, and must not spare this run from persisting its own.
+		s.horizon.Store(s.started.Add(st.hold).UnixNano())
 		// Read leases are soft state: a lease an earlier run granted may be
 		// live until the horizon it persisted. Hold writes until then;
 		// reads are served at once.
@@ -377,18 +383,38 @@ func (s *Server) ensureHorizon(now time.Time) error {
 	return s.advanceHorizon(now, 0)
 }
 
-// advanceHorizon persists a horizon a full step past now's longest lease,
-// unless the current one already reaches ahead past it.
+// errHorizonDown is returned, without a new attempt, while persisting the
+// lease horizon is failing.
+var errHorizonDown = fmt.Errorf("%w: the lease horizon cannot be persisted", errInternal)
+
+// advanceHorizon persists a horizon a full step past the longest lease
+// granted at now, unless the current one already covers such a lease and
+// ahead more. The new horizon also covers the leases of an earlier run
+// (the barrier), which a shorter term could otherwise leave out.
 func (s *Server) advanceHorizon(now time.Time, ahead time.Duration) error {
+	if now.UnixNano() < s.horizonRetry.Load() {
+		return errHorizonDown
+	}
 	s.horizonMu.Lock()
 	defer s.horizonMu.Unlock()
 	if now.Add(s.life+ahead).UnixNano() <= s.horizon.Load() {
 		return nil
 	}
 	h := now.Add(s.life + s.cfg.HorizonStep)
+	if s.barrier.After(h) {
+		h = now.Add(s.barrier.Sub(now)) // on the monotonic clock, as in lowerHorizon
+	}
 	if err := s.store.setHorizon(h, now); err != nil {
-		s.log.Error("cannot persist the lease horizon; reads are served without leases", "err", err)
+		s.horizonRetry.Store(now.Add(s.cfg.HorizonStep / 2).UnixNano())
+		if !s.horizonDown {
+			s.log.Error("cannot persist the lease horizon; reads are served without leases until it can be", "err", err)
+			s.horizonDown = true
+		}
 		return fmt.Errorf("%w: persist the lease horizon: %v", errInternal, err)
+	}
+	if s.horizonDown {
+		s.log.Info("the lease horizon is persisted again; reads are served with leases")
+		s.horizonDown = false
 	}
 	s.horizon.Store(h.UnixNano())
 	return nil
@@ -410,21 +436,22 @@ func (s *Server) horizonLoop() {
 
 // lowerHorizon persists, once no lease can be granted any more, the
 // earliest horizon that still covers every live lease: the latest expiry in
-// the table, or the horizon an earlier run left. When every holder
-// relinquished its leases, the next run does not hold writes at all.
+// the table, or the bound of an earlier run's leases (the barrier). When
+// every holder relinquished its leases, the next run does not hold writes
+// at all. The Server's Close calls it, after its sessions and loops ended.
 func (s *Server) lowerHorizon() error {
 	s.horizonMu.Lock()
 	defer s.horizonMu.Unlock()
 	now := s.clock.Now()
 	s.mu.Lock()
-	h := s.table.LatestExpiry()
+	latest := s.table.LatestExpiry()
 	s.mu.Unlock()
-	if s.barrier.After(h) {
-		h = s.barrier
+	if s.barrier.After(latest) {
+		latest = s.barrier
 	}
-	if h.Before(now) {
-		h = now
-	}
+	// Measured on the monotonic clock from now: the wall clock may have
+	// stepped since the lease was granted.
+	h := now.Add(max(latest.Sub(now), 0))
 	if s.horizon.Load() == 0 || h.UnixNano() >= s.horizon.Load() {
 		return nil
 	}

@@ -55,7 +55,7 @@ type store struct {
 	db *badger.DB
 
 	mu    sync.Mutex // guards rev, fence, usedRev and usedFence, and serializes commits
-	rev   uint64     // the revision of the last committed write
+	rev   uint64     // the revision persisted: of the last committed write, or a number skipped after it
 	fence uint64     // the last fencing token issued
 	// usedRev and usedFence are the highest revision and token handed to a
 	// transaction whose commit failed. Its outcome is unknown: badger may
@@ -326,12 +326,14 @@ func (s *store) tryTxn(batch []*mutation) (int, error) {
 		rev++
 		m.version = rev
 	}
-	if rev != max(s.rev, s.usedRev) {
+	// The counters are persisted whenever they pass what is persisted, also
+	// when they only skip the numbers of a failed commit.
+	if rev != s.rev {
 		if err := putUint(txn, metaRev, rev); err != nil {
 			return n, err
 		}
 	}
-	if fence != max(s.fence, s.usedFence) {
+	if fence != s.fence {
 		if err := putUint(txn, metaFence, fence); err != nil {
 			return n, err
 		}
