@@ -542,7 +542,7 @@ func (ss *session) waitingBytes() int {
 	return ss.opsBytes
 }
 
-// TestHostileInflightBytes: the values of a session's waiting writes are
+// TestHostileInflightBytes: the keys and values of a session's waiting writes are
 // held to MaxInflightBytes; a write past it gets a resource-exhausted error
 // naming the budget, and a write's bytes return to the budget when it is
 // answered: committed, canceled or abandoned at its deadline.
@@ -572,8 +572,8 @@ func TestHostileInflightBytes(t *testing.T) {
 	write(4, "k3", make([]byte, 64<<10)) // still fits
 	w.send(&protocol.Write{ID: 5, Op: protocol.OpDelete, Key: []byte("k4")})
 	waitFor(t, "four writes to wait", func() bool { return srv.Stats().WritesWaiting == 4 })
-	if n := ss.waitingBytes(); n != 2*maxValue+64<<10 {
-		t.Fatalf("%d bytes counted, want %d", n, 2*maxValue+64<<10)
+	if n, want := ss.waitingBytes(), 2*(2+maxValue)+2+64<<10+2; n != want {
+		t.Fatalf("%d bytes counted, want %d: each write's key and value", n, want)
 	}
 	checkOthers(t, other)
 
@@ -583,8 +583,8 @@ func TestHostileInflightBytes(t *testing.T) {
 	w.expectError(2, protocol.CodeCanceled)
 	write(6, "k2", full)
 	waitFor(t, "four writes to wait", func() bool { return srv.Stats().WritesWaiting == 4 })
-	if n := ss.waitingBytes(); n != 2*maxValue+64<<10 {
-		t.Fatalf("%d bytes counted, want %d", n, 2*maxValue+64<<10)
+	if n, want := ss.waitingBytes(), 2*(2+maxValue)+2+64<<10+2; n != want {
+		t.Fatalf("%d bytes counted, want %d: each write's key and value", n, want)
 	}
 
 	// Committed writes return theirs.
@@ -605,8 +605,8 @@ func TestHostileInflightBytes(t *testing.T) {
 	holder.get("k0")
 	w.send(&protocol.Write{ID: 7, Op: protocol.OpPut, Key: []byte("k0"), Value: full, Timeout: time.Second})
 	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
-	if n := ss.waitingBytes(); n != maxValue {
-		t.Fatalf("%d bytes counted, want %d", n, maxValue)
+	if n := ss.waitingBytes(); n != 2+maxValue {
+		t.Fatalf("%d bytes counted, want %d", n, 2+maxValue)
 	}
 	fc.Advance(time.Second)
 	w.expectError(7, protocol.CodeCanceled)
@@ -954,8 +954,8 @@ func TestConfigSessionLimits(t *testing.T) {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
 	big := Config{MaxValueSize: 64 << 20}.withDefaults()
-	if err := big.validate(); err != nil {
-		t.Fatalf("the largest values with the default budget: %v", err)
+	if err := big.validate(); err != nil || big.MaxInflightBytes != 64<<20+MaxKeySize {
+		t.Fatalf("the largest values with the default budget of %d: %v", big.MaxInflightBytes, err)
 	}
 	for _, tc := range []struct {
 		name string

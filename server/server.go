@@ -69,12 +69,12 @@ type Config struct {
 	// MaxInflight is how many requests one connection may have waiting for
 	// a reply. Default DefaultMaxInflight.
 	MaxInflight int
-	// MaxInflightBytes is how many bytes of values the writes of one
-	// connection may hold in the server while they wait for holders and
+	// MaxInflightBytes is how many bytes of keys and values the writes of
+	// one connection may hold in the server while they wait for holders and
 	// commit; a write past it is refused with a resource-exhausted error.
 	// It bounds a session's memory, which MaxInflight times MaxValueSize
-	// would not. It must be at least MaxValueSize. Default
-	// DefaultMaxInflightBytes.
+	// would not. It must be at least MaxValueSize plus MaxKeySize. Zero
+	// means DefaultMaxInflightBytes, or that sum if it is larger.
 	MaxInflightBytes int
 	// MaxSessions is how many sessions the server holds at once. Default
 	// DefaultMaxSessions.
@@ -134,7 +134,7 @@ func (c Config) withDefaults() Config {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.MaxInflightBytes == 0 {
-		c.MaxInflightBytes = DefaultMaxInflightBytes
+		c.MaxInflightBytes = max(DefaultMaxInflightBytes, c.MaxValueSize+MaxKeySize)
 	}
 	if c.HelloTimeout == 0 {
 		c.HelloTimeout = DefaultHelloTimeout
@@ -164,8 +164,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("max sessions %d is negative", c.MaxSessions)
 	case c.IdleTimeout < 0:
 		return fmt.Errorf("idle timeout %v is negative", c.IdleTimeout)
-	case c.MaxInflightBytes < c.MaxValueSize:
-		return fmt.Errorf("max inflight bytes %d is less than max value size %d: a write of the largest value could never be taken", c.MaxInflightBytes, c.MaxValueSize)
+	case c.MaxInflightBytes < c.MaxValueSize+MaxKeySize:
+		return fmt.Errorf("max inflight bytes %d is less than max value size %d plus max key size %d: a write of the largest key and value could never be taken", c.MaxInflightBytes, c.MaxValueSize, MaxKeySize)
 	case c.HelloTimeout < 0:
 		return fmt.Errorf("hello timeout %v is negative", c.HelloTimeout)
 	case c.HorizonStep < 10*time.Millisecond:

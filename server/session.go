@@ -28,7 +28,7 @@ type pendingOp struct {
 	mut      mutation
 	received time.Time
 	term     time.Duration // the writer's fresh read lease, set by Done
-	size     int           // bytes counted against Config.MaxInflightBytes
+	size     int           // bytes of key and value counted against Config.MaxInflightBytes
 }
 
 // session serves one connection. Its reader goroutine handles requests in
@@ -393,7 +393,7 @@ func (ss *session) submitAcquire(m *protocol.Acquire) error {
 func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeout time.Duration, mut mutation) error {
 	s := ss.srv
 	now := s.clock.Now()
-	p := &pendingOp{sess: ss, reqID: id, mut: mut, received: now, size: len(mut.value)}
+	p := &pendingOp{sess: ss, reqID: id, mut: mut, received: now, size: len(mut.key) + len(mut.value)}
 	p.op = &leasetable.Op{Kind: kind, Session: ss.id, Key: string(mut.key), Token: token, Data: p}
 	if timeout > 0 {
 		p.op.Deadline = now.Add(timeout)
@@ -408,7 +408,7 @@ func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeo
 		return fmt.Errorf("%w: %d requests in flight, limit %d", errResourceExhausted, len(ss.ops), s.cfg.MaxInflight)
 	case ss.opsBytes+p.size > s.cfg.MaxInflightBytes:
 		ss.mu.Unlock()
-		return fmt.Errorf("%w: a value of %d bytes would take this session's waiting writes past their budget of %d bytes (MaxInflightBytes); %d bytes are waiting",
+		return fmt.Errorf("%w: a key and value of %d bytes would take this session's waiting writes past their budget of %d bytes (MaxInflightBytes); %d bytes are waiting",
 			errResourceExhausted, p.size, s.cfg.MaxInflightBytes, ss.opsBytes)
 	}
 	ss.ops[id] = p
