@@ -3,13 +3,10 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -82,26 +79,6 @@ func hostileServer(t *testing.T, cfg Config) (*Server, *clock.Fake) {
 		}
 	})
 	return srv, fc
-}
-
-// dialQUIC opens a QUIC connection to srv and nothing more.
-func dialQUIC(t *testing.T, srv *Server, qconf *quic.Config) *quic.Conn {
-	t.Helper()
-	pem, err := os.ReadFile(CAPath(srv.cfg.Dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	qc, err := quic.DialAddr(ctx, srv.Addr().String(),
-		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{protocol.ALPN}}, qconf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { qc.CloseWithError(0, "") })
-	return qc
 }
 
 // dialBare opens a connection and its request stream, and says nothing.

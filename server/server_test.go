@@ -53,7 +53,8 @@ type rawClient struct {
 	nextID uint64
 }
 
-func dialRaw(t *testing.T, srv *Server) *rawClient {
+// dialQUIC opens a QUIC connection to srv and nothing more.
+func dialQUIC(t *testing.T, srv *Server, qconf *quic.Config) *quic.Conn {
 	t.Helper()
 	pem, err := os.ReadFile(CAPath(srv.cfg.Dir))
 	if err != nil {
@@ -64,11 +65,20 @@ func dialRaw(t *testing.T, srv *Server) *rawClient {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	qc, err := quic.DialAddr(ctx, srv.Addr().String(),
-		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{protocol.ALPN}}, nil)
+		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{protocol.ALPN}}, qconf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	return qc
+}
+
+// dialRaw opens a session: a connection, its request stream and a hello.
+func dialRaw(t *testing.T, srv *Server) *rawClient {
+	t.Helper()
+	qc := dialQUIC(t, srv, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
 	stream, err := qc.OpenStreamSync(ctx)
 	if err != nil {
 		t.Fatal(err)
