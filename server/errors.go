@@ -20,7 +20,7 @@ var (
 	errResourceExhausted = errors.New("resource exhausted")
 	errProtocol          = errors.New("protocol error")
 	errCanceled          = errors.New("write abandoned before it committed; nothing changed")
-	errClosed            = errors.New("server is shutting down")
+	errClosed            = errors.New("closed")
 	errInternal          = errors.New("internal error")
 )
 

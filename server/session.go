@@ -500,7 +500,7 @@ func (ss *session) goAway() {
 		replies.finish()
 	} else {
 		// Still saying hello: there is nothing to deliver.
-		ss.closeWith(errClosed)
+		ss.closeWith(fmt.Errorf("%w: the server is shutting down", errClosed))
 	}
 }
 
