@@ -50,7 +50,7 @@ func TestStorageFault(t *testing.T) {
 	const term = 2 * time.Second
 	dir := t.TempDir()
 	srv := newServer(t, dir, fc, term)
-	go srv.Serve(t.Context())
+	serve(t, srv)
 	c := dialRaw(t, srv)
 	other := dialRaw(t, srv)
 

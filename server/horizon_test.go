@@ -53,15 +53,6 @@ func crashedAt(t *testing.T, dir string, h, now time.Time) {
 	}
 }
 
-func newServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *Server {
-	t.Helper()
-	srv, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Epsilon: eps, Clock: fc, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
-
 // TestHorizonCoversEveryGrant: before any lease is granted, the persisted
 // horizon covers it; the horizon moves in steps, far fewer times than there
 // are grants; a server that never granted a lease persists none.
@@ -118,7 +109,7 @@ func TestHorizonNotPersistedWithoutLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(t.Context())
+	serve(t, srv)
 	c := dialRaw(t, srv)
 	if r := c.get("k"); r.Term != 0 {
 		t.Fatalf("term %v for an uncached key", r.Term)
@@ -146,7 +137,7 @@ func TestRestartAfterCrash(t *testing.T) {
 		dir := t.TempDir()
 		fc := clock.NewFake()
 		srv := newServer(t, dir, fc, term)
-		go srv.Serve(t.Context())
+		serve(t, srv)
 		c := dialRaw(t, srv)
 		granted := fc.Now()
 		c.get("k")
@@ -225,7 +216,7 @@ func TestCloseLowersHorizon(t *testing.T) {
 	t.Run("live lease", func(t *testing.T) {
 		dir, fc := t.TempDir(), clock.NewFake()
 		srv := newServer(t, dir, fc, term)
-		go srv.Serve(t.Context())
+		serve(t, srv)
 		c := dialRaw(t, srv)
 		granted := fc.Now()
 		c.get("k")
@@ -239,7 +230,7 @@ func TestCloseLowersHorizon(t *testing.T) {
 	t.Run("all relinquished", func(t *testing.T) {
 		dir, fc := t.TempDir(), clock.NewFake()
 		srv := newServer(t, dir, fc, term)
-		go srv.Serve(t.Context())
+		serve(t, srv)
 		c := dialRaw(t, srv)
 		c.get("k")
 		c.send(&protocol.Goodbye{ID: c.id()})
@@ -277,7 +268,7 @@ func TestHorizonAfterClockStepBack(t *testing.T) {
 	dir := t.TempDir()
 	fc := clock.NewFake()
 	a := newServer(t, dir, fc, time.Second)
-	go a.Serve(t.Context())
+	serve(t, a)
 	dialRaw(t, a).get("k")
 	fc.Advance(500 * time.Millisecond)
 	a.Close() // lowers the horizon to the live lease: about 0.6 s ahead
@@ -285,7 +276,7 @@ func TestHorizonAfterClockStepBack(t *testing.T) {
 	const longTerm = 30 * time.Second
 	back := clockwork.NewFakeClockAt(fc.Now().Add(-time.Hour))
 	b := newServer(t, dir, back, longTerm)
-	go b.Serve(t.Context())
+	serve(t, b)
 	granted := back.Now()
 	if r := dialRaw(t, b).get("k"); r.Term != longTerm {
 		t.Fatalf("grant after the step back: term %v", r.Term)

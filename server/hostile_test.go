@@ -70,15 +70,7 @@ func hostileServer(t *testing.T, cfg Config) (*Server, *clock.Fake) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background()) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v, want ErrServerClosed", err)
-		}
-	})
-	return srv, fc
+	return serve(t, srv), fc
 }
 
 // dialBare opens a connection and its request stream, and says nothing.

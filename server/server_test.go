@@ -24,14 +24,20 @@ const testTimeout = 10 * time.Second
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// startServer starts a server on 127.0.0.1 with a fake clock.
-func startServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *Server {
+// newServer makes a server on 127.0.0.1 with a fake clock, not yet serving.
+func newServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *Server {
 	t.Helper()
-	srv, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Epsilon: 100 * time.Millisecond,
-		Clock: fc, Logger: quietLogger()})
+	srv, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Epsilon: eps, Clock: fc, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return srv
+}
+
+// serve runs srv.Serve until the test ends, then closes srv (a test may
+// close it earlier) and checks that Serve returned ErrServerClosed.
+func serve(t *testing.T, srv *Server) *Server {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background()) }()
 	t.Cleanup(func() {
@@ -41,6 +47,12 @@ func startServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *
 		}
 	})
 	return srv
+}
+
+// startServer starts a server on 127.0.0.1 with a fake clock.
+func startServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *Server {
+	t.Helper()
+	return serve(t, newServer(t, dir, fc, term))
 }
 
 // rawClient speaks the protocol directly, so a test controls exactly what
@@ -218,8 +230,7 @@ func TestPrefixTerms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(context.Background())
-	t.Cleanup(func() { srv.Close() })
+	serve(t, srv)
 	c := dialRaw(t, srv)
 	for _, tc := range []struct {
 		key  string
