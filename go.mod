@@ -3,6 +3,7 @@ module github.com/leased/leased
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/quic-go/quic-go v0.65.0
