@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/leased/leased/cache"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/protocol"
@@ -62,6 +64,12 @@ type Config struct {
 	// OnEvent, if set, is called with connection and lease events, one at a
 	// time, from a goroutine of the client. It should return quickly.
 	OnEvent func(Event)
+	// PacketConn, if set, carries the client's QUIC packets instead of a
+	// UDP socket of its own, for the session and every reconnection: for
+	// example a socket shared with other traffic, or one wrapped to shape
+	// or observe packets. The caller owns it and closes it after Close has
+	// returned.
+	PacketConn net.PacketConn
 	// Clock reads time for every lease decision. Nil means the system clock.
 	Clock clock.Clock
 	// Logger receives the client's logs. Nil means slog.Default().
@@ -170,6 +178,7 @@ type Client struct {
 	cfg     Config
 	addr    string
 	tlsConf *tls.Config
+	tr      *quic.Transport // over Config.PacketConn; nil: a socket per connection
 	clock   clock.Clock
 	log     *slog.Logger
 	cache   *cache.Cache
@@ -201,6 +210,10 @@ type Client struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// Test hooks, set only by tests (export_test.go).
+	testPause  atomic.Pointer[chan struct{}] // while set, the client's goroutines wait for it to close
+	testIgnore atomic.Bool                   // acknowledge invalidations without dropping entries
 }
 
 // Dial connects to the server at addr ("host:port") and opens a session.
@@ -229,8 +242,14 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		events:       make(chan Event, 256),
 	}
 	c.base, c.sysClock = c.clock.Now(), sysClock
+	if cfg.PacketConn != nil {
+		c.tr = &quic.Transport{Conn: cfg.PacketConn}
+	}
 	cn, err := dial(ctx, c)
 	if err != nil {
+		if c.tr != nil {
+			c.tr.Close()
+		}
 		return nil, err
 	}
 	c.cur.Store(cn)
@@ -304,6 +323,7 @@ func checkKey(key string) error {
 // the lease that comes with it. While disconnected, keys without a valid
 // lease fail with ErrUnavailable.
 func (c *Client) Get(ctx context.Context, key string) (Item, error) {
+	c.testWait()
 	if e, ok := c.cache.Get(key, c.monoNow()); ok {
 		return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}, nil
 	}
@@ -531,6 +551,7 @@ func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint
 // error wraps ErrCanceled; if the server cannot say, the error wraps
 // ErrUnavailable and the outcome is unknown.
 func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, value []byte, expect, token uint64, opts []WriteOption) (uint64, error) {
+	c.testWait()
 	if err := checkKey(key); err != nil {
 		return 0, err
 	}
@@ -588,6 +609,9 @@ func (c *Client) invalidate(cn *conn, keys [][]byte) error {
 	defer c.smu.Unlock()
 	c.imu.Lock()
 	for _, k := range keys {
+		if c.testIgnore.Load() {
+			break
+		}
 		if f := c.fetches[string(k)]; f != nil {
 			f.poisoned = true
 			delete(c.fetches, string(k))
@@ -599,6 +623,14 @@ func (c *Client) invalidate(cn *conn, keys [][]byte) error {
 		(*h)()
 	}
 	return cn.write(&protocol.Ack{Keys: keys})
+}
+
+// testWait blocks while a test has paused the client, as a stopped process
+// would be: its goroutines and callers wait at their next step.
+func (c *Client) testWait() {
+	if ch := c.testPause.Load(); ch != nil {
+		<-*ch
+	}
 }
 
 // testHookBeforeAck, if set, runs in invalidate between dropping the
@@ -658,6 +690,9 @@ func (c *Client) Close() error {
 	}
 	c.dropWriteLeases()
 	c.wg.Wait()
+	if c.tr != nil {
+		c.tr.Close()
+	}
 	return nil
 }
 
@@ -762,6 +797,7 @@ func (c *Client) maintain() {
 			return
 		case <-c.clock.After(max(term/8, time.Millisecond)):
 		}
+		c.testWait()
 		now := c.clock.Now()
 		horizon := now.Add(time.Duration(float64(term) * (1 - c.cfg.RenewFraction)))
 		renew = c.cache.TakeRenewals(now, horizon, renew[:0])

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,10 +43,20 @@ type conn struct {
 
 // dial connects and says hello.
 func dial(ctx context.Context, c *Client) (*conn, error) {
-	qc, err := quic.DialAddr(ctx, c.addr, c.tlsConf, &quic.Config{
+	qconf := &quic.Config{
 		MaxIdleTimeout:  c.cfg.IdleTimeout,
 		KeepAlivePeriod: c.cfg.IdleTimeout / 3,
-	})
+	}
+	var qc *quic.Conn
+	var err error
+	if c.tr != nil {
+		var ua *net.UDPAddr
+		if ua, err = net.ResolveUDPAddr("udp", c.addr); err == nil {
+			qc, err = c.tr.Dial(ctx, ua, c.tlsConf, qconf)
+		}
+	} else {
+		qc, err = quic.DialAddr(ctx, c.addr, c.tlsConf, qconf)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, c.addr, transportError(err))
 	}
@@ -248,6 +259,7 @@ func (cn *conn) readReplies(fr *protocol.FrameReader) {
 	defer cn.wg.Done()
 	for {
 		m, err := fr.ReadMessage()
+		cn.c.testWait()
 		if err != nil {
 			cn.fail(err)
 			return
@@ -284,6 +296,7 @@ func (cn *conn) readNotices() {
 	fr := protocol.NewFrameReader(us, cn.hello.MaxFrameSize+1024)
 	for {
 		m, err := fr.ReadMessage()
+		cn.c.testWait()
 		if err != nil {
 			cn.fail(err)
 			return

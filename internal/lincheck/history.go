@@ -70,7 +70,7 @@ func (s Summary) String() string {
 //
 // An operation of unknown outcome may take effect at any time after its
 // call, so its return is put after every other event. A write of unknown
-// outcome whose value no read or acquisition returned is left out: leaving
+// outcome whose value no read returned is left out: leaving
 // it out is the same as choosing that it never took effect, which the model
 // always allows, and it spares the checker an operation concurrent with all
 // that follow. Deletes, whose effect carries no value, are always kept.
@@ -84,7 +84,7 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 	for _, op := range ops {
 		end = max(end, op.Return)
 		in, out := op.Input.(Input), op.Output.(Output)
-		if out.Outcome == OK && out.Found && (in.Kind == Get || in.Kind == Acquire) {
+		if out.Outcome == OK && out.Found && in.Kind == Get {
 			seen[kv{in.Key, out.Value}] = true
 		}
 	}

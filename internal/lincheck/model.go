@@ -27,8 +27,7 @@ const (
 	Put
 	Delete
 	CAS
-	// Acquire takes the write lease on a key. Its output carries the token
-	// and the key's value, as a read does.
+	// Acquire takes the write lease on a key. Its output is the token.
 	Acquire
 	// FencedPut and FencedDelete are writes under a write lease, carrying
 	// its token.
@@ -55,9 +54,6 @@ func (k Kind) String() string {
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
-
-// write reports whether the kind changes the key when it succeeds.
-func (k Kind) write() bool { return k != Get && k != Acquire }
 
 // Input is what an operation asked for.
 type Input struct {
@@ -107,8 +103,8 @@ func (o Outcome) String() string {
 // Output is what an operation returned.
 type Output struct {
 	Outcome Outcome
-	// Found, Value and Version: for Get and Acquire, the key's state as
-	// read; for a write, Version is the version it committed.
+	// Found, Value and Version: for Get, the key's state as read; for a
+	// write, Version is the version it committed.
 	Found   bool
 	Value   string
 	Version uint64
@@ -224,11 +220,10 @@ func step(s state, in Input, out Output) []state {
 		n.version, n.pinned = out.Version, true
 		return []state{n}
 	case Acquire:
-		if !s.reads(out.Found, out.Value, out.Version) || out.Token <= s.token {
+		if out.Token <= s.token {
 			return nil
 		}
 		n := s
-		n.version, n.pinned = out.Version, true
 		n.token, n.tokenKnown, n.live = out.Token, true, true
 		return []state{n}
 	case Put, Delete:
@@ -358,14 +353,13 @@ func describe(in Input, out Output) string {
 		if out.Err != "" {
 			fmt.Fprintf(&b, " (%s)", out.Err)
 		}
-	case in.Kind == Get || in.Kind == Acquire:
+	case in.Kind == Acquire:
+		fmt.Fprintf(&b, "token %d", out.Token)
+	case in.Kind == Get:
 		if out.Found {
 			fmt.Fprintf(&b, "%q v%d", out.Value, out.Version)
 		} else {
 			fmt.Fprintf(&b, "absent v%d", out.Version)
-		}
-		if in.Kind == Acquire {
-			fmt.Fprintf(&b, ", token %d", out.Token)
 		}
 		if out.Cached {
 			b.WriteString(" (cached)")

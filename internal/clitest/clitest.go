@@ -1,6 +1,7 @@
-// Package clitest runs the leased and leasectl binaries for the tests of
-// package main in cmd/leased and cmd/leasectl: it builds them, starts a
-// real server on a free port, and runs commands against it.
+// Package clitest runs the leased and leasectl binaries for tests that need
+// real processes (cmd/leased, cmd/leasectl, and the linearizability tests
+// of package client): it builds them, starts a real server on a free port,
+// and runs commands against it.
 //
 // Every wait here is bounded by a deadline, so a broken binary fails a test
 // instead of hanging it. No helper sleeps to let lease time pass.

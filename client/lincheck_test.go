@@ -1,0 +1,589 @@
+//go:build linux
+
+package client_test
+
+// Linearizability under faults, in the manner of Jepsen: a real leased
+// process and several clients of this library run random operations on a
+// few shared keys, with short terms, while a nemesis injects faults. The
+// history of every run is checked with porcupine (internal/lincheck).
+//
+// The short form runs in `go test`: TestLinearizable checks at least 20
+// histories across the fault kinds, and TestLinearizableNegative shows that
+// the checker finds the violations of a client that ignores invalidations
+// and of a clock that drifts beyond ε. The long form runs histories of
+// every kind, one after another, for as long as -lincheck.duration says:
+//
+//	go test ./client -run '^TestLinearizableLong$' -lincheck.duration=30m -v
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/clitest"
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/faulttest"
+	"github.com/leased/leased/internal/lincheck"
+)
+
+var (
+	linDuration = flag.Duration("lincheck.duration", 0, "TestLinearizableLong: how long to run histories of every fault kind (0: skip)")
+	linHistory  = flag.Duration("lincheck.history", 2500*time.Millisecond, "how long the clients run operations in one history")
+	linSeed     = flag.Uint64("lincheck.seed", 0, "seed of the first history (0: from the time)")
+	linOut      = flag.String("lincheck.out", os.TempDir(), "folder for the visualisations of violations")
+)
+
+// Binaries for the tests that need a leased process, built on first use
+// (linBinaries) and removed by TestMain.
+var (
+	binOnce sync.Once
+	binDir  string
+	bins    clitest.Binaries
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// linBinaries builds leased and leasectl once per test binary.
+func linBinaries(t *testing.T) clitest.Binaries {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "leased-bin-"); binErr == nil {
+			bins, binErr = clitest.Build(binDir)
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("build: %v", binErr)
+	}
+	return bins
+}
+
+// faultKind names a fault the nemesis injects.
+type faultKind string
+
+const (
+	faultNetwork   faultKind = "network"   // delay, jitter (reordering), loss and duplication on every client
+	faultPartition faultKind = "partition" // one client cut off from the server, in one or both directions
+	faultPause     faultKind = "pause"     // one client stopped for longer than its term, then resumed
+	faultDrift     faultKind = "drift"     // clients' clocks run slow or fast, within ε
+	faultCrash     faultKind = "crash"     // leased killed with SIGKILL and restarted
+)
+
+// scenario describes one history.
+type scenario struct {
+	name    string
+	clients int
+	keys    int
+	term    time.Duration
+	eps     time.Duration
+	faults  []faultKind
+	// partitionDir: "in", "out" or "both" for faultPartition; empty: any.
+	partitionDir string
+	// drift is the clock rate of client 0 (others run true); 0: 1.
+	drift float64
+	// cutDrifter: partitions always cut client 0 off, for longer than a
+	// term; otherwise they cut a random client off.
+	cutDrifter bool
+	// ignore: client 0 acknowledges invalidations but keeps its entries.
+	ignore bool
+}
+
+func (s scenario) has(f faultKind) bool {
+	for _, g := range s.faults {
+		if g == f {
+			return true
+		}
+	}
+	return false
+}
+
+// Positive scenarios: every history must be linearizable. With a term of
+// 300 ms and ε of 100 ms, a client clock may run as slow as 0.75 of the
+// server's: it trusts a lease for term/rate = 400 ms of real time at most.
+func positiveScenarios() []scenario {
+	base := scenario{clients: 5, keys: 3, term: 300 * time.Millisecond, eps: 100 * time.Millisecond}
+	with := func(name string, f func(*scenario)) scenario {
+		s := base
+		s.name = name
+		f(&s)
+		return s
+	}
+	return []scenario{
+		with("none", func(s *scenario) {}),
+		with("network", func(s *scenario) { s.faults = []faultKind{faultNetwork} }),
+		with("partition-in", func(s *scenario) { s.faults, s.partitionDir = []faultKind{faultPartition}, "in" }),
+		with("partition-out", func(s *scenario) { s.faults, s.partitionDir = []faultKind{faultPartition}, "out" }),
+		with("partition-both", func(s *scenario) { s.faults, s.partitionDir = []faultKind{faultPartition}, "both" }),
+		with("pause", func(s *scenario) { s.faults = []faultKind{faultPause} }),
+		// Drift matters only when invalidations do not arrive, so the
+		// drifting client is also partitioned now and then.
+		with("drift-slow", func(s *scenario) {
+			s.faults, s.drift, s.partitionDir, s.cutDrifter = []faultKind{faultDrift, faultPartition}, 0.8, "both", true
+		}),
+		with("drift-fast", func(s *scenario) {
+			s.faults, s.drift, s.partitionDir, s.cutDrifter = []faultKind{faultDrift, faultPartition}, 1.25, "both", true
+		}),
+		with("crash", func(s *scenario) { s.faults = []faultKind{faultCrash} }),
+		with("all", func(s *scenario) {
+			s.faults, s.drift = []faultKind{faultNetwork, faultPartition, faultPause, faultDrift, faultCrash}, 0.8
+		}),
+	}
+}
+
+// TestLinearizable is the short form: 22 histories across the fault kinds,
+// each of which must be linearizable.
+func TestLinearizable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes and real time")
+	}
+	runs := map[string]int{"none": 2, "network": 2, "partition-both": 2, "pause": 3, "drift-slow": 2, "crash": 3, "all": 4}
+	seed := firstSeed(t)
+	total := 0
+	for _, sc := range positiveScenarios() {
+		n := max(runs[sc.name], 1)
+		for i := range n {
+			total++
+			sc, seed := sc, seed+uint64(total)
+			t.Run(fmt.Sprintf("%s/%d", sc.name, i), func(t *testing.T) {
+				res := runHistory(t, sc, seed)
+				if res.err != nil {
+					t.Fatalf("seed %d: %v", seed, res.err)
+				}
+				if res.verdict != porcupine.Ok {
+					t.Fatalf("seed %d: history is %s: %s", seed, res.verdict, res.viz)
+				}
+			})
+		}
+	}
+	if total < 20 {
+		t.Fatalf("only %d histories", total)
+	}
+}
+
+// TestLinearizableNegative runs the negative controls: broken clients
+// whose histories must not be linearizable. If the checker passes one of
+// them, it could not have caught the bug either, and the test fails.
+func TestLinearizableNegative(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes and real time")
+	}
+	base := scenario{clients: 5, keys: 3, term: 300 * time.Millisecond, eps: 100 * time.Millisecond}
+	ignore := base
+	ignore.name, ignore.ignore = "ignores-invalidations", true
+	drift := base
+	// At 0.3 the client trusts a 300 ms lease for a second, where the
+	// server waits 400 ms; the partitions keep invalidations from it.
+	drift.name, drift.drift, drift.faults, drift.partitionDir, drift.cutDrifter = "drift-beyond-epsilon", 0.3, []faultKind{faultDrift, faultPartition}, "both", true
+	seed := firstSeed(t)
+	for i, sc := range []scenario{ignore, drift} {
+		t.Run(sc.name, func(t *testing.T) {
+			// A violation is expected; its visualisation goes to the
+			// test's folder, and the test checks that it was written.
+			res := runHistoryIn(t, sc, seed+uint64(i), t.TempDir())
+			if res.err != nil {
+				t.Fatalf("seed %d: %v", seed+uint64(i), res.err)
+			}
+			if res.verdict != porcupine.Illegal {
+				t.Fatalf("seed %d: negative control is %s, want a violation (%s)", seed+uint64(i), res.verdict, res.summary)
+			}
+			if st, err := os.Stat(res.viz); err != nil || st.Size() == 0 {
+				t.Fatalf("visualisation %q: %v", res.viz, err)
+			}
+			t.Logf("violation found as expected: %s; %s", res.summary, res.viz)
+		})
+	}
+}
+
+// TestLinearizableLong is the long form: with -lincheck.duration set, it
+// runs histories of every positive scenario in turn until the time is up,
+// and prints what it checked.
+func TestLinearizableLong(t *testing.T) {
+	if *linDuration <= 0 {
+		t.Skip("long form: set -lincheck.duration")
+	}
+	scs := positiveScenarios()
+	seed := firstSeed(t)
+	end := time.Now().Add(*linDuration)
+	var histories, ops, violations, unknown int
+	faults := make(map[string]int)
+	var failed []string
+	for i := 0; time.Now().Before(end); i++ {
+		sc := scs[i%len(scs)]
+		s := seed + uint64(i)
+		var res historyResult
+		t.Run(fmt.Sprintf("%s/%d", sc.name, i), func(t *testing.T) {
+			res = runHistory(t, sc, s)
+			if res.err != nil {
+				t.Errorf("seed %d: %v", s, res.err)
+			} else if res.verdict != porcupine.Ok {
+				t.Errorf("seed %d: history is %s: %s", s, res.verdict, res.viz)
+			}
+		})
+		histories++
+		ops += res.summary.Ops
+		for k, n := range res.faults {
+			faults[k] += n
+		}
+		switch {
+		case res.verdict == porcupine.Illegal:
+			violations++
+			failed = append(failed, fmt.Sprintf("%s seed %d: %s", sc.name, s, res.viz))
+		case res.verdict == porcupine.Unknown:
+			unknown++
+		}
+	}
+	t.Logf("long form: %v, %d histories checked, %d operations, %d violations, %d undecided", *linDuration, histories, ops, violations, unknown)
+	t.Logf("faults injected: %s", formatCounts(faults))
+	for _, f := range failed {
+		t.Logf("violation: %s", f)
+	}
+}
+
+func firstSeed(t *testing.T) uint64 {
+	s := *linSeed
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("first seed %d (-lincheck.seed to repeat)", s)
+	return s
+}
+
+func formatCounts(m map[string]int) string {
+	var parts []string
+	for _, k := range []string{"network-clients", "partitions", "pauses", "drifting-clients", "crashes", "packets-dropped", "packets-duplicated", "packets-delayed"} {
+		if n, ok := m[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// historyResult is what one history came to.
+type historyResult struct {
+	verdict porcupine.CheckResult
+	summary lincheck.Summary
+	viz     string         // the visualisation, if one was written
+	faults  map[string]int // faults injected, by kind
+	err     error          // the harness failed: no verdict
+}
+
+func runHistory(t *testing.T, sc scenario, seed uint64) historyResult {
+	return runHistoryIn(t, sc, seed, *linOut)
+}
+
+// linClient is one client of a history and its faults.
+type linClient struct {
+	id int
+	c  *client.Client
+	pc *faulttest.Conn
+}
+
+// runHistoryIn runs one history of sc and checks it. A visualisation of a
+// violation goes to the folder out.
+func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyResult {
+	t.Helper()
+	b := linBinaries(t)
+	rng := rand.New(rand.NewPCG(seed, 0x1ea5ed))
+	dir := t.TempDir()
+	srv := clitest.StartServer(t, b, "", filepath.Join(dir, "data"),
+		"--lease-term", sc.term.String(), "--epsilon", sc.eps.String(), "--log-level", "error")
+	t.Cleanup(func() {
+		select {
+		case <-srv.Exited():
+		default:
+			srv.Kill(t)
+		}
+	})
+
+	res := historyResult{faults: make(map[string]int)}
+	clients := make([]*linClient, sc.clients)
+	for i := range clients {
+		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc := &linClient{id: i, pc: faulttest.Wrap(udp, int64(seed)+int64(i))}
+		cfg := srv.ClientConfig()
+		cfg.Name = fmt.Sprintf("lin-%d", i)
+		cfg.PacketConn = lc.pc
+		cfg.MaxReconnectDelay = 100 * time.Millisecond
+		if i == 0 && sc.drift != 0 && sc.drift != 1 {
+			cfg.Clock = faulttest.Drift(clock.Real(), sc.drift)
+			res.faults["drifting-clients"]++
+		}
+		if sc.has(faultNetwork) {
+			f := faulttest.Faults{Delay: time.Millisecond, Jitter: 4 * time.Millisecond, Drop: 0.03, Duplicate: 0.03}
+			lc.pc.SetFaults(f, f)
+			res.faults["network-clients"]++
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := client.Dial(ctx, srv.Addr, cfg)
+		cancel()
+		if err != nil {
+			lc.pc.Close()
+			t.Fatalf("dial client %d: %v", i, err)
+		}
+		lc.c = c
+		if i == 0 && sc.ignore {
+			client.IgnoreInvalidations(c)
+		}
+		clients[i] = lc
+		// Also closed at the end of the history, before a server started
+		// during it (after a crash) is stopped by its own cleanup.
+		t.Cleanup(func() { c.Close(); lc.pc.Close() })
+	}
+
+	rec := lincheck.NewRecorder()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, lc := range clients {
+		wg.Go(func() { runWorker(lc, sc, rec, seed, stop) })
+		wg.Go(func() { runReader(lc, sc, rec, seed, stop) })
+	}
+	// Every operation is bounded (opTimeout, and the client's wait for an
+	// answer to a cancellation), so the workers end soon after stop.
+	stopWorkers := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopWorkers()
+	// The nemesis runs on the test's goroutine, since a failed restart
+	// fails the test.
+	runNemesis(t, sc, rng, clients, res.faults, time.Now().Add(*linHistory), &srv)
+	stopWorkers()
+	for _, lc := range clients {
+		lc.c.Close()
+	}
+	for _, lc := range clients {
+		st := lc.pc.Stats()
+		res.faults["packets-dropped"] += int(st.Dropped)
+		res.faults["packets-duplicated"] += int(st.Duplicated)
+		res.faults["packets-delayed"] += int(st.Delayed)
+	}
+
+	history, summary := rec.History()
+	res.summary = summary
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	res.viz = filepath.Join(out, fmt.Sprintf("lincheck-%s-seed%d.html", name, seed))
+	start := time.Now()
+	res.verdict, _ = lincheck.Check(history, 2*time.Minute, res.viz)
+	if res.verdict == porcupine.Ok {
+		res.viz = ""
+	}
+	t.Logf("%s: %s in %v; faults: %s", res.verdict, summary, time.Since(start).Round(time.Millisecond), formatCounts(res.faults))
+	if summary.Reads == 0 || summary.Writes == 0 {
+		res.err = fmt.Errorf("history too thin to mean anything: %s", summary)
+	}
+	return res
+}
+
+// opTimeout bounds one operation. A write may wait for a partitioned or
+// paused holder's lease, and after a crash for the restarted server's
+// horizon, which are all under a second here.
+const opTimeout = 2 * time.Second
+
+// pace waits a random few milliseconds between operations, so that a
+// history stays small enough to check: cached reads alone would make
+// millions of operations. It reports false once stop is closed.
+func pace(rng *rand.Rand, stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return false
+	case <-time.After(time.Duration(rng.IntN(3000)) * time.Microsecond):
+		return true
+	}
+}
+
+// runReader reads random keys through client lc until stop is closed, and
+// records the reads, as history client 2·id+1. Its reads give up after a
+// term, so that while its client is cut off it goes on reading what its
+// cache holds.
+func runReader(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, stop <-chan struct{}) {
+	rng := rand.New(rand.NewPCG(seed, uint64(2*lc.id+2)))
+	for pace(rng, stop) {
+		key := fmt.Sprintf("k%d", rng.IntN(sc.keys))
+		ctx, cancel := context.WithTimeout(context.Background(), sc.term)
+		readKey(ctx, 2*lc.id+1, lc.c, rec, key)
+		cancel()
+	}
+}
+
+// readKey reads key through c and records the read as history client id.
+func readKey(ctx context.Context, id int, c *client.Client, rec *lincheck.Recorder, key string) (client.Item, bool) {
+	call := rec.Begin(id, lincheck.Input{Kind: lincheck.Get, Key: key})
+	it, err := c.Get(ctx, key)
+	if err != nil {
+		rec.End(call, lincheck.Output{Outcome: lincheck.NoEffect, Err: err.Error()})
+		return it, false
+	}
+	rec.End(call, lincheck.Output{Outcome: lincheck.OK, Found: it.Found, Value: string(it.Value), Version: it.Version, Cached: it.Cached})
+	return it, true
+}
+
+// runWorker runs random operations on client lc until stop is closed, and
+// records them, as history client 2·id. It is the only one to write
+// through lc: a plain write by a client that holds the key's write lease
+// does not recall it, which the model does not allow for.
+func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, stop <-chan struct{}) {
+	rng := rand.New(rand.NewPCG(seed, uint64(2*lc.id+1)))
+	id := 2 * lc.id
+	seq := 0
+	value := func() string { seq++; return fmt.Sprintf("c%d-%d", lc.id, seq) }
+	seen := make(map[string]uint64) // key → last version this worker saw
+	for pace(rng, stop) {
+		key := fmt.Sprintf("k%d", rng.IntN(sc.keys))
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		switch p := rng.IntN(100); {
+		case p < 40:
+			if it, ok := readKey(ctx, id, lc.c, rec, key); ok {
+				seen[key] = it.Version
+			}
+		case p < 64:
+			in := lincheck.Input{Kind: lincheck.Put, Key: key, Value: value()}
+			call := rec.Begin(id, in)
+			v, err := lc.c.Put(ctx, key, []byte(in.Value))
+			rec.End(call, writeOutput(v, err))
+		case p < 70:
+			in := lincheck.Input{Kind: lincheck.Delete, Key: key}
+			call := rec.Begin(id, in)
+			v, err := lc.c.Delete(ctx, key)
+			rec.End(call, writeOutput(v, err))
+		case p < 88:
+			expect := seen[key]
+			if rng.IntN(4) == 0 {
+				expect = 0
+			}
+			in := lincheck.Input{Kind: lincheck.CAS, Key: key, Value: value(), Expect: expect}
+			call := rec.Begin(id, in)
+			v, err := lc.c.CompareAndSwap(ctx, key, expect, []byte(in.Value))
+			rec.End(call, writeOutput(v, err))
+		default:
+			writeLeaseSession(ctx, id, lc, rec, rng, key, value)
+		}
+		cancel()
+	}
+}
+
+// writeLeaseSession acquires the write lease on key, writes under it,
+// reads it from the cache, and releases it.
+func writeLeaseSession(ctx context.Context, id int, lc *linClient, rec *lincheck.Recorder, rng *rand.Rand, key string, value func() string) {
+	call := rec.Begin(id, lincheck.Input{Kind: lincheck.Acquire, Key: key})
+	wl, err := lc.c.AcquireWriteLease(ctx, key)
+	if err != nil {
+		o := lincheck.Output{Outcome: lincheck.Unknown, Err: err.Error()}
+		if errors.Is(err, client.ErrCanceled) {
+			o.Outcome = lincheck.NoEffect
+		}
+		rec.End(call, o)
+		return
+	}
+	rec.End(call, lincheck.Output{Outcome: lincheck.OK, Token: wl.Token()})
+	for range 1 + rng.IntN(3) {
+		if rng.IntN(5) == 0 {
+			in := lincheck.Input{Kind: lincheck.FencedDelete, Key: key, Token: wl.Token()}
+			call := rec.Begin(id, in)
+			v, err := wl.Delete(ctx)
+			rec.End(call, writeOutput(v, err))
+		} else {
+			in := lincheck.Input{Kind: lincheck.FencedPut, Key: key, Value: value(), Token: wl.Token()}
+			call := rec.Begin(id, in)
+			v, err := wl.Put(ctx, []byte(in.Value))
+			rec.End(call, writeOutput(v, err))
+		}
+		readKey(ctx, id, lc.c, rec, key)
+	}
+	wl.Release(ctx)
+}
+
+// writeOutput classifies a write's result.
+func writeOutput(v uint64, err error) lincheck.Output {
+	switch {
+	case err == nil:
+		return lincheck.Output{Outcome: lincheck.OK, Version: v}
+	case errors.Is(err, client.ErrVersionMismatch):
+		return lincheck.Output{Outcome: lincheck.Mismatch, Err: err.Error()}
+	case errors.Is(err, client.ErrFenced):
+		return lincheck.Output{Outcome: lincheck.Fenced, Err: err.Error()}
+	case errors.Is(err, client.ErrCanceled):
+		return lincheck.Output{Outcome: lincheck.NoEffect, Err: err.Error()}
+	}
+	// Lost connections, timeouts without an answer to the cancellation,
+	// server errors: the write may or may not have committed.
+	return lincheck.Output{Outcome: lincheck.Unknown, Err: err.Error()}
+}
+
+// runNemesis injects sc's faults until end, and heals each before it
+// injects the next. It counts what it injected in faults. A crash replaces
+// *srv with the restarted server.
+func runNemesis(t *testing.T, sc scenario, rng *rand.Rand, clients []*linClient, faults map[string]int, end time.Time, srv **clitest.Server) {
+	var kinds []faultKind
+	for _, f := range sc.faults {
+		if f == faultPartition || f == faultPause || f == faultCrash {
+			kinds = append(kinds, f)
+		}
+	}
+	// wait sleeps d of real time, which is how long a fault lasts, or
+	// until end. It reports false if end came first.
+	wait := func(d time.Duration) bool {
+		if left := time.Until(end); left < d {
+			time.Sleep(max(left, 0))
+			return false
+		}
+		time.Sleep(d)
+		return true
+	}
+	if len(kinds) == 0 {
+		wait(time.Until(end))
+		return
+	}
+	crashes := 0
+	for wait(time.Duration(100+rng.IntN(300)) * time.Millisecond) {
+		switch kinds[rng.IntN(len(kinds))] {
+		case faultPartition:
+			lc, d := clients[rng.IntN(len(clients))], sc.term/2
+			if sc.cutDrifter {
+				lc, d = clients[0], sc.term
+			}
+			dir := sc.partitionDir
+			if dir == "" {
+				dir = []string{"in", "out", "both"}[rng.IntN(3)]
+			}
+			lc.pc.Partition(dir != "in", dir != "out")
+			faults["partitions"]++
+			wait(d + time.Duration(rng.Int64N(int64(2*sc.term))))
+			lc.pc.Partition(false, false)
+		case faultPause:
+			lc := clients[rng.IntN(len(clients))]
+			lc.pc.Pause()
+			resume := client.Pause(lc.c)
+			faults["pauses"]++
+			wait(sc.term + time.Duration(rng.Int64N(int64(2*sc.term))))
+			resume()
+			lc.pc.Resume()
+		case faultCrash:
+			if crashes >= 2 {
+				continue
+			}
+			crashes++
+			faults["crashes"]++
+			(*srv).Kill(t)
+			wait(time.Duration(50+rng.IntN(250)) * time.Millisecond)
+			*srv = (*srv).Restart(t)
+		}
+	}
+}
