@@ -7,7 +7,10 @@ GO ?= go
 FUZZ_PROTOCOL ?= 400000x
 FUZZ_SERVER ?= 15000x
 
-.PHONY: test crash-long fuzz
+# How long `make lincheck-long` runs.
+LINCHECK_DURATION ?= 30m
+
+.PHONY: test crash-long lincheck-long fuzz
 
 # The README's test command.
 test:
@@ -17,6 +20,12 @@ test:
 # failure with the seed it logged: add -crash.seed=N.
 crash-long:
 	$(GO) test ./cmd/leased -run '^TestCrashKill$$' -count=1 -timeout 60m -crash.cycles=200 -v
+
+# The linearizability checks, for LINCHECK_DURATION: histories of every
+# fault kind in turn, then a summary of histories, operations, faults and
+# violations. Replay one with the seed it logged: add -lincheck.seed=N.
+lincheck-long:
+	$(GO) test ./client -run '^TestLinearizableLong$$' -count=1 -timeout 0 -lincheck.duration=$(LINCHECK_DURATION) -v
 
 # Each fuzz target of packages protocol and server, as .ci/run does
 # (FuzzSession minimizes new inputs with at most 200 runs, so that it has

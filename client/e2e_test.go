@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/faulttest"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -1195,5 +1197,53 @@ func TestE2EReadsRacingOwnWrite(t *testing.T) {
 		if t.Failed() {
 			return
 		}
+	}
+}
+
+// Config.PacketConn: every packet of the session, and of the session after
+// a reconnection, goes through the given conn, which the client leaves
+// open for its owner.
+func TestE2EPacketConn(t *testing.T) {
+	checkLeaks(t)
+	dir := t.TempDir()
+	srv := startServer(t, server.Config{Dir: dir, LeaseTerm: 500 * time.Millisecond})
+	addr := srv.Addr().String()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := faulttest.Wrap(udp, 1)
+	defer pc.Close()
+	ev := newEvents()
+	a := dialAddr(t, addr, srv.CA(), client.Config{PacketConn: pc, OnEvent: ev.on, MaxReconnectDelay: 200 * time.Millisecond})
+	if s, ok := a.Session(); !ok || s.ID == 0 {
+		t.Fatalf("no session")
+	}
+	v := mustPut(t, a, "k", "through the conn")
+	if it := mustGet(t, a, "k"); string(it.Value) != "through the conn" || it.Version != v || !it.Cached {
+		t.Fatalf("read back: %s", fmtItem(it))
+	}
+	before := pc.Stats()
+	if before.Sent == 0 || before.Received == 0 {
+		t.Fatalf("no packets through the conn: %+v", before)
+	}
+
+	srv.Close()
+	ev.wait(t, client.EventDisconnected, testTimeout, nil)
+	startServer(t, server.Config{Dir: dir, Addr: addr, LeaseTerm: 500 * time.Millisecond})
+	ev.wait(t, client.EventReconnected, testTimeout, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := a.Put(ctx, "k", []byte("after reconnect")); err != nil {
+		t.Fatalf("put after reconnect: %v", err)
+	}
+	after := pc.Stats()
+	if after.Sent <= before.Sent || after.Received <= before.Received {
+		t.Fatalf("the new session did not use the conn: %+v, then %+v", before, after)
+	}
+
+	a.Close()
+	if _, err := pc.WriteTo([]byte("still open"), pc.LocalAddr()); err != nil {
+		t.Fatalf("the client closed the caller's conn: %v", err)
 	}
 }

@@ -13,7 +13,11 @@ package client_test
 // and of a clock that drifts beyond ε. The long form runs histories of
 // every kind, one after another, for as long as -lincheck.duration says:
 //
-//	go test ./client -run '^TestLinearizableLong$' -lincheck.duration=30m -v
+//	go test ./client -run '^TestLinearizableLong$' -lincheck.duration=30m -timeout 0 -v
+//
+// Each history logs its scenario and seed; -lincheck.scenario and
+// -lincheck.seed replay its random choices, though not the timing of the
+// network and the scheduler.
 
 import (
 	"context"
@@ -43,6 +47,7 @@ var (
 	linHistory  = flag.Duration("lincheck.history", 2500*time.Millisecond, "how long the clients run operations in one history")
 	linSeed     = flag.Uint64("lincheck.seed", 0, "seed of the first history (0: from the time)")
 	linOut      = flag.String("lincheck.out", os.TempDir(), "folder for the visualisations of violations")
+	linScenario = flag.String("lincheck.scenario", "", "TestLinearizableLong: run only this scenario (with -lincheck.seed, to replay a history's random choices)")
 )
 
 // Binaries for the tests that need a leased process, built on first use
@@ -228,7 +233,15 @@ func TestLinearizableLong(t *testing.T) {
 	if *linDuration <= 0 {
 		t.Skip("long form: set -lincheck.duration")
 	}
-	scs := positiveScenarios()
+	var scs []scenario
+	for _, sc := range positiveScenarios() {
+		if *linScenario == "" || sc.name == *linScenario {
+			scs = append(scs, sc)
+		}
+	}
+	if len(scs) == 0 {
+		t.Fatalf("no scenario %q", *linScenario)
+	}
 	seed := firstSeed(t)
 	end := time.Now().Add(*linDuration)
 	var histories, ops, violations, unknown int
@@ -395,8 +408,8 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	if res.verdict == porcupine.Ok {
 		res.viz = ""
 	}
-	t.Logf("%s: %s, checked in %v; faults: %s; server since its last start: %s",
-		res.verdict, summary, time.Since(start).Round(time.Millisecond), formatCounts(res.faults), served)
+	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; server since its last start: %s",
+		sc.name, seed, res.verdict, summary, time.Since(start).Round(time.Millisecond), formatCounts(res.faults), served)
 	if summary.Reads == 0 || summary.Writes == 0 {
 		res.err = fmt.Errorf("history too thin to mean anything: %s", summary)
 	}
