@@ -19,6 +19,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/faulttest"
+	"github.com/leased/leased/internal/leaktest"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -26,7 +27,7 @@ import (
 // A miss, then a hit served locally without a message to the server; a put
 // by another client is seen by the next read, never the old value.
 func TestE2EReadCacheAndInvalidation(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv := startServer(t, server.Config{LeaseTerm: time.Second})
 	a := dial(t, srv, client.Config{Name: "a"})
 	b := dial(t, srv, client.Config{Name: "b"})
@@ -84,7 +85,7 @@ func TestE2EReadCacheAndInvalidation(t *testing.T) {
 // rest of its lease, and never stalls writes to other keys. The holder is a
 // raw protocol client that never reads its notice stream.
 func TestE2EUnresponsiveHolderBoundsWrite(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	b := dial(t, srv, client.Config{Name: "b"})
@@ -127,7 +128,7 @@ func TestE2EUnresponsiveHolderBoundsWrite(t *testing.T) {
 // DESIGN.md §4.1: while a write waits, readers get the last committed value,
 // uncached; after the commit they get the new one.
 func TestE2EReadsDuringPendingWrite(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	b := dial(t, srv, client.Config{Name: "writer"})
@@ -178,7 +179,7 @@ func TestE2EReadsDuringPendingWrite(t *testing.T) {
 // CompareAndSwap with a stale version changes nothing; with the current one
 // it commits.
 func TestE2ECompareAndSwap(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv := startServer(t, server.Config{LeaseTerm: time.Second})
 	a := dial(t, srv, client.Config{})
 	b := dial(t, srv, client.Config{})
@@ -246,7 +247,7 @@ func TestE2ECompareAndSwap(t *testing.T) {
 // by a conflicting write, fences its holder's late writes, and its tokens
 // grow.
 func TestE2EWriteLease(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	evA := newEvents()
@@ -335,7 +336,7 @@ func TestE2EWriteLease(t *testing.T) {
 // waits until the write lease has expired", and the holder, once it wakes,
 // is fenced.
 func TestE2ESilentWriteLeaseHolder(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	b := dial(t, srv, client.Config{})
@@ -387,7 +388,7 @@ func TestE2ESilentWriteLeaseHolder(t *testing.T) {
 // DESIGN.md §5: a write lease is renewed like a read lease while its
 // holder's session lasts, and the holder reads the key from its cache.
 func TestE2EWriteLeaseRenewed(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 300 * time.Millisecond
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	a := dial(t, srv, client.Config{})
@@ -426,7 +427,7 @@ func TestE2EWriteLeaseRenewed(t *testing.T) {
 // revision and the growth of fencing tokens, serves reads at once, and holds
 // writes until leases granted before the restart can have run out.
 func TestE2ERestartKeepsState(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 600 * time.Millisecond
 	dir := t.TempDir()
 	srv1 := startServer(t, server.Config{Dir: dir, LeaseTerm: term})
@@ -511,7 +512,7 @@ func TestE2ERestartKeepsState(t *testing.T) {
 // its entry while the server is down; a write on the restarted server must
 // not commit while that entry is still trusted.
 func TestE2ERestartWithShorterTerm(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const longTerm, shortTerm = 1500 * time.Millisecond, 200 * time.Millisecond
 	dir := t.TempDir()
 	srv1 := startServer(t, server.Config{Dir: dir, LeaseTerm: longTerm})
@@ -551,7 +552,7 @@ func TestE2ERestartWithShorterTerm(t *testing.T) {
 // Shutdown abandons writes still waiting for holders and tells their
 // writers, who get ErrCanceled; nothing changes.
 func TestE2EShutdownAbandonsWaitingWrite(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = time.Second
 	dir := t.TempDir()
 	srv := startServer(t, server.Config{Dir: dir, LeaseTerm: term})
@@ -595,7 +596,7 @@ func TestE2EShutdownAbandonsWaitingWrite(t *testing.T) {
 
 // DESIGN.md §6: a graceful close frees the session's leases at once.
 func TestE2EGracefulCloseFreesLeases(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	a := dial(t, srv, client.Config{Name: "a"})
@@ -638,7 +639,7 @@ func TestE2EGracefulCloseFreesLeases(t *testing.T) {
 
 // DESIGN.md §2: the answer "missing" is leased and cached too.
 func TestE2ENegativeCaching(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv := startServer(t, server.Config{LeaseTerm: time.Second})
 	a := dial(t, srv, client.Config{})
 	b := dial(t, srv, client.Config{})
@@ -673,7 +674,7 @@ func TestE2ENegativeCaching(t *testing.T) {
 // DESIGN.md §3.5: entries read during the current term are renewed before
 // they expire, in batches, so hot keys never miss.
 func TestE2ERenewalKeepsHotKeys(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 300 * time.Millisecond
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	ev := newEvents()
@@ -713,7 +714,7 @@ func TestE2ERenewalKeepsHotKeys(t *testing.T) {
 // DESIGN.md §3.5, §6: an entry not read during its term is not renewed, and
 // its expiry is reported.
 func TestE2EUnreadEntryExpires(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 400 * time.Millisecond
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	ev := newEvents()
@@ -766,7 +767,7 @@ func TestE2EUnreadEntryExpires(t *testing.T) {
 // DESIGN.md §6: while disconnected, entries are served until their leases
 // run out, then reads fail with ErrUnavailable; the loss is reported.
 func TestE2EDisconnectedServesUntilLeaseEnds(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	ev := newEvents()
@@ -835,7 +836,7 @@ func TestE2EDisconnectedServesUntilLeaseEnds(t *testing.T) {
 // DESIGN.md §6: the client reconnects in the background to a server that
 // comes back on the same address.
 func TestE2EReconnect(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 500 * time.Millisecond
 	dir := t.TempDir()
 	srv := startServer(t, server.Config{Dir: dir, LeaseTerm: term})
@@ -881,7 +882,7 @@ func TestE2EReconnect(t *testing.T) {
 // DESIGN.md §3.6: evicted entries are released in a batch, so writes to
 // them need not wait or invalidate.
 func TestE2EEvictionReleasesLeases(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 2 * time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	a := dial(t, srv, client.Config{CacheEntries: 2})
@@ -936,7 +937,7 @@ func TestE2EConcurrentClients(t *testing.T) {
 }
 
 func testConcurrentClients(t *testing.T, keys []string) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv := startServer(t, server.Config{LeaseTerm: time.Second})
 	clients := []*client.Client{dial(t, srv, client.Config{}), dial(t, srv, client.Config{})}
 	const goroutines, ops = 16, 150
@@ -1044,7 +1045,7 @@ func testConcurrentClients(t *testing.T, keys []string) {
 // DESIGN.md §9: bad input gets a clear sentinel error, never a hang or a
 // half-applied write.
 func TestE2EBadInput(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term, MaxValueSize: 1024})
 	a := dial(t, srv, client.Config{})
@@ -1157,7 +1158,7 @@ func TestE2EBadInput(t *testing.T) {
 // some just after. Once the write has returned, no read of that client may
 // return an older version: no reply to those reads may be cached over it.
 func TestE2EReadsRacingOwnWrite(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv := startServer(t, server.Config{LeaseTerm: time.Second})
 	a := dial(t, srv, client.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // bounds the run
@@ -1204,7 +1205,7 @@ func TestE2EReadsRacingOwnWrite(t *testing.T) {
 // a reconnection, goes through the given conn, which the client leaves
 // open for its owner.
 func TestE2EPacketConn(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	dir := t.TempDir()
 	srv := startServer(t, server.Config{Dir: dir, LeaseTerm: 500 * time.Millisecond})
 	addr := srv.Addr().String()

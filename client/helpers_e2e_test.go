@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
-	"go.uber.org/goleak"
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/protocol"
@@ -47,22 +46,6 @@ const (
 
 func discardLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// checkLeaks fails the test if goroutines started during it are still
-// running once all of its cleanups (clients, servers, helper processes) have
-// run. Call it first, so that its cleanup runs last.
-func checkLeaks(t *testing.T) {
-	t.Helper()
-	opts := []goleak.Option{goleak.IgnoreCurrent()}
-	t.Cleanup(func() {
-		if t.Failed() {
-			return // the failure is the news; a leak would only add noise
-		}
-		if err := goleak.Find(opts...); err != nil {
-			t.Errorf("goroutines leaked: %v", err)
-		}
-	})
 }
 
 // testServer is an in-process server started by startServer.

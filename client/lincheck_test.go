@@ -39,6 +39,7 @@ import (
 	"github.com/leased/leased/internal/clitest"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/faulttest"
+	"github.com/leased/leased/internal/leaktest"
 	"github.com/leased/leased/internal/lincheck"
 )
 
@@ -322,6 +323,7 @@ type linClient struct {
 // violation goes to the folder out.
 func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyResult {
 	t.Helper()
+	leaktest.Check(t)
 	b := linBinaries(t)
 	rng := rand.New(rand.NewPCG(seed, 0x1ea5ed))
 	dir := t.TempDir()

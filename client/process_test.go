@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/leaktest"
 	"github.com/leased/leased/server"
 )
 
@@ -134,7 +135,7 @@ func startHolderProcess(t *testing.T, srv *testServer, key string) (*os.Process,
 }
 
 func TestE2EStoppedHolderProcess(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	b := dial(t, srv, client.Config{Name: "writer"})

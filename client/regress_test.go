@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/leaktest"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -22,7 +23,7 @@ import (
 // otherwise another client's write commits without asking, and the old
 // value is served from cache.
 func TestReleaseAfterReRead(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 3 * time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	a := dial(t, srv, client.Config{CacheEntries: 1})
@@ -57,7 +58,7 @@ func TestReleaseAfterReRead(t *testing.T) {
 // after dropping the entry. A hook holds the acknowledgement back while
 // such a read is made.
 func TestAckAfterReRead(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 5 * time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	a := dial(t, srv, client.Config{})
@@ -109,7 +110,7 @@ func TestAckAfterReRead(t *testing.T) {
 // overtake the grant's reply on its own stream; the holder must still
 // release, so the waiting writer does not wait out the write lease.
 func TestRecallBeforeGrantReply(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 2 * time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
 	a := dial(t, srv, client.Config{})
@@ -157,7 +158,7 @@ func TestRecallBeforeGrantReply(t *testing.T) {
 // TestServeEndsWithItsContext: Serve returns, and the server closes, when
 // Serve's context ends.
 func TestServeEndsWithItsContext(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv, err := server.New(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func TestServeEndsWithItsContext(t *testing.T) {
 // TestLargeRenewalBatches: renewing more keys than fit in one frame splits
 // the batch instead of losing the session.
 func TestLargeRenewalBatches(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	const term = 600 * time.Millisecond
 	srv := startServer(t, server.Config{LeaseTerm: term, MaxValueSize: 1024}) // frames of about 6 KiB
 	ev := newEvents()
@@ -223,7 +224,7 @@ func TestLargeRenewalBatches(t *testing.T) {
 // at once is cached again, rather than every reader sharing a poisoned
 // fetch forever.
 func TestHotKeyCachedAgain(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv := startServer(t, server.Config{LeaseTerm: 5 * time.Second})
 	a := dial(t, srv, client.Config{})
 	b := dial(t, srv, client.Config{})
@@ -263,7 +264,7 @@ func TestHotKeyCachedAgain(t *testing.T) {
 // answers of three such reads until all have arrived, then lets them fill
 // one at a time, the second while that lock is held.
 func TestHerdAnswersDoNotQueue(t *testing.T) {
-	checkLeaks(t)
+	leaktest.Check(t)
 	srv := startServer(t, server.Config{LeaseTerm: 5 * time.Second})
 	a := dial(t, srv, client.Config{})
 	b := dial(t, srv, client.Config{})

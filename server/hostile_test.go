@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
-	"go.uber.org/goleak"
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/leaktest"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
 )
@@ -38,21 +38,6 @@ const (
 	// shortHello is the hello timeout of the tests that wait for it.
 	shortHello = 300 * time.Millisecond
 )
-
-// noLeaks fails the test if goroutines started during it outlive it. Call
-// it first, so that its cleanup runs after every other one.
-func noLeaks(t *testing.T) {
-	t.Helper()
-	opts := []goleak.Option{goleak.IgnoreCurrent()}
-	t.Cleanup(func() {
-		if t.Failed() {
-			return // the failure is the news
-		}
-		if err := goleak.Find(opts...); err != nil {
-			t.Errorf("goroutines leaked: %v", err)
-		}
-	})
-}
 
 // hostileServer starts a server on 127.0.0.1 with cfg's limits, a fake
 // clock, and unless cfg says otherwise hostileTerm and hostileEps.
@@ -212,7 +197,7 @@ func waitSessions(t *testing.T, srv *Server, n int) {
 // TestHostileMessages: bad messages on an open session get an Error with a
 // clear code, and the session goes on.
 func TestHostileMessages(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	srv, _ := hostileServer(t, Config{})
 	other := dialRaw(t, srv)
 	getBody := frameOf(t, &protocol.Get{ID: 9, Key: []byte("k")})[5:]
@@ -264,7 +249,7 @@ func TestHostileMessages(t *testing.T) {
 // TestHostileHandshake: a connection that does not open its session
 // properly is closed with a clear code, within the hello timeout.
 func TestHostileHandshake(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	srv, _ := hostileServer(t, Config{HelloTimeout: shortHello})
 	other := dialRaw(t, srv)
 	gib := binary.BigEndian.AppendUint32(nil, 1<<30)
@@ -313,7 +298,7 @@ func TestHostileHandshake(t *testing.T) {
 // refused before anything is allocated for it, and the connection, out of
 // step, is closed at once, also when the client does not read its replies.
 func TestHostileFrameTooLarge(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	srv, _ := hostileServer(t, Config{HelloTimeout: shortHello})
 	other := dialRaw(t, srv)
 	oneGiB := binary.BigEndian.AppendUint32(nil, 1<<30)
@@ -368,7 +353,7 @@ func TestHostileFrameTooLarge(t *testing.T) {
 // request that carries them, get a clear code; the session goes on, and the
 // lease table holds nothing of them.
 func TestHostileKeys(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	srv, _ := hostileServer(t, Config{})
 	other := dialRaw(t, srv)
 	c := dialRaw(t, srv)
@@ -455,7 +440,7 @@ func TestHostileKeys(t *testing.T) {
 // TestHostileMaxInflight: writes past MaxInflight get a resource-exhausted
 // error; the ones taken still complete, and reads are not limited.
 func TestHostileMaxInflight(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	srv, fc := hostileServer(t, Config{MaxInflight: 3})
 	other := dialRaw(t, srv)
 	holder := dialRaw(t, srv)
@@ -516,7 +501,7 @@ func (ss *session) waitingBytes() int {
 // naming the budget, and a write's bytes return to the budget when it is
 // answered: committed, canceled or abandoned at its deadline.
 func TestHostileInflightBytes(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	const maxValue, budget = 256 << 10, 600 << 10
 	srv, fc := hostileServer(t, Config{MaxValueSize: maxValue, MaxInflightBytes: budget})
 	other := dialRaw(t, srv)
@@ -589,7 +574,7 @@ func TestHostileInflightBytes(t *testing.T) {
 // ErrResourceExhausted; the sessions held go on, and once one ends a new
 // one is taken.
 func TestHostileMaxSessions(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	srv, _ := hostileServer(t, Config{MaxSessions: 2})
 	a := dialRaw(t, srv)
 	other := dialRaw(t, srv)
@@ -631,7 +616,7 @@ func TestHostileMaxSessions(t *testing.T) {
 // queued pass the cap, its session is closed, and its leases simply
 // expire.
 func TestHostileNoticesNotRead(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	// Each invalidation carries one key of the largest size. The first
 	// writes send more of them than QUIC lets in flight to a client that
 	// does not read, and the rest pass the cap of queued bytes, with room
@@ -705,7 +690,7 @@ func TestHostileNoticesNotRead(t *testing.T) {
 // keys complete when its leases expire. Once its replies queued pass the
 // cap, its session is closed, and its leases simply expire.
 func TestHostileRepliesNotRead(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	const value = 4 << 20
 	srv, fc := hostileServer(t, Config{MaxValueSize: value})
 	other := dialRaw(t, srv)
@@ -765,7 +750,7 @@ func TestHostileRepliesNotRead(t *testing.T) {
 // or not it said hello; a session lost so keeps its leases until they
 // expire.
 func TestHostileIdle(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	const idle = 300 * time.Millisecond
 	srv, fc := hostileServer(t, Config{IdleTimeout: idle})
 	other, _ := dialHello(t, srv, &quic.Config{KeepAlivePeriod: idle / 3})
@@ -799,7 +784,7 @@ func TestHostileIdle(t *testing.T) {
 // large batches, leases it never held gets sane replies, the lease table
 // does not grow, and other clients and their leases are unaffected.
 func TestHostileFlood(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	const batches, perBatch = 200, 1000
 	srv, _ := hostileServer(t, Config{})
 	other := dialRaw(t, srv)
@@ -848,7 +833,7 @@ func TestHostileFlood(t *testing.T) {
 // TestHostileDuplicateID: a request that reuses the ID of a write still in
 // flight gets a protocol error; the session, and the write, go on.
 func TestHostileDuplicateID(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	srv, fc := hostileServer(t, Config{})
 	other := dialRaw(t, srv)
 	holder := dialRaw(t, srv)
@@ -892,7 +877,7 @@ func TestHostileDuplicateID(t *testing.T) {
 // end of the request stream, and its connection is closed if it does not
 // close it within the hello timeout.
 func TestHostileGoodbyeNoClose(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	srv, _ := hostileServer(t, Config{HelloTimeout: shortHello})
 	other := dialRaw(t, srv)
 	c := dialRaw(t, srv)
@@ -950,7 +935,7 @@ func (w stalledWriter) Write([]byte) (int, error) { <-w.closed; return 0, io.Err
 // cap and no further: past it, it drops what it queued, refuses more, and
 // calls overflow once, whose closing of the stream ends its goroutine.
 func TestSenderOverflow(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	w := stalledWriter{make(chan struct{})}
 	var counts [protocol.NumTypes]atomic.Uint64
 	var overflows atomic.Int32
@@ -994,7 +979,7 @@ func TestSenderOverflow(t *testing.T) {
 // TestSenderFlushBounded: flush gives up after its timeout when the peer
 // does not read, and reports that it did.
 func TestSenderFlushBounded(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	w := stalledWriter{make(chan struct{})}
 	var counts [protocol.NumTypes]atomic.Uint64
 	s := newSender(w, &counts, func() {})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/leaktest"
 )
 
 // These tests drive a fake base clock. A base timer that has not expired
@@ -118,7 +119,7 @@ func TestDriftTimer(t *testing.T) {
 	for _, rate := range rates {
 		for _, kind := range []string{"NewTimer", "After"} {
 			t.Run(fmt.Sprintf("%s/%v", kind, rate), func(t *testing.T) {
-				noLeaks(t)
+				leaktest.Check(t)
 				fc := clock.NewFake()
 				dc := Drift(fc, rate)
 				start := dc.Now()
@@ -141,7 +142,7 @@ func TestDriftTimer(t *testing.T) {
 }
 
 func TestDriftTimerStopReset(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	fc := clock.NewFake()
 	dc := Drift(fc, 2)
 	start := dc.Now()
@@ -181,7 +182,7 @@ func TestDriftTimerStopReset(t *testing.T) {
 }
 
 func TestDriftTicker(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	fc := clock.NewFake()
 	dc := Drift(fc, 2)
 	start := dc.Now()
@@ -228,7 +229,7 @@ func TestDriftTicker(t *testing.T) {
 }
 
 func TestDriftAfterFunc(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	fc := clock.NewFake()
 	dc := Drift(fc, 0.5)
 	calls := make(chan time.Time, 3)
@@ -260,7 +261,7 @@ func TestDriftAfterFunc(t *testing.T) {
 }
 
 func TestDriftSleep(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	fc := clock.NewFake()
 	dc := Drift(fc, 2)
 	woke := make(chan time.Time, 1)
@@ -298,7 +299,7 @@ func (c firedClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 func TestDriftStopWhileFiring(t *testing.T) {
 	for _, kind := range []string{"timer", "ticker"} {
 		t.Run(kind, func(t *testing.T) {
-			noLeaks(t)
+			leaktest.Check(t)
 			fc := firedClock{Fake: clock.NewFake(), done: make(chan struct{}, 1)}
 			dc := Drift(fc, 2)
 			var ch <-chan time.Time

@@ -21,7 +21,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
-	"go.uber.org/goleak"
+
+	"github.com/leased/leased/internal/leaktest"
 )
 
 // These tests run on real UDP sockets on 127.0.0.1, so they wait in real
@@ -38,21 +39,6 @@ const burst = 50
 // barrier is a payload sent on the wrapped socket past the faults. It
 // arrives after every undelayed packet sent before it.
 var barrier = []byte("barrier")
-
-// noLeaks fails t if goroutines started during t are still running when it
-// ends. Call it first, so that its cleanup runs after every other one.
-func noLeaks(t *testing.T) {
-	t.Helper()
-	opts := []goleak.Option{goleak.IgnoreCurrent()}
-	t.Cleanup(func() {
-		if t.Failed() {
-			return // the failure is the news
-		}
-		if err := goleak.Find(opts...); err != nil {
-			t.Errorf("goroutines leaked: %v", err)
-		}
-	})
-}
 
 // pair is a wrapped socket and a plain one it talks to.
 type pair struct {
@@ -230,7 +216,7 @@ func send(t *testing.T, p *pair, dir string, first, n int) []int {
 }
 
 func TestConnPassThrough(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	p := newPair(t)
 	if got := sendOut(t, p, 0, 200); !slices.Equal(got, seqRange(0, 200)) {
 		t.Errorf("out: got %v", got)
@@ -257,7 +243,7 @@ func TestConnDrop(t *testing.T) {
 		{"in", 0.3, 2000, 0.2, 0.4},
 	} {
 		t.Run(fmt.Sprintf("%s/%v", tc.dir, tc.drop), func(t *testing.T) {
-			noLeaks(t)
+			leaktest.Check(t)
 			p := newPair(t)
 			p.w.SetFaults(faults(tc.dir, Faults{Drop: tc.drop}))
 			got := send(t, p, tc.dir, 0, tc.n)
@@ -278,7 +264,7 @@ func TestConnDrop(t *testing.T) {
 func TestConnDuplicate(t *testing.T) {
 	for _, dir := range []string{"out", "in"} {
 		t.Run(dir, func(t *testing.T) {
-			noLeaks(t)
+			leaktest.Check(t)
 			p := newPair(t)
 			p.w.SetFaults(faults(dir, Faults{Duplicate: 1}))
 			const n = 100
@@ -333,7 +319,7 @@ func TestConnDelay(t *testing.T) {
 	const delay = 150 * time.Millisecond
 	for _, dir := range []string{"out", "in"} {
 		t.Run(dir, func(t *testing.T) {
-			noLeaks(t)
+			leaktest.Check(t)
 			p := newPair(t)
 			p.w.SetFaults(faults(dir, Faults{Delay: delay}))
 			const n = 20
@@ -364,7 +350,7 @@ func TestConnDelay(t *testing.T) {
 func TestConnJitter(t *testing.T) {
 	for _, dir := range []string{"out", "in"} {
 		t.Run(dir, func(t *testing.T) {
-			noLeaks(t)
+			leaktest.Check(t)
 			p := newPair(t)
 			p.w.SetFaults(faults(dir, Faults{Jitter: 50 * time.Millisecond}))
 			const n = 100
@@ -395,7 +381,7 @@ func TestConnJitter(t *testing.T) {
 func TestConnPartition(t *testing.T) {
 	for _, dir := range []string{"out", "in"} {
 		t.Run(dir, func(t *testing.T) {
-			noLeaks(t)
+			leaktest.Check(t)
 			p := newPair(t)
 			other := map[string]string{"out": "in", "in": "out"}[dir]
 			p.w.Partition(dir == "out", dir == "in")
@@ -417,7 +403,7 @@ func TestConnPartition(t *testing.T) {
 }
 
 func TestConnPause(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	p := newPair(t)
 	p.w.Pause()
 	sendIn(t, p, 0, 5)
@@ -459,7 +445,7 @@ func TestConnPause(t *testing.T) {
 }
 
 func TestConnPauseOverflow(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	p := newPair(t)
 	p.w.Pause()
 	const extra = 100
@@ -475,7 +461,7 @@ func TestConnPauseOverflow(t *testing.T) {
 }
 
 func TestConnCloseUnblocks(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	p := newPair(t)
 	p.w.Pause()
 	errs := make(chan error, 2)
@@ -518,7 +504,7 @@ func TestConnCloseUnblocks(t *testing.T) {
 }
 
 func TestConnCloseLosesDelayed(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	p := newPair(t)
 	p.w.SetFaults(Faults{Delay: time.Hour}, Faults{})
 	if _, err := p.w.WriteTo(payload(0), p.peer.LocalAddr()); err != nil {
@@ -531,7 +517,7 @@ func TestConnCloseLosesDelayed(t *testing.T) {
 }
 
 func TestConnReadDeadline(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	p := newPair(t)
 	buf := make([]byte, 64)
 
@@ -582,7 +568,7 @@ func TestConnReadDeadline(t *testing.T) {
 // reorders, drops and duplicates in both directions, and checks that a
 // stream echo still works.
 func TestConnQUIC(t *testing.T) {
-	noLeaks(t)
+	leaktest.Check(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	serverTLS, clientTLS := tlsConfigs(t)
