@@ -406,9 +406,12 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	res.viz = filepath.Join(out, fmt.Sprintf("lincheck-%s-seed%d.html", name, seed))
 	start := time.Now()
-	res.verdict, _ = lincheck.Check(history, 2*time.Minute, res.viz)
+	verdict, err := lincheck.Check(history, 2*time.Minute, res.viz)
+	res.verdict = verdict
 	if res.verdict == porcupine.Ok {
 		res.viz = ""
+	} else {
+		t.Log(err) // names the visualisation, or why it could not be written
 	}
 	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; server since its last start: %s",
 		sc.name, seed, res.verdict, summary, time.Since(start).Round(time.Millisecond), formatCounts(res.faults), served)
