@@ -13,13 +13,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/clitest"
 	"github.com/leased/leased/internal/leaktest"
 	"github.com/leased/leased/server"
 )
@@ -150,7 +150,7 @@ func TestE2EStoppedHolderProcess(t *testing.T) {
 	if err := proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitStopped(t, proc.Pid)
+	clitest.WaitStopped(t, proc.Pid, testTimeout)
 	// The holder's grant came before "ready" and after its request was
 	// sent, which the test cannot see; that request took a round trip of
 	// well under the slack, so count the grant from "ready" - slack.
@@ -169,31 +169,4 @@ func TestE2EStoppedHolderProcess(t *testing.T) {
 	if err := proc.Kill(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// waitStopped waits until every thread of process pid is stopped. SIGSTOP
-// takes effect asynchronously: the kernel wakes one thread to process the
-// stop, and on a loaded machine the others can run on (and answer an
-// invalidation) for milliseconds before it gets a CPU. Bounded so that a
-// process that never stops fails the test.
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	waitFor(t, testTimeout, "the holder process to stop", func() bool {
-		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		if err != nil || len(stats) == 0 {
-			t.Fatalf("threads of process %d: %v", pid, err)
-		}
-		for _, p := range stats {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return false // a thread came or went; look again
-			}
-			// The state follows the parenthesised command name.
-			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-			if len(f) == 0 || (f[0] != "T" && f[0] != "t") {
-				return false
-			}
-		}
-		return true
-	})
 }

@@ -251,7 +251,7 @@ func (h *holder) stop(t *testing.T) {
 	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitStopped(t, h.cmd.Process.Pid)
+	clitest.WaitStopped(t, h.cmd.Process.Pid, stepTimeout)
 }
 
 // resume lets a stopped holder run again.
@@ -260,32 +260,6 @@ func (h *holder) resume(t *testing.T) {
 	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// waitStopped waits until every thread of process pid is stopped. SIGSTOP
-// takes effect asynchronously, and on a loaded machine some threads can run
-// on (and answer an invalidation) for milliseconds. Bounded so that a
-// process that never stops fails the test.
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	waitUntil(t, stepTimeout, "the holder process to stop", func() bool {
-		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		if err != nil || len(stats) == 0 {
-			t.Fatalf("threads of process %d: %v", pid, err)
-		}
-		for _, p := range stats {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return false // a thread came or went; look again
-			}
-			// The state follows the parenthesised command name.
-			f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-			if len(f) == 0 || (f[0] != "T" && f[0] != "t") {
-				return false
-			}
-		}
-		return true
-	})
 }
 
 // waitUntil polls cond every 5 ms until it holds, and fails the test if it

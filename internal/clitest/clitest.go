@@ -425,3 +425,41 @@ func (s *Server) Ctl(t testing.TB, args ...string) Result {
 	t.Helper()
 	return Cmd{}.Run(t, s.bins.Leasectl, append([]string{"--endpoint", s.Addr, "--cacert", s.CA}, args...)...)
 }
+
+// WaitStopped waits until every thread of process pid is stopped, for at
+// most within. SIGSTOP takes effect asynchronously: the kernel wakes one
+// thread to process the stop, and on a loaded machine the others can run on
+// (and answer an invalidation) for milliseconds before it gets a CPU. It
+// fails the test if the process has not stopped in time. Linux only: it
+// reads /proc.
+func WaitStopped(t testing.TB, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !stopped(t, pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not stop within %v", pid, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stopped reports whether every thread of process pid is stopped.
+func stopped(t testing.TB, pid int) bool {
+	t.Helper()
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		t.Fatalf("threads of process %d: %v", pid, err)
+	}
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return false // a thread came or went; look again
+		}
+		// The state follows the parenthesised command name.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) == 0 || (f[0] != "T" && f[0] != "t") {
+			return false
+		}
+	}
+	return true
+}
