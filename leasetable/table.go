@@ -122,6 +122,7 @@ type Stats struct {
 	InvalidationsAcked   uint64 // of those, relinquished by their holder
 	InvalidationsExpired uint64 // of those, expired instead
 	Recalls              uint64 // write leases recalled
+	Renewed              uint64 // keys whose lease a renewal extended
 }
 
 // lease is a read lease or a write lease of one session on one key.
@@ -367,6 +368,11 @@ func (t *Table) Renew(id SessionID, keys []string, terms []time.Duration, now ti
 			heap.Fix(&t.leases, l.heapIndex)
 		}
 		terms[i] = term
+	}
+	for _, term := range terms {
+		if term > 0 {
+			t.stats.Renewed++
+		}
 	}
 }
 

@@ -1080,6 +1080,9 @@ func TestRenew(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("Renew = %v, want %v", got, want)
 	}
+	if n := h.tab.Stats().Renewed; n != 3 {
+		t.Fatalf("Stats().Renewed = %d after renewing c, a and wl, want 3", n)
+	}
 	newExpiry := h.now.Add(term + eps)
 	s := h.tab.sessions[sA]
 	for key, want := range map[string]time.Time{
@@ -1109,6 +1112,9 @@ func TestRenew(t *testing.T) {
 	}
 	if got := h.renew(sA); len(got) != 0 {
 		t.Fatalf("empty Renew = %v", got)
+	}
+	if n := h.tab.Stats().Renewed; n != 4 {
+		t.Fatalf("Stats().Renewed = %d, want 4: only the shorter renewal of a counts since", n)
 	}
 }
 

@@ -836,6 +836,7 @@ func (s *Server) Stats() *protocol.StatsReply {
 		InvalidationsAcked:   ts.InvalidationsAcked,
 		InvalidationsExpired: ts.InvalidationsExpired,
 		Recalls:              ts.Recalls,
+		LeasesRenewed:        ts.Renewed,
 		MessagesIn:           make(map[string]uint64),
 		MessagesOut:          make(map[string]uint64),
 		Uptime:               now.Sub(s.started),

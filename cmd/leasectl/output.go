@@ -102,6 +102,7 @@ type statsJSON struct {
 	InvalidationsAcked     uint64            `json:"invalidations_acked"`
 	InvalidationsExpired   uint64            `json:"invalidations_expired"`
 	Recalls                uint64            `json:"recalls"`
+	LeasesRenewed          uint64            `json:"leases_renewed"`
 	MessagesIn             map[string]uint64 `json:"messages_in"`
 	MessagesOut            map[string]uint64 `json:"messages_out"`
 	UptimeSeconds          float64           `json:"uptime_seconds"`
