@@ -1,6 +1,8 @@
 // Package bench holds the logic of leasebench, the benchmark that runs
 // leased under Gray and Cheriton's workload and prints what it measures
-// beside their model's predictions. So far it holds the model: see Model.
+// beside their model's predictions (Model). Run runs it and returns a
+// Report, which prints itself as tables and writes CSV, JSON and PNG
+// files; cmd/leasebench is its command line.
 package bench
 
 import "time"
@@ -68,6 +70,13 @@ func (m Model) AddedDelay(tS time.Duration) time.Duration {
 	rt := m.R * m.EffectiveTerm(tS).Seconds()
 	d := (2*m.R*(m.MProp+2*m.MProc).Seconds()/(1+rt) + m.W*m.ApprovalDelay().Seconds()) / (m.R + m.W)
 	return time.Duration(d * float64(time.Second))
+}
+
+// ReadDelay is the mean delay of a read: a round trip, 2·(m_prop +
+// 2·m_proc), for the fraction 1/(1 + R·t_C) of reads that miss the cache.
+func (m Model) ReadDelay(tS time.Duration) time.Duration {
+	rt := m.R * m.EffectiveTerm(tS).Seconds()
+	return time.Duration(float64(2*(m.MProp+2*m.MProc)) / (1 + rt))
 }
 
 // LocalReadFraction is the fraction of reads served from the cache:

@@ -78,6 +78,20 @@ func TestModelParts(t *testing.T) {
 	if got, want := m.LocalReadFraction(10*time.Second), 8.5523/9.5523; math.Abs(got-want) > 0.0001 {
 		t.Errorf("local reads at 10 s: %.4f, want %.4f", got, want)
 	}
+	// A read costs a round trip of 2·(1 + 2·0.25) ms = 3 ms when it
+	// misses, and it misses 1/(1 + R·t_C) of the time.
+	if got, want := m.ReadDelay(0), 3*time.Millisecond; got != want {
+		t.Errorf("read delay at term 0: %v, want %v", got, want)
+	}
+	if got, want := m.ReadDelay(10*time.Second), 314060*time.Nanosecond; /* 3 ms / 9.5523 */ (got - want).Abs() > time.Microsecond {
+		t.Errorf("read delay at 10 s: %v, want %v", got, want)
+	}
+	// With no writes, the added delay per operation is the read delay.
+	noWrites := m
+	noWrites.W = 0
+	if got, want := noWrites.AddedDelay(10*time.Second), m.ReadDelay(10*time.Second); (got - want).Abs() > time.Microsecond {
+		t.Errorf("added delay without writes %v, read delay %v", got, want)
+	}
 	if got, want := m.Load(0), 2*10*0.864; got != want {
 		t.Errorf("L(0) = %v, want %v", got, want)
 	}

@@ -503,9 +503,10 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 // WriteResult describes a committed write, as the server reported it.
 type WriteResult struct {
 	Version uint64
-	// Waited is how long the server held the write before it committed:
+	// Waited is how long the server held the write before it could commit:
 	// for its turn on the key, and for holders to drop their leases or for
-	// those leases to run out.
+	// those leases to run out. The commit itself (the disk write) is not
+	// counted.
 	Waited time.Duration
 	// Holders is how many read leases the write invalidated, plus one if it
 	// recalled a write lease.

@@ -147,7 +147,7 @@ type Write struct {
 type WriteReply struct {
 	ID      uint64        `msgpack:"i"`
 	Version uint64        `msgpack:"ver"`
-	Waited  time.Duration `msgpack:"w"`
+	Waited  time.Duration `msgpack:"w"` // from receipt until holders let it commit; the commit itself not counted
 	Holders int           `msgpack:"h"`
 	Term    time.Duration `msgpack:"t"`
 }

@@ -698,10 +698,15 @@ func (s *Server) timerLoop() {
 	}
 }
 
-// enqueueReady hands ready ops to the committer. The caller holds s.mu, so
-// that ops reach the committer in the order the table made them ready.
+// enqueueReady hands ready ops to the committer, noting when they became
+// ready. The caller holds s.mu, so that ops reach the committer in the
+// order the table made them ready.
 func (s *Server) enqueueReady(eff leasetable.Effects) {
 	if len(eff.Ready) > 0 {
+		now := s.clock.Now()
+		for _, op := range eff.Ready {
+			op.Data.(*pendingOp).ready = now
+		}
 		s.commits.push(eff.Ready...)
 	}
 }
@@ -805,8 +810,8 @@ func (s *Server) opReply(op *leasetable.Op, p *pendingOp, now time.Time) protoco
 	if p.mut.err != nil {
 		return errorReply(p.reqID, p.mut.err)
 	}
-	waited := now.Sub(p.received)
 	if op.Kind == leasetable.OpWrite {
+		waited := max(0, p.ready.Sub(p.received))
 		return &protocol.WriteReply{ID: p.reqID, Version: p.mut.version, Waited: waited, Holders: op.Holders, Term: p.term}
 	}
 	rec, err := s.store.get(p.mut.key)

@@ -27,6 +27,7 @@ type pendingOp struct {
 	op       *leasetable.Op
 	mut      mutation
 	received time.Time
+	ready    time.Time     // when the table let it commit, set by enqueueReady
 	term     time.Duration // the writer's fresh read lease, set by Done
 	size     int           // bytes of key and value counted against Config.MaxInflightBytes
 }

@@ -54,7 +54,7 @@ const (
 	defaultTimeout  = 10 * time.Second
 	// envCACert names the CA file when --cacert is not given and no local
 	// data folder has one.
-	envCACert = "LEASED_CACERT"
+	envCACert = layout.EnvCACert
 )
 
 const exitStatusHelp = `Exit status:
@@ -254,15 +254,6 @@ func normalizeEndpoint(ep string) (string, error) {
 	return net.JoinHostPort(host, defaultPort), nil
 }
 
-// isLocal reports whether host names this machine's loopback interface.
-func isLocal(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // errNoCA is returned when no CA certificate can be found.
 var errNoCA = errors.New("no CA certificate")
 
@@ -270,19 +261,9 @@ var errNoCA = errors.New("no CA certificate")
 // local endpoint, <--data>/tls/ca.pem if it exists (relative to the working
 // directory); then $LEASED_CACERT.
 func (a *app) caFile() (string, error) {
-	if a.cacert != "" {
-		return a.cacert, nil
-	}
-	host, _, _ := net.SplitHostPort(a.endpoint)
-	local := isLocal(host)
-	if local {
-		p := layout.CAPath(a.data)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p, nil
-		}
-	}
-	if env := strings.TrimSpace(a.getenv(envCACert)); env != "" {
-		return env, nil
+	ca, local := layout.FindCA(a.endpoint, a.data, a.cacert, a.getenv(envCACert))
+	if ca != "" {
+		return ca, nil
 	}
 	if local {
 		return "", &cliError{code: exitUsage, err: fmt.Errorf(

@@ -440,17 +440,6 @@ func TestNormalizeEndpoint(t *testing.T) {
 	}
 }
 
-func TestIsLocal(t *testing.T) {
-	for host, want := range map[string]bool{
-		"localhost": true, "LOCALHOST": true, "127.0.0.1": true, "127.1.2.3": true, "::1": true,
-		"10.0.0.1": false, "example.com": false, "": false, "0.0.0.0": false,
-	} {
-		if got := isLocal(host); got != want {
-			t.Errorf("isLocal(%q) = %v", host, got)
-		}
-	}
-}
-
 func TestCAFile(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "leased-data")

@@ -4,7 +4,12 @@
 // it, so the CLI need not link the server.
 package layout
 
-import "path/filepath"
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+)
 
 const (
 	// DefaultDir is the data folder of a server started with no flags,
@@ -16,10 +21,43 @@ const (
 	CAFile = "ca.pem"
 	// DBDir is the folder, under the data folder, of the database.
 	DBDir = "db"
+	// EnvCACert names the environment variable that gives the command-line
+	// tools the CA file when --cacert is not given and no local data folder
+	// has one.
+	EnvCACert = "LEASED_CACERT"
 )
 
 // CAPath returns <dataDir>/tls/ca.pem, where clients find the CA of a server
 // started with that data folder.
 func CAPath(dataDir string) string {
 	return filepath.Join(dataDir, TLSDir, CAFile)
+}
+
+// IsLoopback reports whether host names this machine's loopback interface.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// FindCA returns the CA file that a command-line tool verifies the server
+// at endpoint with: cacert if it is set; for a loopback endpoint,
+// dataDir's CA if that file exists; then env, the value of EnvCACert. It
+// returns "" if none applies, and whether the endpoint is on loopback, for
+// the tool's error message.
+func FindCA(endpoint, dataDir, cacert, env string) (path string, local bool) {
+	host, _, _ := net.SplitHostPort(endpoint)
+	local = IsLoopback(host)
+	if cacert != "" {
+		return cacert, local
+	}
+	if local {
+		p := CAPath(dataDir)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, local
+		}
+	}
+	return strings.TrimSpace(env), local
 }
