@@ -48,9 +48,13 @@ type Config struct {
 
 	// Delay is the one-way delay of the added-delay sweep, in paper time,
 	// added to every packet in both directions. DelayTerms are its terms
-	// (paper time), run with S = 1; none means no such sweep.
+	// (paper time), run with S = 1; none means no such sweep. DelayScale
+	// is that sweep's time scale factor: lower than Scale, so that the
+	// real delay (Delay/DelayScale) is a few milliseconds, well above the
+	// timer resolution (about 1 ms when a process idles).
 	Delay      time.Duration
 	DelayTerms []time.Duration
+	DelayScale float64
 
 	// SlowTerms are the terms (paper time) of the slow-holder experiment,
 	// and SlowWrites the writes at each, with a holder that stops answering
@@ -88,7 +92,8 @@ func Quick() Config {
 		Warmup:     300 * time.Millisecond,
 		Measure:    2 * time.Second,
 		Delay:      50 * time.Millisecond,
-		DelayTerms: []time.Duration{0, s, 10 * s, 30 * s, 100 * s},
+		DelayTerms: []time.Duration{0, s, 3 * s, 10 * s, 30 * s},
+		DelayScale: 20,
 		SlowTerms:  []time.Duration{s, 10 * s, 30 * s, 100 * s},
 		SlowWrites: 5,
 		Margin:     10 * time.Millisecond,
@@ -105,7 +110,7 @@ func Full() Config {
 	c.Sharing = []int{1, 10, 20, 40}
 	c.Terms = []time.Duration{0, s / 10, s / 2, s, 2 * s, 5 * s, 10 * s, 20 * s, 30 * s, 50 * s, 100 * s}
 	c.Measure = 5 * time.Second
-	c.DelayTerms = []time.Duration{0, s / 2, s, 2 * s, 5 * s, 10 * s, 20 * s, 30 * s, 50 * s, 100 * s}
+	c.DelayTerms = []time.Duration{0, s / 2, s, 2 * s, 3 * s, 5 * s, 10 * s, 20 * s, 30 * s}
 	c.SlowTerms = []time.Duration{s, 2 * s, 5 * s, 10 * s, 20 * s, 30 * s, 50 * s, 100 * s}
 	c.SlowWrites = 10
 	return c
@@ -118,6 +123,9 @@ func (c Config) validate() (Config, error) {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Scale <= 0 {
 		bad("scale %v: must be positive", c.Scale)
+	}
+	if len(c.DelayTerms) > 0 && c.DelayScale <= 0 {
+		bad("delay scale %v: must be positive", c.DelayScale)
 	}
 	if c.Clients <= 0 {
 		bad("clients %d: must be positive", c.Clients)
@@ -199,9 +207,18 @@ func sortedUnique(ts []time.Duration) []time.Duration {
 	return slices.Compact(ts)
 }
 
-// real converts a duration of paper time to real time.
-func (c Config) real(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / c.Scale)
+// real converts a duration of paper time to real time at Scale.
+func (c Config) real(d time.Duration) time.Duration { return realAt(d, c.Scale) }
+
+// realAt converts a duration of paper time to real time at scale.
+func realAt(d time.Duration, scale float64) time.Duration {
+	return time.Duration(float64(d) / scale)
+}
+
+// windows returns the warm-up and the measuring window of a point whose
+// term is real (real time): at least 2 and 5 terms.
+func (c Config) windows(real time.Duration) (warm, measure time.Duration) {
+	return max(c.Warmup, 2*real), max(c.Measure, 5*real)
 }
 
 // keys returns K for sharing s.

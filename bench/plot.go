@@ -44,8 +44,8 @@ func (rep *Report) paperModel(sw Sweep, s int) Model {
 		R:     rep.RPaper,
 		W:     rep.WPaper,
 		S:     s,
-		MProp: time.Duration(sw.MPropMS * rep.Scale * float64(time.Millisecond)),
-		MProc: time.Duration(sw.MProcMS * rep.Scale * float64(time.Millisecond)),
+		MProp: time.Duration(sw.MPropMS * sw.Scale * float64(time.Millisecond)),
+		MProc: time.Duration(sw.MProcMS * sw.Scale * float64(time.Millisecond)),
 	}
 }
 
@@ -189,7 +189,7 @@ func (rep *Report) plotWriteLatency(path string) error {
 // network delay, and on the plain network of the first sweep.
 func (rep *Report) plotAddedDelay(path string) error {
 	d := rep.Delay
-	p := newPlot(fmt.Sprintf("Added delay per operation, S=1 (time scale %g)", rep.Scale),
+	p := newPlot("Added delay per operation, S=1",
 		"lease term t_S, paper time (s)", "mean added delay per operation, paper time (ms)")
 	sweeps := []Sweep{*d}
 	for _, sw := range rep.Sweeps {
@@ -200,7 +200,7 @@ func (rep *Report) plotAddedDelay(path string) error {
 	}
 	maxX := d.Points[len(d.Points)-1].TermPaperS
 	for i, sw := range sweeps {
-		name := fmt.Sprintf("round trip %s", fmtMS(sw.RoundTripMS*rep.Scale))
+		name := fmt.Sprintf("round trip %s (scale %g)", fmtMS(sw.RoundTripMS*sw.Scale), sw.Scale)
 		m := rep.paperModel(sw, 1)
 		if err := addLine(p, "model D, "+name, curve(maxX, func(t time.Duration) float64 { return ms(m.AddedDelay(t)) }), plotutil.Color(i), nil); err != nil {
 			return err
@@ -208,7 +208,7 @@ func (rep *Report) plotAddedDelay(path string) error {
 		var xys plotter.XYs
 		for _, pt := range sw.Points {
 			if pt.TermPaperS <= maxX {
-				xys = append(xys, plotter.XY{X: pt.TermPaperS, Y: pt.AddedDelayMS * rep.Scale})
+				xys = append(xys, plotter.XY{X: pt.TermPaperS, Y: pt.AddedDelayMS * sw.Scale})
 			}
 		}
 		if err := addPoints(p, "measured, "+name, xys, plotutil.Color(i), draw.CircleGlyph{}); err != nil {

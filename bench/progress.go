@@ -99,17 +99,17 @@ func (p *progress) finish() {
 func (r *runner) plan() time.Duration {
 	cfg := r.cfg
 	var total time.Duration
-	point := func(t time.Duration) time.Duration {
-		real := cfg.real(t)
-		return max(cfg.Warmup, 2*real) + max(cfg.Measure, 5*real)
+	point := func(t time.Duration, scale float64) time.Duration {
+		warm, window := cfg.windows(realAt(t, scale))
+		return warm + window
 	}
 	for range cfg.Sharing {
 		for _, t := range cfg.Terms {
-			total += point(t)
+			total += point(t, cfg.Scale)
 		}
 	}
 	for _, t := range cfg.DelayTerms {
-		total += point(t)
+		total += point(t, cfg.DelayScale)
 	}
 	for _, t := range cfg.SlowTerms {
 		real := cfg.real(t)

@@ -25,7 +25,9 @@ type Report struct {
 	NumCPU     int       `json:"num_cpu"`
 	Endpoint   string    `json:"endpoint,omitempty"`
 	InProcess  bool      `json:"in_process"`
-	// Scale is the time scale factor: rates ×Scale, terms ÷Scale.
+	// Scale is the time scale factor of the main sweeps and the
+	// slow-holder experiment: rates ×Scale, terms ÷Scale. The added-delay
+	// sweep has its own (Sweep.Scale).
 	Scale float64 `json:"scale"`
 	// RPaper and WPaper are the configured rates per client per key, in
 	// paper time.
@@ -48,6 +50,7 @@ type Sweep struct {
 	Clients int     `json:"clients"`
 	Keys    int     `json:"keys"`
 	Pairs   int     `json:"pairs"`    // client–key pairs: the model's N
+	Scale   float64 `json:"scale"`    // time scale factor of the sweep
 	DelayMS float64 `json:"delay_ms"` // added one-way delay, real
 	// RoundTripMS is the median read at term 0: a round trip to the server.
 	RoundTripMS float64 `json:"round_trip_ms"`
@@ -181,11 +184,11 @@ func (sw *Sweep) calibrate(raw rawPoint, inProcess bool) {
 // point's measured rates, in real time. The client's ε is 0: leased adds
 // ε to the lease on the server, and the client trusts the whole term from
 // the moment it sent the read.
-func (sw *Sweep) model(pt *Point, scale float64) Model {
+func (sw *Sweep) model(pt *Point) Model {
 	return Model{
 		N:     sw.Pairs,
-		R:     pt.RPaper * scale,
-		W:     pt.WPaper * scale,
+		R:     pt.RPaper * sw.Scale,
+		W:     pt.WPaper * sw.Scale,
 		S:     sw.S,
 		MProp: time.Duration(sw.MPropMS * float64(time.Millisecond)),
 		MProc: time.Duration(sw.MProcMS * float64(time.Millisecond)),
@@ -193,8 +196,8 @@ func (sw *Sweep) model(pt *Point, scale float64) Model {
 }
 
 // predict fills in pt's relative figures and the model's predictions.
-func (sw *Sweep) predict(pt *Point, scale float64, base *Point) {
-	m := sw.model(pt, scale)
+func (sw *Sweep) predict(pt *Point, base *Point) {
+	m := sw.model(pt)
 	t := time.Duration(pt.TermRealMS * float64(time.Millisecond))
 	if base.MessagesPerS > 0 {
 		pt.RelLoad = pt.MessagesPerS / base.MessagesPerS
@@ -220,11 +223,14 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	p("leasebench: %s, %s, GOMAXPROCS %d\n", where, rep.GoVersion, rep.GOMAXPROCS)
 	p("time scale %g: rates ×%g, terms ÷%g (R·t unchanged); terms in paper time, latencies in real time\n",
 		rep.Scale, rep.Scale, rep.Scale)
+	if rep.Delay != nil && rep.Delay.Scale != rep.Scale {
+		p("the added-delay sweep runs at time scale %g, so that its delay is %s real each way\n", rep.Delay.Scale, fmtMS(rep.Delay.DelayMS))
+	}
 	p("workload: R %.3g and W %.3g per second per client per key (paper time), Poisson; server ε %s (real)\n",
 		rep.RPaper, rep.WPaper, fmtMS(rep.EpsilonMS))
 	for _, sw := range rep.AllSweeps() {
-		p("\n%s: %d clients, %d keys, %d client–key pairs; at term 0 a read takes %s: m_prop %s, m_proc %s\n",
-			sw.Name, sw.Clients, sw.Keys, sw.Pairs, fmtMS(sw.RoundTripMS), fmtMS(sw.MPropMS), fmtMS(sw.MProcMS))
+		p("\n%s, time scale %g: %d clients, %d keys, %d client–key pairs; at term 0 a read takes %s: m_prop %s, m_proc %s\n",
+			sw.Name, sw.Scale, sw.Clients, sw.Keys, sw.Pairs, fmtMS(sw.RoundTripMS), fmtMS(sw.MPropMS), fmtMS(sw.MProcMS))
 		p("term\treal\tR\tW\tmsgs/s\trel.load\tmodel\tunbatched\tlocal reads\tmodel\tinval/s\tkeys/renew\t\n")
 		for _, pt := range sw.Points {
 			keysPerRenew := "-"

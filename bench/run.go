@@ -58,15 +58,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.progress = newProgress(cfg.Progress, r.plan())
 	defer r.progress.finish()
 	for _, s := range cfg.Sharing {
-		sw, err := r.sweep(ctx, fmt.Sprintf("S=%d", s), s, cfg.Terms, 0)
+		sw, err := r.sweep(ctx, fmt.Sprintf("S=%d", s), s, cfg.Terms, cfg.Scale, 0)
 		if err != nil {
 			return nil, err
 		}
 		rep.Sweeps = append(rep.Sweeps, sw)
 	}
 	if len(cfg.DelayTerms) > 0 {
-		d := cfg.real(cfg.Delay)
-		sw, err := r.sweep(ctx, fmt.Sprintf("S=1, +%v each way", cfg.Delay), 1, cfg.DelayTerms, d)
+		sw, err := r.sweep(ctx, fmt.Sprintf("S=1, +%v each way", cfg.Delay), 1, cfg.DelayTerms, cfg.DelayScale, cfg.Delay)
 		if err != nil {
 			return nil, err
 		}
@@ -122,9 +121,12 @@ func ServerFlags(cfg Config) []string {
 
 // realTerms returns every term of cfg's experiments, in real time.
 func realTerms(cfg Config) []time.Duration {
-	var ts []time.Duration
-	for _, t := range slices.Concat(cfg.Terms, cfg.DelayTerms, cfg.SlowTerms, []time.Duration{0}) {
+	ts := []time.Duration{0}
+	for _, t := range slices.Concat(cfg.Terms, cfg.SlowTerms) {
 		ts = append(ts, cfg.real(t))
+	}
+	for _, t := range cfg.DelayTerms {
+		ts = append(ts, realAt(t, cfg.DelayScale))
 	}
 	return sortedUnique(ts)
 }
@@ -300,14 +302,15 @@ type recorder struct {
 	err                  error
 }
 
-// sweep runs the points of one sweep: term 0 first, to calibrate m_prop
-// and m_proc and as the baseline of the relative load.
-func (r *runner) sweep(ctx context.Context, name string, s int, terms []time.Duration, delay time.Duration) (Sweep, error) {
+// sweep runs the points of one sweep at a time scale, with a one-way
+// delay (paper time) added to every packet: term 0 first, to calibrate
+// m_prop and m_proc and as the baseline of the relative load.
+func (r *runner) sweep(ctx context.Context, name string, s int, terms []time.Duration, scale float64, delay time.Duration) (Sweep, error) {
 	k := r.cfg.keys(s)
-	sw := Sweep{Name: name, S: s, Clients: r.cfg.Clients, Keys: k, Pairs: k * s, DelayMS: ms(delay)}
+	sw := Sweep{Name: name, S: s, Clients: r.cfg.Clients, Keys: k, Pairs: k * s, Scale: scale, DelayMS: ms(realAt(delay, scale))}
 	var base *Point
 	for _, t := range terms {
-		pt, raw, err := r.point(ctx, &sw, t, delay)
+		pt, raw, err := r.point(ctx, &sw, t, realAt(delay, scale))
 		if err != nil {
 			return sw, err
 		}
@@ -315,7 +318,7 @@ func (r *runner) sweep(ctx context.Context, name string, s int, terms []time.Dur
 			sw.calibrate(raw, r.srv != nil)
 			base = &pt
 		}
-		sw.predict(&pt, r.cfg.Scale, base)
+		sw.predict(&pt, base)
 		sw.Points = append(sw.Points, pt)
 	}
 	return sw, nil
@@ -328,11 +331,12 @@ type rawPoint struct {
 	messages uint64 // every message the server received or sent
 }
 
-// point runs the workload at one term (paper time) and measures it.
+// point runs the workload at one term (paper time) and measures it, with
+// delay (real) added to each packet each way.
 func (r *runner) point(ctx context.Context, sw *Sweep, term, delay time.Duration) (Point, rawPoint, error) {
 	cfg := r.cfg
-	real := cfg.real(term)
-	warm, window := max(cfg.Warmup, 2*real), max(cfg.Measure, 5*real)
+	real := realAt(term, sw.Scale)
+	warm, window := cfg.windows(real)
 	r.progress.step(fmt.Sprintf("%s, term %v", sw.Name, term), warm+window)
 	pt := Point{Sweep: sw.Name, TermPaperS: term.Seconds(), TermRealMS: ms(real)}
 	p, err := r.dialPool(ctx, sw.Clients, delay)
@@ -347,7 +351,7 @@ func (r *runner) point(ctx context.Context, sw *Sweep, term, delay time.Duration
 	var measuring atomic.Bool
 	recs := make([]recorder, sw.Pairs)
 	var wg sync.WaitGroup
-	rate, pWrite := (cfg.R+cfg.W)*cfg.Scale, cfg.W/(cfg.R+cfg.W)
+	rate, pWrite := (cfg.R+cfg.W)*sw.Scale, cfg.W/(cfg.R+cfg.W)
 	for k := range sw.Keys {
 		key := prefix + strconv.Itoa(k)
 		for j := range sw.S {
@@ -408,8 +412,8 @@ func (r *runner) point(ctx context.Context, sw *Sweep, term, delay time.Duration
 	pairSecs := secs * float64(sw.Pairs)
 	pt.Seconds = secs
 	pt.Reads, pt.Writes, pt.CachedReads, pt.Errors = len(all.reads), len(all.writes), all.cached, all.errs
-	pt.RPaper = float64(pt.Reads) / pairSecs / cfg.Scale
-	pt.WPaper = float64(pt.Writes) / pairSecs / cfg.Scale
+	pt.RPaper = float64(pt.Reads) / pairSecs / sw.Scale
+	pt.WPaper = float64(pt.Writes) / pairSecs / sw.Scale
 	d := counters(st0, st1)
 	pt.Messages = d.consistency()
 	pt.MessagesPerS = float64(pt.Messages) / secs

@@ -799,14 +799,14 @@ func (s *Server) commitLoop() {
 		}
 		for _, op := range batch {
 			p := op.Data.(*pendingOp)
-			p.sess.finishOp(p, s.opReply(op, p, now))
+			p.sess.finishOp(p, s.opReply(op, p))
 		}
 		s.commits.done(len(batch))
 	}
 }
 
 // opReply builds the reply to a finished op.
-func (s *Server) opReply(op *leasetable.Op, p *pendingOp, now time.Time) protocol.Message {
+func (s *Server) opReply(op *leasetable.Op, p *pendingOp) protocol.Message {
 	if p.mut.err != nil {
 		return errorReply(p.reqID, p.mut.err)
 	}

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -133,6 +134,9 @@ interrupted.`,
 			if o.full {
 				cfg = withChanged(bench.Full(), cfg, cmd)
 			}
+			if len(cfg.Sharing) == 1 && cfg.Sharing[0] == 0 {
+				cfg.Sharing = nil
+			}
 			return run(ctx, cfg, o, stdout, stderr, getenv)
 		},
 	}
@@ -150,14 +154,15 @@ interrupted.`,
 	f.IntVar(&cfg.Pairs, "pairs", cfg.Pairs, "client–key pairs per sweep when --keys is 0")
 	f.Float64Var(&cfg.R, "reads", cfg.R, "R, reads per second per client per key, paper time")
 	f.Float64Var(&cfg.W, "writes", cfg.W, "W, writes per second per client per key, paper time")
-	f.IntSliceVar(&cfg.Sharing, "sharing", cfg.Sharing, "S of each sweep: clients sharing a key")
-	f.DurationSliceVar(&cfg.Terms, "terms", cfg.Terms, "lease terms to sweep, paper time (0 is always run)")
+	f.IntSliceVar(&cfg.Sharing, "sharing", cfg.Sharing, "S of each sweep: clients sharing a key (0: no sweep)")
+	f.Var((*durations)(&cfg.Terms), "terms", "lease terms to sweep, paper time (0 is always run)")
 	f.DurationVar(&cfg.Epsilon, "epsilon", cfg.Epsilon, "clock allowance ε of the in-process server, paper time")
 	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "least warm-up per term, real time (at least 2 terms)")
 	f.DurationVar(&cfg.Measure, "measure", cfg.Measure, "least measuring time per term, real time (at least 5 terms)")
 	f.DurationVar(&cfg.Delay, "delay", cfg.Delay, "one-way network delay of the added-delay sweep, paper time")
-	f.DurationSliceVar(&cfg.DelayTerms, "delay-terms", cfg.DelayTerms, "terms of the added-delay sweep, paper time (empty: no such sweep)")
-	f.DurationSliceVar(&cfg.SlowTerms, "slow-terms", cfg.SlowTerms, "terms of the slow-holder experiment, paper time (empty: none)")
+	f.Var((*durations)(&cfg.DelayTerms), "delay-terms", "terms of the added-delay sweep, paper time (none: no such sweep)")
+	f.Float64Var(&cfg.DelayScale, "delay-scale", cfg.DelayScale, "time scale factor of the added-delay sweep (its real delay should be a few ms)")
+	f.Var((*durations)(&cfg.SlowTerms), "slow-terms", "terms of the slow-holder experiment, paper time (none: no such experiment)")
 	f.IntVar(&cfg.SlowWrites, "slow-writes", cfg.SlowWrites, "writes per term in the slow-holder experiment, each way")
 	f.DurationVar(&cfg.Margin, "margin", cfg.Margin, "scheduling slack, real time, beyond term + ε for a write with a slow holder")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload's random choices")
@@ -186,6 +191,7 @@ func withChanged(base, set bench.Config, cmd *cobra.Command) bench.Config {
 		"measure":     func() { base.Measure = set.Measure },
 		"delay":       func() { base.Delay = set.Delay },
 		"delay-terms": func() { base.DelayTerms = set.DelayTerms },
+		"delay-scale": func() { base.DelayScale = set.DelayScale },
 		"slow-terms":  func() { base.SlowTerms = set.SlowTerms },
 		"slow-writes": func() { base.SlowWrites = set.SlowWrites },
 		"margin":      func() { base.Margin = set.Margin },
@@ -251,3 +257,35 @@ func run(ctx context.Context, cfg bench.Config, o options, stdout, stderr io.Wri
 	}
 	return nil
 }
+
+// durations is a flag of comma-separated durations; "none" or "" is the
+// empty list.
+type durations []time.Duration
+
+func (d *durations) String() string {
+	if len(*d) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(*d))
+	for i, t := range *d {
+		parts[i] = t.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (d *durations) Set(s string) error {
+	*d = nil
+	if s = strings.TrimSpace(s); s == "" || s == "none" {
+		return nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		t, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil {
+			return err
+		}
+		*d = append(*d, t)
+	}
+	return nil
+}
+
+func (d *durations) Type() string { return "durations" }
