@@ -138,7 +138,8 @@ func (rep *Report) plotRelativeLoad(path string) error {
 			return err
 		}
 	}
-	p.Y.Min = 0
+	// Room above the curves for the legend.
+	p.Y.Min, p.Y.Max = 0, max(p.Y.Max, 2.4)
 	return save(p, path)
 }
 
@@ -181,6 +182,7 @@ func (rep *Report) plotWriteLatency(path string) error {
 		}
 	}
 	p.X.Min, p.Y.Min = 0, 0
+	p.Legend.Left = true
 	return save(p, path)
 }
 

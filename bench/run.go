@@ -106,7 +106,7 @@ type runner struct {
 // TermPrefix is the key prefix that leasebench reads and writes under for
 // keys of term t (real time). A server for leasebench --endpoint must give
 // these prefixes their terms: see ServerFlags.
-func TermPrefix(t time.Duration) string { return "leasebench/t=" + t.String() + "/" }
+func TermPrefix(t time.Duration) string { return "leasebench/term-" + t.String() + "/" }
 
 // ServerFlags returns the leased flags that give the prefixes of cfg's
 // terms their terms, and set ε, so that leased can serve cfg's run as an
