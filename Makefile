@@ -10,7 +10,7 @@ FUZZ_SERVER ?= 15000x
 # How long `make lincheck-long` runs.
 LINCHECK_DURATION ?= 30m
 
-.PHONY: test crash-long lincheck-long fuzz
+.PHONY: test crash-long lincheck-long fuzz bench bench-full
 
 # The README's test command.
 test:
@@ -26,6 +26,13 @@ crash-long:
 # violations. Replay one with the seed it logged: add -lincheck.seed=N.
 lincheck-long:
 	$(GO) test ./client -run '^TestLinearizableLong$$' -count=1 -timeout 0 -lincheck.duration=$(LINCHECK_DURATION) -v
+
+# leasebench's quick run (about 70 s) and full sweep (about 6 minutes),
+# with their files in leasebench-out/ (see docs/BENCHMARKS.md).
+bench:
+	$(GO) run ./cmd/leasebench
+bench-full:
+	$(GO) run ./cmd/leasebench --full
 
 # Each fuzz target of packages protocol and server, as .ci/run does
 # (FuzzSession minimizes new inputs with at most 200 runs, so that it has

@@ -66,18 +66,17 @@ type Config struct {
 	Margin time.Duration
 
 	// OutDir receives the CSV, JSON and PNG files. Empty means none.
-	OutDir string
+	OutDir string `json:"-"`
 	// Progress, if set, shows a progress bar there.
-	Progress io.Writer
+	Progress io.Writer `json:"-"`
 	// Seed seeds the workload's random choices.
 	Seed uint64
 	// Logger receives the run's logs. Nil means none.
-	Logger *slog.Logger
+	Logger *slog.Logger `json:"-"`
 }
 
 // Quick returns the default run: S = 1 and 10 over the paper's terms,
-// the slow-holder experiment and the added-delay sweep, in about a minute
-// and a half on a 2-core machine.
+// the slow-holder experiment and the added-delay sweep, in about 70 s.
 func Quick() Config {
 	s := time.Second
 	return Config{
@@ -102,7 +101,7 @@ func Quick() Config {
 }
 
 // Full returns the full sweep: S = 1, 10, 20 and 40 over eleven terms, with
-// longer measurements. It takes about ten minutes.
+// longer measurements. It takes about six minutes.
 func Full() Config {
 	c := Quick()
 	s := time.Second
@@ -207,8 +206,8 @@ func sortedUnique(ts []time.Duration) []time.Duration {
 	return slices.Compact(ts)
 }
 
-// real converts a duration of paper time to real time at Scale.
-func (c Config) real(d time.Duration) time.Duration { return realAt(d, c.Scale) }
+// wall converts a duration of paper time to real time at Scale.
+func (c Config) wall(d time.Duration) time.Duration { return realAt(d, c.Scale) }
 
 // realAt converts a duration of paper time to real time at scale.
 func realAt(d time.Duration, scale float64) time.Duration {
@@ -216,9 +215,9 @@ func realAt(d time.Duration, scale float64) time.Duration {
 }
 
 // windows returns the warm-up and the measuring window of a point whose
-// term is real (real time): at least 2 and 5 terms.
-func (c Config) windows(real time.Duration) (warm, measure time.Duration) {
-	return max(c.Warmup, 2*real), max(c.Measure, 5*real)
+// term is wt (real time): at least 2 and 5 terms.
+func (c Config) windows(wt time.Duration) (warm, measure time.Duration) {
+	return max(c.Warmup, 2*wt), max(c.Measure, 5*wt)
 }
 
 // keys returns K for sharing s.

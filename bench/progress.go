@@ -85,14 +85,19 @@ func (p *progress) done() {
 	p.bar.Set64(p.base)
 }
 
-// finish stops the bar.
-func (p *progress) finish() {
+// finish stops the bar: filled if the run completed, left where it
+// stopped otherwise.
+func (p *progress) finish(completed bool) {
 	if p == nil {
 		return
 	}
 	close(p.stop)
 	p.wg.Wait()
-	p.bar.Finish()
+	if completed {
+		p.bar.Finish()
+	} else {
+		p.bar.Exit()
+	}
 }
 
 // plan estimates how long the run takes.
@@ -112,8 +117,8 @@ func (r *runner) plan() time.Duration {
 		total += point(t, cfg.DelayScale)
 	}
 	for _, t := range cfg.SlowTerms {
-		real := cfg.real(t)
-		total += slowPlan(real, r.eps, cfg.SlowWrites, false) + slowPlan(real, r.eps, cfg.SlowWrites, true)
+		wt := cfg.wall(t)
+		total += slowPlan(wt, r.eps, cfg.SlowWrites, false) + slowPlan(wt, r.eps, cfg.SlowWrites, true)
 	}
 	return total
 }

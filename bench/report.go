@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +35,10 @@ type Report struct {
 	RPaper    float64 `json:"r_paper"`
 	WPaper    float64 `json:"w_paper"`
 	EpsilonMS float64 `json:"epsilon_ms"` // the server's ε, real
-	Sweeps    []Sweep `json:"sweeps"`
+	// Config is the run's configuration, normalized; its durations are in
+	// nanoseconds.
+	Config Config  `json:"config"`
+	Sweeps []Sweep `json:"sweeps"`
 	// Delay is the added-delay sweep, if one was run.
 	Delay *Sweep      `json:"delay,omitempty"`
 	Slow  []SlowPoint `json:"slow,omitempty"`
@@ -160,7 +164,9 @@ func summarize(ds []time.Duration) Latency {
 	for _, d := range ds {
 		sum += d
 	}
-	at := func(q float64) float64 { return ms(ds[min(len(ds)-1, int(q*float64(len(ds))))]) }
+	// The nearest rank: the smallest value with at least q of them at or
+	// below it.
+	at := func(q float64) float64 { return ms(ds[max(0, int(math.Ceil(q*float64(len(ds))))-1)]) }
 	return Latency{N: len(ds), P50MS: at(0.5), P99MS: at(0.99), MaxMS: ms(ds[len(ds)-1]), MeanMS: ms(sum) / float64(len(ds))}
 }
 

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -19,11 +18,11 @@ import (
 // write waits only for its acknowledgement.
 func (r *runner) slowHolder(ctx context.Context, term time.Duration, slow bool) (SlowPoint, error) {
 	cfg := r.cfg
-	real := cfg.real(term)
+	wt := cfg.wall(term)
 	n := cfg.SlowWrites
-	bound := real + r.eps
-	sp := SlowPoint{Slow: slow, TermPaperS: term.Seconds(), TermRealMS: ms(real), EpsilonMS: ms(r.eps), BoundMS: ms(bound), MarginMS: ms(cfg.Margin)}
-	plan := slowPlan(real, r.eps, n, slow)
+	bound := wt + r.eps
+	sp := SlowPoint{Slow: slow, TermPaperS: term.Seconds(), TermRealMS: ms(wt), EpsilonMS: ms(r.eps), BoundMS: ms(bound), MarginMS: ms(cfg.Margin)}
+	plan := slowPlan(wt, r.eps, n, slow)
 	what := "answering holder"
 	if slow {
 		what = "slow holder"
@@ -44,7 +43,7 @@ func (r *runner) slowHolder(ctx context.Context, term time.Duration, slow bool) 
 	}
 	defer writer.Close()
 
-	prefix := fmt.Sprintf("%s%s/%s/", TermPrefix(real), r.runID, map[bool]string{false: "answering", true: "slow"}[slow])
+	prefix := fmt.Sprintf("%s%s/%s/", TermPrefix(wt), r.runID, map[bool]string{false: "answering", true: "slow"}[slow])
 	var lats []time.Duration
 	for i := range n {
 		key := prefix + strconv.Itoa(i)
@@ -55,7 +54,7 @@ func (r *runner) slowHolder(ctx context.Context, term time.Duration, slow bool) 
 			return fail(fmt.Errorf("holder's read: %w", err))
 		}
 		granted := time.Now()
-		offset := real * time.Duration(i) / time.Duration(n)
+		offset := wt * time.Duration(i) / time.Duration(n)
 		if err := sleep(ctx, time.Until(granted.Add(offset))); err != nil {
 			return fail(err)
 		}
@@ -81,7 +80,6 @@ func (r *runner) slowHolder(ctx context.Context, term time.Duration, slow bool) 
 		lats = append(lats, took)
 		sp.WaitedMaxMS = max(sp.WaitedMaxMS, w.WaitedMS)
 	}
-	slices.Sort(lats)
 	sp.Latency = summarize(lats)
 	r.progress.done()
 	return sp, nil
@@ -89,9 +87,9 @@ func (r *runner) slowHolder(ctx context.Context, term time.Duration, slow bool) 
 
 // slowPlan estimates how long slowHolder takes: a write every 1/n of a
 // term, and with a slow holder a wait for the rest of the term and ε.
-func slowPlan(real, eps time.Duration, n int, slow bool) time.Duration {
+func slowPlan(wt, eps time.Duration, n int, slow bool) time.Duration {
 	if slow {
-		return time.Duration(n) * (real + eps)
+		return time.Duration(n) * (wt + eps)
 	}
-	return time.Duration(n) * (real/2 + time.Millisecond)
+	return time.Duration(n) * (wt/2 + time.Millisecond)
 }

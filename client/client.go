@@ -511,6 +511,9 @@ type WriteResult struct {
 	// Holders is how many read leases the write invalidated, plus one if it
 	// recalled a write lease.
 	Holders int
+	// Term is the term of the read lease the write gave the writer on the
+	// key's new value: the key's term, or 0 if it is not cached.
+	Term time.Duration
 }
 
 // WriteOption modifies a write.
@@ -590,7 +593,7 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		opt(&o)
 	}
 	if o.result != nil {
-		*o.result = WriteResult{Version: r.Version, Waited: r.Waited, Holders: r.Holders}
+		*o.result = WriteResult{Version: r.Version, Waited: r.Waited, Holders: r.Holders, Term: r.Term}
 	}
 	return r.Version, nil
 }

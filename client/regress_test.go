@@ -48,6 +48,9 @@ func TestReleaseAfterReRead(t *testing.T) {
 	if rep.Holders != 1 {
 		t.Errorf("B's write invalidated %d holders, want 1 (A, which caches k1)", rep.Holders)
 	}
+	if rep.Term != term {
+		t.Errorf("B's write gave it a lease of %v, want the term %v", rep.Term, term)
+	}
 	if it := mustGet(t, a, "k1"); string(it.Value) != "new" {
 		t.Errorf("stale read: A serves %s after B's put of \"new\" was acknowledged", fmtItem(it))
 	}

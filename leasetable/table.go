@@ -122,7 +122,7 @@ type Stats struct {
 	InvalidationsAcked   uint64 // of those, relinquished by their holder
 	InvalidationsExpired uint64 // of those, expired instead
 	Recalls              uint64 // write leases recalled
-	Renewed              uint64 // keys whose lease a renewal extended
+	Renewed              uint64 // keys a renewal gave a term, whether or not it lengthened their lease
 }
 
 // lease is a read lease or a write lease of one session on one key.

@@ -227,7 +227,7 @@ type StatsReply struct {
 	InvalidationsAcked   uint64            `msgpack:"ia"`
 	InvalidationsExpired uint64            `msgpack:"ie"`
 	Recalls              uint64            `msgpack:"rc"`
-	LeasesRenewed        uint64            `msgpack:"lr"` // keys whose lease a Renew extended
+	LeasesRenewed        uint64            `msgpack:"lr"` // keys a Renew gave a term
 	MessagesIn           map[string]uint64 `msgpack:"mi"`
 	MessagesOut          map[string]uint64 `msgpack:"mo"`
 	Uptime               time.Duration     `msgpack:"up"`

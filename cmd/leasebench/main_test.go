@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/leased/leased/bench"
 	"github.com/leased/leased/internal/clitest"
@@ -22,7 +25,7 @@ func TestMain(m *testing.M) {
 
 // tiny are the flags of a run of a few seconds.
 var tiny = []string{"--sharing", "1", "--terms", "10s", "--delay-terms", "none", "--slow-terms", "10s", "--slow-writes", "2",
-	"--warmup", "100ms", "--measure", "300ms", "--pairs", "4", "--clients", "2", "--margin", "30ms", "--progress=false"}
+	"--warmup", "100ms", "--measure", "300ms", "--pairs", "4", "--clients", "2", "--margin", "100ms", "--progress=false"}
 
 // leasebench runs execute with args and an environment without
 // LEASED_CACERT.
@@ -41,6 +44,31 @@ func TestServerFlags(t *testing.T) {
 	}
 }
 
+// TestFull checks that --full starts from the full sweep and that the
+// flags given beside it still apply, and that every flag bound to a
+// bench.Config field is carried over (configFlags).
+func TestFull(t *testing.T) {
+	code, out, _ := leasebench(t, context.Background(), "--full", "--server-flags")
+	if code != exitOK || !strings.Contains(out, "--term leasebench/term-20ms/=20ms") {
+		t.Errorf("--full --server-flags: exit %d, %q; want the full sweep's 2 s term (20ms real)", code, out)
+	}
+	code, out, _ = leasebench(t, context.Background(), "--full", "--terms", "0,1s", "--slow-terms", "none", "--delay-terms", "none", "--server-flags")
+	if want := "--epsilon 1ms --term leasebench/term-0s/=0s --term leasebench/term-10ms/=10ms\n"; code != exitOK || out != want {
+		t.Errorf("--full with terms: exit %d, %q; want %q", code, out, want)
+	}
+
+	var cfg bench.Config
+	fields := configFlags(&cfg, &cfg)
+	own := map[string]bool{"full": true, "out": true, "data": true, "server-flags": true, "progress": true, "verbose": true, "help": true}
+	cmd := newCommand(context.Background(), io.Discard, io.Discard, func(string) string { return "" })
+	cmd.InitDefaultHelpFlag()
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if _, ok := fields[f.Name]; !ok && !own[f.Name] {
+			t.Errorf("flag --%s is neither carried over by --full nor one of leasebench's own", f.Name)
+		}
+	})
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -52,6 +80,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--scale", "0"}, "scale 0: must be positive"},
 		{[]string{"--sharing", "1,-1"}, "sharing -1"},
 		{[]string{"--endpoint", "10.0.0.1:7400"}, "no CA certificate for 10.0.0.1:7400"},
+		{[]string{"--server-flags", "--scale", "0"}, "scale 0: must be positive"},
 	} {
 		code, out, errs := leasebench(t, context.Background(), tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, tc.want) || !strings.Contains(errs, "leasebench --help") {

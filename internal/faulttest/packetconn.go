@@ -2,7 +2,10 @@
 // that delays, drops, duplicates, reorders and partitions the datagrams of a
 // real socket, and a clock that drifts from the one it is built on.
 //
-// Only tests use this package.
+// Tests use this package, and so does leasebench (package bench): it adds
+// network delay with a Conn, and cuts a slow holder off with Partition.
+// Delays work in real time with Go's timers, so a delay much below a
+// millisecond comes out near a millisecond on an idle machine.
 package faulttest
 
 import (
