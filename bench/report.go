@@ -179,7 +179,7 @@ func (sw *Sweep) calibrate(raw rawPoint, inProcess bool) {
 	if inProcess {
 		events *= 2
 	}
-	sw.RoundTripMS = ms(raw.readP50)
+	sw.RoundTripMS = raw.readP50MS
 	if events > 0 {
 		sw.MProcMS = ms(raw.cpu) / float64(events)
 	}

@@ -334,9 +334,9 @@ func (r *runner) sweep(ctx context.Context, name string, s int, terms []time.Dur
 
 // rawPoint is what a point measured that the calibration needs.
 type rawPoint struct {
-	readP50  time.Duration
-	cpu      time.Duration
-	messages uint64 // every message the server received or sent
+	readP50MS float64
+	cpu       time.Duration
+	messages  uint64 // every message the server received or sent
 }
 
 // point runs the workload at one term (paper time) and measures it, with
@@ -445,18 +445,9 @@ func (r *runner) point(ctx context.Context, sw *Sweep, term, delay time.Duration
 	if n := len(all.reads) + len(all.waits); n > 0 {
 		pt.AddedDelayMS = ms(sumRead+sumWait) / float64(n)
 	}
-	raw := rawPoint{readP50: all.readP50(), cpu: cpu1 - cpu0, messages: d.total}
+	raw := rawPoint{readP50MS: pt.Read.P50MS, cpu: cpu1 - cpu0, messages: d.total}
 	r.progress.done()
 	return pt, raw, nil
-}
-
-func (rc *recorder) readP50() time.Duration {
-	if len(rc.reads) == 0 {
-		return 0
-	}
-	s := slices.Clone(rc.reads)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // generate runs the Poisson reads and writes of one client on one key, at
