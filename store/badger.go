@@ -1,0 +1,256 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Badger is the Store on disk: a badger database with synchronous writes.
+// One Apply is one transaction and one fsync, or several when the batch is
+// larger than a transaction takes.
+type Badger struct {
+	dir  string
+	opts badger.Options
+
+	mu     sync.Mutex // serializes Apply, Reopen and Close; guards db, ct, failed
+	db     *badger.DB
+	ct     counters // as of the last committed transaction
+	failed bool     // an Apply failed; Reopen clears it
+}
+
+// Open opens, or creates, the database in dir. logger receives badger's
+// warnings and errors.
+func Open(dir string, logger *slog.Logger) (*Badger, error) {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithLogger(badgerLogger{logger}).
+		WithLoggingLevel(badger.WARNING).
+		WithMetricsEnabled(false).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(16 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20).
+		// Values over 64 KiB go to the value log, so that a transaction of
+		// many large values still fits badger's batch limit.
+		WithValueThreshold(64 << 10)
+	b := &Badger{dir: dir, opts: opts}
+	if err := b.open(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Badger) open() error {
+	db, err := badger.Open(b.opts)
+	if err != nil {
+		return fmt.Errorf("open database in %s: %w", b.dir, err)
+	}
+	err = db.View(func(t *badger.Txn) error {
+		var err error
+		b.ct, err = loadCounters(badgerTxn{t})
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("read database metadata in %s: %w", b.dir, err)
+	}
+	b.db = db
+	return nil
+}
+
+// Get returns the committed record of key. After a failed Apply, and until
+// Reopen, it may return what the failed transaction wrote: badger can make a
+// transaction whose fsync failed visible. Its writer was told the outcome
+// is unknown, as for a lost reply; Reopen settles it.
+func (b *Badger) Get(key []byte) (Record, error) {
+	b.mu.Lock()
+	db := b.db
+	b.mu.Unlock()
+	if db == nil {
+		return Record{}, ErrClosed
+	}
+	var r Record
+	err := db.View(func(t *badger.Txn) error {
+		var err error
+		r, err = getRecord(badgerTxn{t}, prefixed(dataPrefix, key))
+		return err
+	})
+	return r, err
+}
+
+// State returns the counters, horizon and write leases.
+func (b *Badger) State() (State, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.db == nil {
+		return State{}, ErrClosed
+	}
+	st := State{Revision: b.ct.rev, Fence: b.ct.fence}
+	err := b.db.View(func(t *badger.Txn) error {
+		if err := loadHorizon(badgerTxn{t}, &st); err != nil {
+			return err
+		}
+		it := t.NewIterator(badger.IteratorOptions{Prefix: wleasPrefix, PrefetchValues: true, PrefetchSize: 16})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			key := item.KeyCopy(nil)[len(wleasPrefix):]
+			err := item.Value(func(v []byte) error {
+				wl, err := decodeWriteLease(key, v)
+				st.WriteLeases = append(st.WriteLeases, wl)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return st, err
+}
+
+// Apply applies cmds in as few transactions as badger takes, one fsync
+// each. See Store.
+func (b *Badger) Apply(cmds []Command) ([]Result, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.db == nil:
+		return nil, ErrClosed
+	case b.failed:
+		return nil, ErrFailed
+	}
+	results := make([]Result, 0, len(cmds))
+	for len(results) < len(cmds) {
+		rs, err := b.step(cmds[len(results):])
+		if err != nil {
+			b.failed = true
+			return results, err
+		}
+		results = append(results, rs...)
+	}
+	return results, nil
+}
+
+// step commits, in one transaction, as long a prefix of cmds as fits, and
+// returns its results. When badger finds the transaction too big, it tries
+// again with a shorter prefix; a single command that does not fit is an
+// error.
+func (b *Badger) step(cmds []Command) ([]Result, error) {
+	for {
+		rs, ct, err := b.try(cmds)
+		if errors.Is(err, badger.ErrTxnTooBig) && len(rs) > 0 {
+			// Full after the last command: the counters or the commit
+			// did not fit. Leave it for the next transaction.
+			cmds = cmds[:len(rs)-1]
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.ct = ct
+		return rs, nil
+	}
+}
+
+// try executes as many commands of cmds as one transaction takes, and
+// commits them. On error nothing is committed; rs then holds the results up
+// to the command being executed when it struck.
+func (b *Badger) try(cmds []Command) (rs []Result, ct counters, err error) {
+	t := b.db.NewTransaction(true)
+	defer t.Discard()
+	tx := badgerTxn{t}
+	ct = b.ct
+	for _, c := range cmds {
+		was := ct
+		r, err := exec(tx, &ct, c)
+		if errors.Is(err, badger.ErrTxnTooBig) && len(rs) > 0 {
+			ct = was // the rest goes in the next transaction
+			break
+		}
+		rs = append(rs, r)
+		if err != nil {
+			return rs, ct, err
+		}
+	}
+	if err := saveCounters(tx, b.ct, ct); err != nil {
+		return rs, ct, err
+	}
+	return rs, ct, t.Commit()
+}
+
+// Reopen closes the database and opens it again, which replays what badger
+// finds durable, then commits the counters once more with an fsync, so that
+// whatever the reopened database shows is durable.
+func (b *Badger) Reopen() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.db != nil {
+		b.db.Close() // its error is the failure being recovered from
+		b.db = nil
+	}
+	if err := b.open(); err != nil {
+		return err
+	}
+	t := b.db.NewTransaction(true)
+	defer t.Discard()
+	if err := setUint(badgerTxn{t}, metaRev, b.ct.rev); err != nil {
+		return err
+	}
+	if err := t.Commit(); err != nil {
+		return fmt.Errorf("persist after reopening: %w", err)
+	}
+	b.failed = false
+	return nil
+}
+
+// Close closes the database.
+func (b *Badger) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.db == nil {
+		return nil
+	}
+	err := b.db.Close()
+	b.db = nil
+	return err
+}
+
+// badgerTxn is a badger transaction as a txn.
+type badgerTxn struct{ t *badger.Txn }
+
+func (x badgerTxn) get(key []byte) ([]byte, bool, error) {
+	item, err := x.t.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v, err := item.ValueCopy(nil)
+	return v, err == nil, err
+}
+
+func (x badgerTxn) set(key, value []byte) error { return x.t.Set(key, value) }
+func (x badgerTxn) del(key []byte) error        { return x.t.Delete(key) }
+
+// badgerLogger sends badger's log lines to slog.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (b badgerLogger) Infof(f string, a ...any) {
+	b.l.Info(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (b badgerLogger) Debugf(f string, a ...any) {
+	b.l.Debug(fmt.Sprintf(f, a...), "component", "badger")
+}

@@ -1,0 +1,196 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// Keys of the stored state, in badger and in memory alike. Each kind has a
+// prefix of its own, so that metadata can never collide with a user key.
+var (
+	dataPrefix  = []byte("d/")
+	wleasPrefix = []byte("w/")
+	metaRev     = []byte("m/rev")
+	metaFence   = []byte("m/fence")
+	// The lease horizon (DESIGN §7): a wall-clock time (Unix ns) after
+	// which no lease granted by an earlier run can still be live, and how
+	// far past the moment it was written it reached (ns), which bounds the
+	// wait when the wall clock has stepped back since.
+	metaHorizon     = []byte("m/horizon")
+	metaHorizonSpan = []byte("m/horizonspan")
+)
+
+// txn is what exec needs of one atomic step of a store: reads that see the
+// step's own writes, and writes. get reports a missing key as nil, false.
+type txn interface {
+	get(key []byte) ([]byte, bool, error)
+	set(key, value []byte) error
+	del(key []byte) error
+}
+
+// counters are the revision and the fencing-token counter as a step moves
+// them.
+type counters struct{ rev, fence uint64 }
+
+// exec applies c within tx, moving ct, and returns its result. This one
+// function defines what every command does, for every Store. An error is a
+// failure of the step (tx must then be discarded), never the command's
+// outcome.
+func exec(tx txn, ct *counters, c Command) (Result, error) {
+	switch c.Op {
+	case OpPut, OpDelete, OpCAS:
+		dk := prefixed(dataPrefix, c.Key)
+		cur, err := getRecord(tx, dk)
+		if err != nil {
+			return Result{}, err
+		}
+		// Version 0 means "absent": a deleted key matches it too.
+		if c.Op == OpCAS && cur.Version != c.Expect && (c.Expect != 0 || cur.Found) {
+			return Result{Version: cur.Version, Err: fmt.Errorf("%w: key is at version %d, not %d", ErrVersionMismatch, cur.Version, c.Expect)}, nil
+		}
+		r := Record{Version: ct.rev + 1, Found: c.Op != OpDelete, Value: c.Value}
+		if err := tx.set(dk, encodeRecord(r)); err != nil {
+			return Result{}, err
+		}
+		ct.rev++
+		return Result{Version: ct.rev}, nil
+	case OpGrantWriteLease:
+		ct.fence++
+		wl := WriteLease{Key: string(c.Key), Token: ct.fence, Session: c.Session, Term: c.Term}
+		if err := tx.set(prefixed(wleasPrefix, c.Key), encodeWriteLease(wl)); err != nil {
+			return Result{}, err
+		}
+		return Result{Token: ct.fence}, nil
+	case OpEndWriteLease:
+		wk := prefixed(wleasPrefix, c.Key)
+		b, ok, err := tx.get(wk)
+		if err != nil || !ok {
+			return Result{}, err
+		}
+		wl, err := decodeWriteLease(c.Key, b)
+		if err != nil {
+			return Result{}, err
+		}
+		if wl.Token == c.Token {
+			return Result{}, tx.del(wk)
+		}
+		return Result{}, nil
+	case OpSetHorizon:
+		if err := setUint(tx, metaHorizon, uint64(c.Horizon.UnixNano())); err != nil {
+			return Result{}, err
+		}
+		return Result{}, setUint(tx, metaHorizonSpan, uint64(max(c.Span, 0)))
+	}
+	return Result{}, fmt.Errorf("unknown command %v", c.Op)
+}
+
+// saveCounters writes the counters of a step that moved them from was.
+func saveCounters(tx txn, was, ct counters) error {
+	if ct.rev != was.rev {
+		if err := setUint(tx, metaRev, ct.rev); err != nil {
+			return err
+		}
+	}
+	if ct.fence != was.fence {
+		return setUint(tx, metaFence, ct.fence)
+	}
+	return nil
+}
+
+// loadCounters reads the counters.
+func loadCounters(tx txn) (counters, error) {
+	var ct counters
+	var err error
+	if ct.rev, err = getUint(tx, metaRev); err != nil {
+		return ct, err
+	}
+	ct.fence, err = getUint(tx, metaFence)
+	return ct, err
+}
+
+// loadHorizon reads the lease horizon into st.
+func loadHorizon(tx txn, st *State) error {
+	h, err := getUint(tx, metaHorizon)
+	if err != nil || h == 0 {
+		return err
+	}
+	span, err := getUint(tx, metaHorizonSpan)
+	if err != nil {
+		return err
+	}
+	st.Horizon, st.Span = time.Unix(0, int64(h)), time.Duration(span)
+	return nil
+}
+
+func prefixed(prefix, key []byte) []byte {
+	k := make([]byte, 0, len(prefix)+len(key))
+	return append(append(k, prefix...), key...)
+}
+
+func getUint(tx txn, key []byte) (uint64, error) {
+	b, ok, err := tx.get(key)
+	if err != nil || !ok {
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("metadata %s: %d bytes, want 8", key, len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+func setUint(tx txn, key []byte, v uint64) error {
+	return tx.set(key, binary.BigEndian.AppendUint64(nil, v))
+}
+
+func getRecord(tx txn, dk []byte) (Record, error) {
+	b, ok, err := tx.get(dk)
+	if err != nil || !ok {
+		return Record{}, err
+	}
+	return decodeRecord(b)
+}
+
+// encodeRecord lays a record out as an 8-byte version, a flag byte (1:
+// found) and the value.
+func encodeRecord(r Record) []byte {
+	b := make([]byte, 9+len(r.Value))
+	binary.BigEndian.PutUint64(b, r.Version)
+	if r.Found {
+		b[8] = 1
+	}
+	copy(b[9:], r.Value)
+	return b
+}
+
+func decodeRecord(b []byte) (Record, error) {
+	if len(b) < 9 || b[8] > 1 {
+		return Record{}, fmt.Errorf("corrupt record of %d bytes", len(b))
+	}
+	r := Record{Version: binary.BigEndian.Uint64(b), Found: b[8] == 1}
+	if r.Found {
+		r.Value = append([]byte{}, b[9:]...)
+	}
+	return r, nil
+}
+
+// encodeWriteLease lays a write lease out as its token, session and term,
+// 8 bytes each.
+func encodeWriteLease(wl WriteLease) []byte {
+	b := make([]byte, 0, 24)
+	b = binary.BigEndian.AppendUint64(b, wl.Token)
+	b = binary.BigEndian.AppendUint64(b, wl.Session)
+	return binary.BigEndian.AppendUint64(b, uint64(wl.Term))
+}
+
+func decodeWriteLease(key, b []byte) (WriteLease, error) {
+	if len(b) != 24 {
+		return WriteLease{}, fmt.Errorf("corrupt write lease of %d bytes on %q", len(b), key)
+	}
+	return WriteLease{
+		Key:     string(key),
+		Token:   binary.BigEndian.Uint64(b),
+		Session: binary.BigEndian.Uint64(b[8:]),
+		Term:    time.Duration(binary.BigEndian.Uint64(b[16:])),
+	}, nil
+}

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Memory is a Store in memory, for tests and in-process tools: the same
+// commands with the same outcomes as Badger, one atomic step per Apply, and
+// nothing that survives the process. It never fails by itself; wrap it to
+// inject faults. The zero value is not usable: call NewMemory.
+type Memory struct {
+	mu     sync.RWMutex // guards data, ct, failed, closed
+	data   map[string][]byte
+	ct     counters
+	failed bool
+	closed bool
+}
+
+// NewMemory returns an empty Memory.
+func NewMemory() *Memory { return &Memory{data: make(map[string][]byte)} }
+
+// Apply applies cmds in one atomic step. See Store.
+func (m *Memory) Apply(cmds []Command) ([]Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return nil, ErrClosed
+	case m.failed:
+		return nil, ErrFailed
+	}
+	tx := memTxn{m: m, staged: make(map[string][]byte)}
+	ct := m.ct
+	rs := make([]Result, 0, len(cmds))
+	for _, c := range cmds {
+		r, err := exec(tx, &ct, c)
+		if err != nil {
+			m.failed = true
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	if err := saveCounters(tx, m.ct, ct); err != nil {
+		m.failed = true
+		return nil, err
+	}
+	for k, v := range tx.staged {
+		if v == nil {
+			delete(m.data, k)
+		} else {
+			m.data[k] = v
+		}
+	}
+	m.ct = ct
+	return rs, nil
+}
+
+// Get returns the committed record of key.
+func (m *Memory) Get(key []byte) (Record, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return Record{}, ErrClosed
+	}
+	return getRecord(memTxn{m: m}, prefixed(dataPrefix, key))
+}
+
+// State returns the counters, horizon and write leases.
+func (m *Memory) State() (State, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return State{}, ErrClosed
+	}
+	st := State{Revision: m.ct.rev, Fence: m.ct.fence}
+	if err := loadHorizon(memTxn{m: m}, &st); err != nil {
+		return st, err
+	}
+	for k, v := range m.data {
+		if key, ok := strings.CutPrefix(k, string(wleasPrefix)); ok {
+			wl, err := decodeWriteLease([]byte(key), v)
+			if err != nil {
+				return st, err
+			}
+			st.WriteLeases = append(st.WriteLeases, wl)
+		}
+	}
+	sort.Slice(st.WriteLeases, func(i, j int) bool { return st.WriteLeases[i].Key < st.WriteLeases[j].Key })
+	return st, nil
+}
+
+// Reopen clears a failure. Memory has nothing durable to reload: an Apply
+// that failed changed nothing.
+func (m *Memory) Reopen() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	m.failed = false
+	return nil
+}
+
+// Close makes every later call fail with ErrClosed.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// memTxn is a step of a Memory: writes are staged (nil: deleted) and
+// reads see them first. The caller holds m.mu.
+type memTxn struct {
+	m      *Memory
+	staged map[string][]byte
+}
+
+func (x memTxn) get(key []byte) ([]byte, bool, error) {
+	if v, ok := x.staged[string(key)]; ok {
+		return v, v != nil, nil
+	}
+	v, ok := x.m.data[string(key)]
+	return v, ok, nil
+}
+
+func (x memTxn) set(key, value []byte) error {
+	x.staged[string(key)] = append([]byte{}, value...)
+	return nil
+}
+
+func (x memTxn) del(key []byte) error {
+	x.staged[string(key)] = nil
+	return nil
+}
