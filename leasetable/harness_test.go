@@ -54,8 +54,23 @@ func newHarness(tb testing.TB, sessions ...SessionID) *harness {
 // at sets the time to t0+d.
 func (h *harness) at(d time.Duration) *harness { h.now = t0.Add(d); return h }
 
+// endWrites does what the server does with Effects.EndWrite once their
+// ends are durable: it calls EndWriteLease for each, and returns eff with
+// what those calls decided added.
+func endWrites(tab *Table, eff Effects, now time.Time) Effects {
+	for _, n := range eff.EndWrite {
+		more := tab.EndWriteLease(n.Key, n.Token, now)
+		eff.Invalidate = append(eff.Invalidate, more.Invalidate...)
+		eff.Recall = append(eff.Recall, more.Recall...)
+		eff.Ready = append(eff.Ready, more.Ready...)
+		eff.Abandoned = append(eff.Abandoned, more.Abandoned...)
+	}
+	return eff
+}
+
 func (h *harness) record(eff Effects) Effects {
 	h.tb.Helper()
+	eff = endWrites(h.tab, eff, h.now)
 	for _, op := range eff.Ready {
 		if h.ready[op] {
 			h.tb.Fatalf("op %s/%d handed out as ready twice", op.Key, op.Session)
@@ -274,8 +289,8 @@ func checkInvariants(tb testing.TB, tab *Table) {
 				fail("holder %d of %q is not a live read lease", sid, name)
 			}
 		}
-		if wl := k.wlease; wl != nil && (wl.key != k || !wl.write || !inHeap(wl)) {
-			fail("write lease of %q is not live", name)
+		if wl := k.wlease; wl != nil && (wl.key != k || !wl.write || inHeap(wl) == wl.ending) {
+			fail("write lease of %q is neither live nor ending (ending=%v)", name, wl.ending)
 		}
 		for i, op := range k.queue {
 			if op.Key != name || op.holder {
@@ -317,7 +332,7 @@ func checkInvariants(tb testing.TB, tab *Table) {
 			}
 		}
 		for key, l := range s.wrlses {
-			if l.session != s || l.key.name != key || !inHeap(l) {
+			if l.session != s || l.key.name != key || inHeap(l) == l.ending {
 				fail("write lease %q of session %d is not live", key, id)
 			}
 		}

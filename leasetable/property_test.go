@@ -628,6 +628,7 @@ func (m *model) closeSession() {
 // apply checks one call's Effects against the model, and updates it.
 func (m *model) apply(eff Effects, call string) {
 	m.t.Helper()
+	eff = endWrites(m.tab, eff, m.now)
 	m.count.Recalls += len(eff.Recall)
 	m.count.Invalidations += len(eff.Invalidate)
 	m.count.Abandoned += len(eff.Abandoned)

@@ -5,9 +5,9 @@
 // It does no I/O, owns no timers and starts no goroutines. Every method takes
 // the current time (from a monotonic clock) and returns decisions: the
 // invalidations and recalls to send, the operations that may now commit, the
-// operations abandoned. The server owns one Table, guards it with one mutex,
-// applies the decisions, and keeps one timer for NextDeadline. A Table is not
-// safe for concurrent use.
+// operations abandoned. Package core owns the one Table of a server, guards
+// it with one mutex, carries out the decisions, and keeps one timer for
+// NextDeadline. A Table is not safe for concurrent use.
 package leasetable
 
 import (
@@ -98,10 +98,17 @@ type Effects struct {
 	// Abandoned ops left the queue before they were ready: their deadline
 	// passed or their session closed. Nothing changed for them.
 	Abandoned []*Op
+	// EndWrite are write leases that ended (released, relinquished by a
+	// graceful close, or expired). Each stays in the Table, refusing its
+	// holder's writes and keeping other sessions' leases and ops off its
+	// key, until the server has made its end durable and calls
+	// EndWriteLease: so no other lease on the key is granted while a
+	// restart could still bring the write lease back.
+	EndWrite []Notice
 }
 
 func (e *Effects) empty() bool {
-	return len(e.Invalidate) == 0 && len(e.Recall) == 0 && len(e.Ready) == 0 && len(e.Abandoned) == 0
+	return len(e.Invalidate) == 0 && len(e.Recall) == 0 && len(e.Ready) == 0 && len(e.Abandoned) == 0 && len(e.EndWrite) == 0
 }
 
 // Config sets the Table's parameters. The zero value is valid.
@@ -135,6 +142,7 @@ type lease struct {
 	token       uint64 // write leases
 	invalidated bool   // read leases: an invalidation was sent
 	recalled    bool   // write leases: a recall was sent
+	ending      bool   // write leases: ended, waiting for EndWriteLease
 }
 
 type keyState struct {
@@ -160,6 +168,12 @@ type session struct {
 	ops    map[*Op]struct{}  // ops queued or waiting
 	closed bool              // closed without relinquishing; kept until its leases expire
 }
+
+// RestoredSession holds the write leases that RestoreWriteLease brings back
+// from an earlier run. It is never open: no client speaks for it until one
+// presents a restored lease's token, and then the lease moves to that
+// client's session.
+const RestoredSession SessionID = 0
 
 // Table is the lease state machine. See the package comment.
 type Table struct {
@@ -235,8 +249,9 @@ func (t *Table) AddSession(id SessionID) {
 
 // CloseSession ends a session. Its ops that are not ready yet are abandoned
 // (ready ones still finish). If relinquish is true (a graceful close), all
-// of its leases are freed at once; otherwise they stay live until they
-// expire, because the client may still trust its cache.
+// of its read leases are freed at once and its write leases end (see
+// Effects.EndWrite); otherwise they stay live until they expire, because
+// the client may still trust its cache.
 func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effects {
 	var eff Effects
 	s := t.sessions[id]
@@ -262,11 +277,53 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 			t.dropLease(l, now, &eff, false)
 		}
 		for _, l := range s.wrlses {
-			t.dropLease(l, now, &eff, false)
+			t.endWriteLease(l, &eff)
 		}
 	}
 	t.gcSession(s)
 	return eff
+}
+
+// RestoreWriteLease brings back a write lease that an earlier run granted
+// and had not ended, held by RestoredSession until expiry. Its key gets no
+// other lease while it lasts. A session that presents its token, in a
+// fenced write or a release, takes it over: its writes need not wait for
+// the write barrier, because no other session can hold a lease on the key.
+func (t *Table) RestoreWriteLease(key string, token uint64, expiry time.Time) {
+	s := t.sessions[RestoredSession]
+	if s == nil {
+		s = &session{
+			id:     RestoredSession,
+			leases: make(map[string]*lease),
+			wrlses: make(map[string]*lease),
+			ops:    make(map[*Op]struct{}),
+			closed: true,
+		}
+		t.sessions[RestoredSession] = s
+	}
+	k := t.key(key)
+	if old := k.wlease; old != nil {
+		delete(old.session.wrlses, key)
+		if old.heapIndex >= 0 {
+			heap.Remove(&t.leases, old.heapIndex)
+		}
+	}
+	l := &lease{key: k, session: s, expiry: expiry, write: true, token: token}
+	k.wlease = l
+	s.wrlses[key] = l
+	heap.Push(&t.leases, l)
+}
+
+// adopt moves a restored write lease to s, which presented its token.
+func (t *Table) adopt(l *lease, s *session) {
+	if l.session.id != RestoredSession || l.session == s {
+		return
+	}
+	old := l.session
+	delete(old.wrlses, l.key.name)
+	t.gcSession(old)
+	l.session = s
+	s.wrlses[l.key.name] = l
 }
 
 func (t *Table) gcSession(s *session) {
@@ -349,7 +406,7 @@ func (t *Table) Renew(id SessionID, keys []string, terms []time.Duration, now ti
 			continue
 		}
 		expiry := now.Add(term + t.eps)
-		if wl := s.wrlses[key]; wl != nil && !wl.recalled {
+		if wl := s.wrlses[key]; wl != nil && !wl.recalled && !wl.ending {
 			if expiry.After(wl.expiry) {
 				wl.expiry = expiry
 				heap.Fix(&t.leases, wl.heapIndex)
@@ -394,8 +451,10 @@ func (t *Table) Relinquish(id SessionID, keys []string, now time.Time) Effects {
 	return eff
 }
 
-// ReleaseWriteLease frees the session's write lease on key if it was granted
-// with token. It returns ErrNotFound otherwise.
+// ReleaseWriteLease ends the session's write lease on key if it was granted
+// with token (or restored with it), and returns ErrNotFound otherwise. The
+// lease ends at once for its holder; for everyone else it ends when the
+// server calls EndWriteLease (see Effects.EndWrite).
 func (t *Table) ReleaseWriteLease(id SessionID, key string, token uint64, now time.Time) (Effects, error) {
 	var eff Effects
 	s := t.sessions[id]
@@ -403,12 +462,43 @@ func (t *Table) ReleaseWriteLease(id SessionID, key string, token uint64, now ti
 		return eff, ErrUnknownSession
 	}
 	l := s.wrlses[key]
-	if l == nil || l.token != token {
+	if k := t.keys[key]; l == nil && k != nil && k.wlease != nil && k.wlease.token == token {
+		l = k.wlease
+		t.adopt(l, s)
+	}
+	if l == nil || l.token != token || l.session != s || l.ending {
 		return eff, ErrNotFound
 	}
-	t.dropLease(l, now, &eff, false)
-	t.gcSession(s)
+	t.endWriteLease(l, &eff)
 	return eff, nil
+}
+
+// endWriteLease ends write lease l: it no longer takes writes or renewals,
+// and waits in place for EndWriteLease.
+func (t *Table) endWriteLease(l *lease, eff *Effects) {
+	if l.ending {
+		return
+	}
+	l.ending, l.recalled = true, true
+	if l.heapIndex >= 0 {
+		heap.Remove(&t.leases, l.heapIndex)
+	}
+	eff.EndWrite = append(eff.EndWrite, Notice{Session: l.session.id, Key: l.key.name, Token: l.token})
+}
+
+// EndWriteLease removes the ended write lease on key with token, once the
+// server has made its end durable. Ops waiting for it may become ready. It
+// does nothing if there is no such ended lease.
+func (t *Table) EndWriteLease(key string, token uint64, now time.Time) Effects {
+	var eff Effects
+	k := t.keys[key]
+	if k == nil || k.wlease == nil || k.wlease.token != token || !k.wlease.ending {
+		return eff
+	}
+	s := k.wlease.session
+	t.dropLease(k.wlease, now, &eff, false)
+	t.gcSession(s)
+	return eff
 }
 
 // WriteLease returns the token and the holder of the live write lease on key.
@@ -470,10 +560,14 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 			wl = k.wlease
 		}
 		switch {
-		case op.Token != 0 && (wl == nil || wl.token != op.Token || !now.Before(wl.expiry)):
+		case op.Token != 0 && (wl == nil || wl.token != op.Token || wl.ending || !now.Before(wl.expiry)):
 			return eff, ErrFenced
-		case wl != nil && (op.Token == wl.token || wl.session == s) && !now.Before(t.barrier):
-			// The holder writes under its lease.
+		case wl != nil && !wl.ending && (op.Token == wl.token || wl.session == s):
+			// The holder writes under its lease, without waiting for the
+			// write barrier: no other session holds a lease on the key, as
+			// none could while the write lease lasted. (Every write lease
+			// before the barrier is a restored one.)
+			t.adopt(wl, s)
 			op.holder = true
 			op.Started = now
 			op.state = opReady
@@ -694,6 +788,10 @@ func (t *Table) Tick(now time.Time) Effects {
 	var eff Effects
 	for len(t.leases) > 0 && !now.Before(t.leases[0].expiry) {
 		l := t.leases[0]
+		if l.write {
+			t.endWriteLease(l, &eff)
+			continue
+		}
 		s := l.session
 		t.dropLease(l, now, &eff, true)
 		t.gcSession(s)

@@ -1152,21 +1152,130 @@ func TestWriteBarrier(t *testing.T) {
 	h.wantReady(op2, true)
 }
 
-func TestWriteBarrierHoldsHolderWrites(t *testing.T) {
-	h := newHarness(t, sA)
-	h.mustAcquire(sA, "k", 1)
+// TestRestoredWriteLease: a write lease brought back from an earlier run
+// keeps other sessions' leases and writes off its key until it expires, and
+// the session that presents its token writes under it at once, before the
+// write barrier, and may release it.
+func TestRestoredWriteLease(t *testing.T) {
+	h := newHarness(t, sA, sB)
 	barrier := t0.Add(time.Second)
 	h.tab.SetWriteBarrier(barrier)
-	op, _, err := h.tokenWrite(sA, "k", 1)
+	h.tab.RestoreWriteLease("k", 7, barrier)
+	checkInvariants(t, h.tab)
+	if tok, holder, ok := h.tab.WriteLease("k"); !ok || tok != 7 || holder != RestoredSession {
+		t.Fatalf("WriteLease(k) = %d, %d, %v; want 7 held by the restored session", tok, holder, ok)
+	}
+	if d := h.grant(sB, "k"); d != 0 {
+		t.Fatalf("read lease on a key with a restored write lease: %v", d)
+	}
+	if _, _, err := h.tokenWrite(sB, "k", 6); !errors.Is(err, ErrFenced) {
+		t.Fatalf("write with an older token: %v, want ErrFenced", err)
+	}
+	other, eff := h.write(sB, "k")
+	h.wantReady(other, false)
+	if got := sessionsOf(eff.Recall); len(got) != 1 || got[0] != RestoredSession {
+		t.Fatalf("recalls %v, want one to the restored session", eff.Recall)
+	}
+	// The holder, on a new session, writes with its token before the barrier.
+	op, _, err := h.tokenWrite(sA, "k", 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.wantReady(op, false)
+	h.wantReady(op, true)
+	if _, holder, _ := h.tab.WriteLease("k"); holder != sA {
+		t.Fatalf("the lease is held by %d after its token was presented by %d", holder, sA)
+	}
+	h.done(op, true)
+	// Its release ends the lease; the other write still waits for the
+	// barrier.
+	eff, err = h.release(sA, "k", 7)
+	if err != nil || len(eff.EndWrite) != 1 {
+		t.Fatalf("release: %v, %+v", err, eff)
+	}
+	h.wantReady(other, false)
 	h.wantNextDeadline(barrier)
 	h.now = barrier
 	h.tick()
-	h.wantReady(op, true)
-	h.done(op, true)
+	h.wantReady(other, true)
+}
+
+// TestRestoredWriteLeaseExpires: unclaimed, a restored write lease ends at
+// its expiry, through EndWrite, like any other.
+func TestRestoredWriteLeaseExpires(t *testing.T) {
+	h := newHarness(t, sB)
+	h.tab.RestoreWriteLease("k", 3, t0.Add(time.Second))
+	h.wantNextDeadline(t0.Add(time.Second))
+	h.now = t0.Add(time.Second)
+	eff := h.tick()
+	if len(eff.EndWrite) != 1 || eff.EndWrite[0] != (Notice{Session: RestoredSession, Key: "k", Token: 3}) {
+		t.Fatalf("EndWrite = %+v", eff.EndWrite)
+	}
+	if _, _, ok := h.tab.WriteLease("k"); ok {
+		t.Fatal("the expired restored lease is still there")
+	}
+	if d := h.grant(sB, "k"); d != term {
+		t.Fatalf("read lease after the restored lease ended: %v", d)
+	}
+}
+
+// TestEndingWriteLease: a write lease that ended stays in place until
+// EndWriteLease: its holder's writes are fenced, no renewal extends it, and
+// other sessions get no lease and no ready op on its key meanwhile.
+func TestEndingWriteLease(t *testing.T) {
+	for _, how := range []string{"release", "graceful close", "expiry"} {
+		t.Run(how, func(t *testing.T) {
+			tab := New(Config{Epsilon: eps})
+			tab.AddSession(sA)
+			tab.AddSession(sB)
+			acq := &Op{Kind: OpAcquire, Session: sA, Key: "k"}
+			eff, err := tab.Submit(acq, t0)
+			if err != nil || len(eff.Ready) != 1 {
+				t.Fatalf("acquire: %v %+v", err, eff)
+			}
+			tab.DoneAcquire(acq, 1, term, t0)
+			now := t0
+			switch how {
+			case "release":
+				eff, err = tab.ReleaseWriteLease(sA, "k", 1, now)
+			case "graceful close":
+				eff = tab.CloseSession(sA, true, now)
+			case "expiry":
+				now = t0.Add(term + eps)
+				eff = tab.Tick(now)
+			}
+			if err != nil || len(eff.EndWrite) != 1 || eff.EndWrite[0] != (Notice{Session: sA, Key: "k", Token: 1}) {
+				t.Fatalf("end: %v, EndWrite %+v", err, eff.EndWrite)
+			}
+			checkInvariants(t, tab)
+			if how != "graceful close" {
+				if _, err := tab.Submit(&Op{Kind: OpWrite, Session: sA, Key: "k", Token: 1}, now); !errors.Is(err, ErrFenced) {
+					t.Fatalf("holder's write after the end: %v, want ErrFenced", err)
+				}
+				if terms := renewUniform(tab, sA, []string{"k"}, term, now); terms[0] != 0 {
+					t.Fatalf("renewal of an ended write lease: %v", terms)
+				}
+				if _, err := tab.ReleaseWriteLease(sA, "k", 1, now); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("second release: %v, want ErrNotFound", err)
+				}
+			}
+			if d := tab.Grant(sB, "k", term, now); d != 0 {
+				t.Fatalf("read lease while the end is not durable: %v", d)
+			}
+			w := &Op{Kind: OpWrite, Session: sB, Key: "k"}
+			eff, err = tab.Submit(w, now)
+			if err != nil || len(eff.Ready) != 0 || len(eff.Recall) != 0 {
+				t.Fatalf("write while the end is not durable: %v, %+v; want it waiting, with no recall", err, eff)
+			}
+			if eff := tab.EndWriteLease("k", 2, now); len(eff.Ready) != 0 {
+				t.Fatal("EndWriteLease with another token ended the lease")
+			}
+			eff = tab.EndWriteLease("k", 1, now)
+			if len(eff.Ready) != 1 || eff.Ready[0] != w {
+				t.Fatalf("after EndWriteLease: Ready %v, want the waiting write", eff.Ready)
+			}
+			checkInvariants(t, tab)
+		})
+	}
 }
 
 func TestWriteBarrierAndHolders(t *testing.T) {
