@@ -16,10 +16,11 @@ type Badger struct {
 	dir  string
 	opts badger.Options
 
-	mu     sync.Mutex // serializes Apply, Reopen and Close; guards db, ct, failed
+	amu    sync.Mutex   // serializes Apply, Reopen and Close; guards ct and failed
+	ct     counters     // as of the last committed transaction
+	failed bool         // an Apply failed; Reopen clears it
+	mu     sync.RWMutex // guards db: held shared while it is used, exclusively to replace it
 	db     *badger.DB
-	ct     counters // as of the last committed transaction
-	failed bool     // an Apply failed; Reopen clears it
 }
 
 // Open opens, or creates, the database in dir. logger receives badger's
@@ -68,14 +69,13 @@ func (b *Badger) open() error {
 // transaction whose fsync failed visible. Its writer was told the outcome
 // is unknown, as for a lost reply; Reopen settles it.
 func (b *Badger) Get(key []byte) (Record, error) {
-	b.mu.Lock()
-	db := b.db
-	b.mu.Unlock()
-	if db == nil {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.db == nil {
 		return Record{}, ErrClosed
 	}
 	var r Record
-	err := db.View(func(t *badger.Txn) error {
+	err := b.db.View(func(t *badger.Txn) error {
 		var err error
 		r, err = getRecord(badgerTxn{t}, prefixed(dataPrefix, key))
 		return err
@@ -85,8 +85,10 @@ func (b *Badger) Get(key []byte) (Record, error) {
 
 // State returns the counters, horizon and write leases.
 func (b *Badger) State() (State, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.amu.Lock()
+	defer b.amu.Unlock()
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	if b.db == nil {
 		return State{}, ErrClosed
 	}
@@ -117,8 +119,10 @@ func (b *Badger) State() (State, error) {
 // Apply applies cmds in as few transactions as badger takes, one fsync
 // each. See Store.
 func (b *Badger) Apply(cmds []Command) ([]Result, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.amu.Lock()
+	defer b.amu.Unlock()
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	switch {
 	case b.db == nil:
 		return nil, ErrClosed
@@ -188,6 +192,8 @@ func (b *Badger) try(cmds []Command) (rs []Result, ct counters, err error) {
 // finds durable, then commits the counters once more with an fsync, so that
 // whatever the reopened database shows is durable.
 func (b *Badger) Reopen() error {
+	b.amu.Lock()
+	defer b.amu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.db != nil {
@@ -211,6 +217,8 @@ func (b *Badger) Reopen() error {
 
 // Close closes the database.
 func (b *Badger) Close() error {
+	b.amu.Lock()
+	defer b.amu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.db == nil {

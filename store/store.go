@@ -137,9 +137,9 @@ var (
 // to. On one node it is a local database; later, a replicated log applies
 // the same commands on every node.
 //
-// Apply is called by one goroutine at a time (the committer); Get and
-// State may be called concurrently with it and with each other. Reopen and
-// Close must not run concurrently with any other method.
+// Every method is safe for concurrent use. Apply calls are serialized, and
+// Get and State run beside them; Reopen and Close wait for the calls in
+// progress.
 type Store interface {
 	// Apply applies cmds in order, durably, and returns their results. It
 	// may split the batch into several durable steps. If a step fails,
