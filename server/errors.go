@@ -4,8 +4,10 @@ import (
 	"errors"
 	"unicode/utf8"
 
+	"github.com/leased/leased/core"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/store"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -14,14 +16,13 @@ var ErrServerClosed = errors.New("leased: server closed")
 // Domain errors of the server. They reach clients as codes through
 // errorCodes, the one table that maps errors to codes.
 var (
-	errVersionMismatch   = errors.New("version mismatch")
 	errTooLarge          = errors.New("too large")
 	errInvalidArgument   = errors.New("invalid argument")
 	errResourceExhausted = errors.New("resource exhausted")
 	errProtocol          = errors.New("protocol error")
-	errCanceled          = errors.New("write abandoned before it committed; nothing changed")
-	errClosed            = errors.New("closed")
-	errInternal          = errors.New("internal error")
+	errCanceled          = core.ErrCanceled
+	errClosed            = core.ErrClosed
+	errInternal          = core.ErrInternal
 )
 
 // errorCodes maps domain errors to wire codes. Errors not listed are
@@ -30,7 +31,7 @@ var errorCodes = []struct {
 	err  error
 	code protocol.Code
 }{
-	{errVersionMismatch, protocol.CodeVersionMismatch},
+	{store.ErrVersionMismatch, protocol.CodeVersionMismatch},
 	{leasetable.ErrFenced, protocol.CodeFenced},
 	{leasetable.ErrNotFound, protocol.CodeNotFound},
 	{leasetable.ErrUnknownSession, protocol.CodeClosed},

@@ -357,13 +357,10 @@ func (fx *fuzzFixture) barrier(t *testing.T, c *memConn, replies *drained, id ui
 	}
 }
 
-// advance moves the clock on, and tells the server's timer loop. The loop
-// sets its timer to the next deadline less the time it reads just before:
-// an Advance in between would set it late by as much, so it must look at
-// the clock again after the Advance.
+// advance moves the clock on. The core's timer loop makes its timer again
+// if the clock moved while it made it, so an Advance is never missed.
 func (fx *fuzzFixture) advance(d time.Duration) {
 	fx.clock.Advance(d)
-	fx.srv.poke()
 }
 
 // settle waits until the server's timer has ticked what is due on the
@@ -373,15 +370,13 @@ func (fx *fuzzFixture) settle(t *testing.T) {
 	srv := fx.srv
 	now := fx.clock.Now()
 	if !waitUntil(func() bool {
-		srv.mu.Lock()
-		next, ok := srv.table.NextDeadline()
-		srv.mu.Unlock()
+		next, ok := srv.core.NextDeadline()
 		return !ok || next.After(now)
 	}) {
 		t.Fatalf("lease timer did not tick within %v\n%s", fuzzWait, goroutineDump())
 	}
 	drained := make(chan struct{})
-	go func() { srv.commits.drain(); close(drained) }()
+	go func() { srv.core.Drain(); close(drained) }()
 	if !waitChan(drained) {
 		t.Fatalf("committer hung\n%s", goroutineDump())
 	}

@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/store"
 )
 
 // The lease horizon (DESIGN §7), on a fake clock. A crash is simulated by
@@ -18,37 +18,24 @@ import (
 
 const eps = 100 * time.Millisecond
 
-// persistedHorizon reads the lease horizon from srv's database, or from a
-// closed one in dir.
-func persistedHorizon(t *testing.T, db *badger.DB) time.Time {
+// persistedHorizon reads the lease horizon from srv's store.
+func persistedHorizon(t *testing.T, srv *Server) time.Time {
 	t.Helper()
-	var h uint64
-	err := db.View(func(txn *badger.Txn) error {
-		var err error
-		h, err = getUint(txn, metaHorizon)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, int64(h))
+	return storedState(t, srv).Horizon
 }
 
 // crashedAt makes the closed database in dir look as if the server had
 // crashed with horizon h persisted, written at now.
 func crashedAt(t *testing.T, dir string, h, now time.Time) {
 	t.Helper()
-	st, err := openStore(dir+"/db", quietLogger(), now)
+	st, err := store.Open(dir+"/db", quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.setHorizon(h, now); err != nil {
+	if _, err := st.Apply([]store.Command{{Op: store.OpSetHorizon, Horizon: h, Span: h.Sub(now)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.close(); err != nil {
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -66,7 +53,7 @@ func TestHorizonCoversEveryGrant(t *testing.T) {
 		t.Fatal("want a write reply")
 	}
 	// The writer got a fresh lease with its write, so a horizon exists.
-	if h := persistedHorizon(t, srv.store.db); h.Before(fc.Now().Add(term + eps)) {
+	if h := persistedHorizon(t, srv); h.Before(fc.Now().Add(term + eps)) {
 		t.Fatalf("after a write with a lease, horizon %v is before its expiry %v", h, fc.Now().Add(term+eps))
 	}
 
@@ -74,13 +61,13 @@ func TestHorizonCoversEveryGrant(t *testing.T) {
 	const grants = 2000
 	const every = 10 * time.Millisecond
 	moves := 0
-	last := persistedHorizon(t, srv.store.db)
+	last := persistedHorizon(t, srv)
 	for i := range grants {
 		now := fc.Now()
 		if r := c.get("k"); r.Term != term {
 			t.Fatalf("grant %d: term %v", i, r.Term)
 		}
-		h := persistedHorizon(t, srv.store.db)
+		h := persistedHorizon(t, srv)
 		if h.Before(now.Add(term + eps)) {
 			t.Fatalf("grant %d at %v lives until %v, past the persisted horizon %v", i, now, now.Add(term+eps), h)
 		}
@@ -104,17 +91,14 @@ func TestHorizonCoversEveryGrant(t *testing.T) {
 func TestHorizonNotPersistedWithoutLeases(t *testing.T) {
 	fc := clock.NewFake()
 	dir := t.TempDir()
-	srv, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: time.Second, Epsilon: eps, Clock: fc, Logger: quietLogger(),
+	srv := newServerWith(t, Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: time.Second, Epsilon: eps, Clock: fc, Logger: quietLogger(),
 		PrefixTerms: []PrefixTerm{{Prefix: "", Term: 0}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	serve(t, srv)
 	c := dialRaw(t, srv)
 	if r := c.get("k"); r.Term != 0 {
 		t.Fatalf("term %v for an uncached key", r.Term)
 	}
-	if h := persistedHorizon(t, srv.store.db); !h.IsZero() {
+	if h := persistedHorizon(t, srv); !h.IsZero() {
 		t.Fatalf("horizon %v persisted with no lease granted", h)
 	}
 	srv.Close()
@@ -141,7 +125,7 @@ func TestRestartAfterCrash(t *testing.T) {
 		c := dialRaw(t, srv)
 		granted := fc.Now()
 		c.get("k")
-		h := persistedHorizon(t, srv.store.db)
+		h := persistedHorizon(t, srv)
 		if h.Before(granted.Add(term + eps)) {
 			t.Fatalf("horizon %v before the lease's end %v", h, granted.Add(term+eps))
 		}
@@ -247,17 +231,9 @@ func TestCloseLowersHorizon(t *testing.T) {
 }
 
 // persistedSpan reads how far the persisted horizon reached when written.
-func persistedSpan(t *testing.T, db *badger.DB) time.Duration {
+func persistedSpan(t *testing.T, srv *Server) time.Duration {
 	t.Helper()
-	var span uint64
-	if err := db.View(func(txn *badger.Txn) error {
-		var err error
-		span, err = getUint(txn, metaHorizonSpan)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(span)
+	return storedState(t, srv).Span
 }
 
 // TestHorizonAfterClockStepBack: a run that starts after the wall clock
@@ -281,7 +257,7 @@ func TestHorizonAfterClockStepBack(t *testing.T) {
 	if r := dialRaw(t, b).get("k"); r.Term != longTerm {
 		t.Fatalf("grant after the step back: term %v", r.Term)
 	}
-	h, span := persistedHorizon(t, b.store.db), persistedSpan(t, b.store.db)
+	h, span := persistedHorizon(t, b), persistedSpan(t, b)
 	if end := granted.Add(longTerm + eps); h.Before(end) {
 		t.Fatalf("after the step back, the persisted horizon %v does not cover the lease granted until %v", h, end)
 	}

@@ -183,9 +183,7 @@ func checkOthers(t *testing.T, other *rawClient) {
 
 // tableStats returns the lease table's counters.
 func tableStats(srv *Server) leasetable.Stats {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.table.Stats()
+	return srv.core.Stats().Stats
 }
 
 // waitSessions waits until the server holds n sessions.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/store"
 )
 
 // These tests drive the server's lease timer with a fake clock: lease time
@@ -27,11 +29,34 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // newServer makes a server on 127.0.0.1 with a fake clock, not yet serving.
 func newServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *Server {
 	t.Helper()
-	srv, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Epsilon: eps, Clock: fc, Logger: quietLogger()})
+	return newServerWith(t, Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Epsilon: eps, Clock: fc, Logger: quietLogger()})
+}
+
+// newServerWith makes a server of cfg whose badger store, under cfg.Dir,
+// the test can read (storedState).
+func newServerWith(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	st, err := store.Open(filepath.Join(cfg.Dir, "db"), quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Store = st
+	srv, err := New(cfg)
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
 	return srv
+}
+
+// storedState returns what srv's store holds.
+func storedState(t *testing.T, srv *Server) store.State {
+	t.Helper()
+	st, err := srv.cfg.Store.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // serve runs srv.Serve until the test ends, then closes srv (a test may
@@ -226,7 +251,7 @@ func TestAbandonedAtDeadline(t *testing.T) {
 func TestPrefixTerms(t *testing.T) {
 	fc := clock.NewFake()
 	srv, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", LeaseTerm: 10 * time.Second, Clock: fc, Logger: quietLogger(),
-		PrefixTerms: []PrefixTerm{{"/nocache/", 0}, {"/a/", 5 * time.Second}, {"/a/b/", 30 * time.Second}}})
+		PrefixTerms: []PrefixTerm{{Prefix: "/nocache/", Term: 0}, {Prefix: "/a/", Term: 5 * time.Second}, {Prefix: "/a/b/", Term: 30 * time.Second}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +307,8 @@ func TestConfigValidation(t *testing.T) {
 		{"negative term", Config{LeaseTerm: -time.Second}},
 		{"negative epsilon", Config{Epsilon: -time.Second}},
 		{"huge values", Config{MaxValueSize: 65 << 20}},
-		{"negative prefix term", Config{PrefixTerms: []PrefixTerm{{"/a", -1}}}},
-		{"duplicate prefix", Config{PrefixTerms: []PrefixTerm{{"/a", 1}, {"/a", 2}}}},
+		{"negative prefix term", Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: -1}}}},
+		{"duplicate prefix", Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 1}, {Prefix: "/a", Term: 2}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Dir = t.TempDir()

@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leased/leased/core"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/store"
 )
 
 const (
@@ -19,17 +21,12 @@ const (
 	maxQueuedBytes = 16 << 20
 )
 
-// pendingOp is the server's side of a write or acquisition while the lease
-// table holds it and the committer persists it.
+// pendingOp is the session's side of a write or acquisition while the core
+// holds it.
 type pendingOp struct {
-	sess     *session
-	reqID    uint64
-	op       *leasetable.Op
-	mut      mutation
-	received time.Time
-	ready    time.Time     // when the table let it commit, set by enqueueReady
-	term     time.Duration // the writer's fresh read lease, set by Done
-	size     int           // bytes of key and value counted against Config.MaxInflightBytes
+	reqID uint64
+	req   *core.Request
+	size  int // bytes of key and value counted against Config.MaxInflightBytes
 }
 
 // session serves one connection. Its reader goroutine handles requests in
@@ -211,18 +208,7 @@ func (ss *session) handle(m protocol.Message) bool {
 			ss.replies.send(errorReply(m.ID, err))
 			break
 		}
-		now := s.clock.Now()
-		terms := make([]time.Duration, len(keys))
-		if s.ensureHorizon(now) == nil {
-			for i, k := range keys {
-				terms[i] = s.cfg.termFor(k)
-			}
-		}
-		s.mu.Lock()
-		s.table.Renew(ss.id, keys, terms, now)
-		s.mu.Unlock()
-		s.poke()
-		ss.replies.send(&protocol.RenewReply{ID: m.ID, Terms: terms})
+		ss.replies.send(&protocol.RenewReply{ID: m.ID, Terms: s.core.Renew(ss.id, keys)})
 	case *protocol.Release:
 		if err := ss.relinquish(m.Keys); err != nil {
 			ss.replies.send(errorReply(m.ID, err))
@@ -238,12 +224,7 @@ func (ss *session) handle(m protocol.Message) bool {
 			ss.replies.send(errorReply(m.ID, err))
 			break
 		}
-		s.mu.Lock()
-		eff, err := s.table.ReleaseWriteLease(ss.id, string(m.Key), m.Token, s.clock.Now())
-		s.enqueueReady(eff)
-		s.mu.Unlock()
-		s.apply(eff)
-		if err != nil {
+		if err := s.core.ReleaseWriteLease(ss.id, string(m.Key), m.Token); err != nil {
 			ss.replies.send(errorReply(m.ID, fmt.Errorf("release write lease on %q with token %d: %w", m.Key, m.Token, err)))
 			break
 		}
@@ -255,11 +236,7 @@ func (ss *session) handle(m protocol.Message) bool {
 		st.ID = m.ID
 		ss.replies.send(st)
 	case *protocol.Goodbye:
-		s.mu.Lock()
-		eff := s.table.CloseSession(ss.id, true, s.clock.Now())
-		s.enqueueReady(eff)
-		s.mu.Unlock()
-		s.apply(eff)
+		s.core.CloseSession(ss.id, true)
 		ss.replies.send(&protocol.OK{ID: m.ID})
 		ss.farewell()
 		return false
@@ -319,41 +296,22 @@ func keyStrings(keys [][]byte) ([]string, error) {
 }
 
 func (ss *session) relinquish(keys [][]byte) error {
-	s := ss.srv
 	ks, err := keyStrings(keys)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	eff := s.table.Relinquish(ss.id, ks, s.clock.Now())
-	s.enqueueReady(eff)
-	s.mu.Unlock()
-	s.apply(eff)
+	ss.srv.core.Relinquish(ss.id, ks)
 	return nil
 }
 
-// get answers a read. The lease is recorded before the value is read, so a
-// write that commits in between must invalidate it.
+// get answers a read, under a read lease when the core grants one.
 func (ss *session) get(m *protocol.Get) protocol.Message {
-	s := ss.srv
 	if err := ss.checkKey(m.Key); err != nil {
 		return errorReply(m.ID, err)
 	}
-	now := s.clock.Now()
-	key := string(m.Key)
-	term := s.cfg.termFor(key)
-	if term > 0 && s.ensureHorizon(now) != nil {
-		term = 0 // served, but not cached
-	}
-	s.mu.Lock()
-	term = s.table.Grant(ss.id, key, term, now)
-	s.mu.Unlock()
-	if term > 0 {
-		s.poke()
-	}
-	rec, err := s.store.get(m.Key)
+	rec, term, err := ss.srv.core.Read(ss.id, m.Key)
 	if err != nil {
-		return errorReply(m.ID, fmt.Errorf("%w: read %q: %v", errInternal, m.Key, err))
+		return errorReply(m.ID, err)
 	}
 	if m.Revalidate && term > 0 && rec.Version == m.Known {
 		return &protocol.GetReply{ID: m.ID, Unchanged: true, Found: rec.Found, Version: rec.Version, Term: term}
@@ -376,7 +334,14 @@ func (ss *session) submitWrite(m *protocol.Write) error {
 	case m.Timeout < 0:
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
 	}
-	return ss.submit(m.ID, leasetable.OpWrite, m.Token, m.Timeout, mutation{op: m.Op, key: m.Key, value: m.Value, expect: m.Expect})
+	return ss.submit(m.ID, &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout})
+}
+
+// storeOps maps the wire's write ops to the store's.
+var storeOps = map[protocol.WriteOp]store.Op{
+	protocol.OpPut:    store.OpPut,
+	protocol.OpDelete: store.OpDelete,
+	protocol.OpCAS:    store.OpCAS,
 }
 
 func (ss *session) submitAcquire(m *protocol.Acquire) error {
@@ -386,19 +351,16 @@ func (ss *session) submitAcquire(m *protocol.Acquire) error {
 	if m.Timeout < 0 {
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
 	}
-	return ss.submit(m.ID, leasetable.OpAcquire, 0, m.Timeout, mutation{key: m.Key})
+	return ss.submit(m.ID, &core.Request{Acquire: true, Key: m.Key, Timeout: m.Timeout})
 }
 
-// submit hands an op to the lease table. Its reply comes later, from the
-// committer or from abandonment.
-func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeout time.Duration, mut mutation) error {
+// submit hands a write or acquisition to the core, within the session's
+// budgets. Its reply comes later, when the core ends it.
+func (ss *session) submit(id uint64, req *core.Request) error {
 	s := ss.srv
-	now := s.clock.Now()
-	p := &pendingOp{sess: ss, reqID: id, mut: mut, received: now, size: len(mut.key) + len(mut.value)}
-	p.op = &leasetable.Op{Kind: kind, Session: ss.id, Key: string(mut.key), Token: token, Data: p}
-	if timeout > 0 {
-		p.op.Deadline = now.Add(timeout)
-	}
+	p := &pendingOp{reqID: id, req: req, size: len(req.Key) + len(req.Value)}
+	req.Session = ss.id
+	req.Done = func(o core.Outcome) { ss.finishOp(p, opReply(id, req, o)) }
 	ss.mu.Lock()
 	switch {
 	case ss.ops[id] != nil:
@@ -415,45 +377,33 @@ func (ss *session) submit(id uint64, kind leasetable.OpKind, token uint64, timeo
 	ss.ops[id] = p
 	ss.opsBytes += p.size
 	ss.mu.Unlock()
-
-	s.mu.Lock()
-	var eff leasetable.Effects
-	var err error
-	if s.stopping.Load() {
-		err = fmt.Errorf("%w: the server is shutting down; no new writes", errClosed)
-	} else {
-		eff, err = s.table.Submit(p.op, now)
-		s.enqueueReady(eff)
-	}
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.core.Submit(p.req); err != nil {
 		ss.forget(p)
-		if errors.Is(err, leasetable.ErrFenced) {
-			err = fmt.Errorf("write to %q with token %d: %w", mut.key, token, err)
-		}
 		return err
 	}
-	s.apply(eff)
 	return nil
+}
+
+// opReply builds the reply to a write or acquisition that ended with o.
+func opReply(id uint64, req *core.Request, o core.Outcome) protocol.Message {
+	switch {
+	case o.Err != nil:
+		return errorReply(id, o.Err)
+	case req.Acquire:
+		return &protocol.AcquireReply{ID: id, Token: o.Token, Term: o.Term,
+			Found: o.Record.Found, Value: o.Record.Value, Version: o.Record.Version}
+	}
+	return &protocol.WriteReply{ID: id, Version: o.Version, Waited: o.Waited, Holders: o.Holders, Term: o.Term}
 }
 
 // cancel abandons the op of request id if it has not started to commit.
 func (ss *session) cancel(id uint64, why error) {
-	s := ss.srv
 	ss.mu.Lock()
 	p := ss.ops[id]
 	ss.mu.Unlock()
-	if p == nil {
-		return
+	if p != nil {
+		ss.srv.core.Cancel(p.req, why)
 	}
-	s.mu.Lock()
-	ok, eff := s.table.Abandon(p.op, s.clock.Now())
-	s.enqueueReady(eff)
-	s.mu.Unlock()
-	if ok {
-		ss.finishOp(p, errorReply(id, why))
-	}
-	s.apply(eff)
 }
 
 // abandonAll abandons every op of the session that has not started to

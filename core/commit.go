@@ -1,0 +1,331 @@
+package core
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/store"
+)
+
+// job is one entry of the commit queue: a ready write or acquisition, or
+// the end of a write lease to make durable.
+type job struct {
+	req *Request
+	end leasetable.Notice // when req is nil
+}
+
+// command returns the store command that carries out j.
+func (c *Core) command(j job) store.Command {
+	r := j.req
+	switch {
+	case r == nil:
+		return store.Command{Op: store.OpEndWriteLease, Key: []byte(j.end.Key), Token: j.end.Token}
+	case r.Acquire:
+		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Term: c.cfg.WriteTermFor(string(r.Key))}
+	}
+	return store.Command{Op: r.Op, Key: r.Key, Value: r.Value, Expect: r.Expect}
+}
+
+// commitLoop persists queued jobs in batches, one Apply each, and ends
+// them. While the store is down it wakes when a retry is due, so that the
+// store comes back even when no write asks for it.
+func (c *Core) commitLoop() {
+	defer c.loops.Done()
+	for {
+		if batch := c.queue.take(256); batch != nil {
+			c.commit(batch)
+			continue
+		}
+		if c.queue.isShut() {
+			return
+		}
+		var retry <-chan time.Time
+		var timer clock.Timer
+		if at, down := c.down.retryTime(); down {
+			timer = c.clock.NewTimer(max(at.Sub(c.clock.Now()), 0))
+			retry = timer.Chan()
+		}
+		select {
+		case <-c.queue.wake:
+		case <-retry:
+			c.recover(c.clock.Now())
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// commit applies a batch of jobs and ends each: the table learns what
+// committed, writers and acquirers get their outcome, and write-lease ends
+// take effect.
+func (c *Core) commit(batch []job) {
+	defer c.queue.done(len(batch))
+	cmds := make([]store.Command, len(batch))
+	for i, j := range batch {
+		cmds[i] = c.command(j)
+	}
+	results, failed := c.apply(cmds)
+	now := c.clock.Now()
+	// A writer gets a fresh read lease, and an acquirer its write lease,
+	// only under the horizon.
+	var horizonErr error
+	for _, j := range batch[:len(results)] {
+		if r := j.req; r != nil && (r.Acquire || c.cfg.TermFor(string(r.Key)) > 0) {
+			horizonErr = c.ensureHorizon(now)
+			break
+		}
+	}
+	outs := make([]Outcome, len(batch))
+	var effs []leasetable.Effects
+	var orphans []leasetable.Notice // write leases granted durably but not in the table
+	c.mu.Lock()
+	for i, j := range batch {
+		var res store.Result
+		err := failed
+		if i < len(results) {
+			res, err = results[i], nil
+		}
+		r := j.req
+		var eff leasetable.Effects
+		switch {
+		case r == nil && err != nil:
+			c.down.keepEnd(j.end) // ended again once the store is back
+		case r == nil:
+			eff = c.table.EndWriteLease(j.end.Key, j.end.Token, now)
+		case r.Acquire:
+			key, term := string(r.Key), c.cfg.WriteTermFor(string(r.Key))
+			if err == nil && horizonErr != nil {
+				err = horizonErr
+			}
+			token := res.Token
+			if err != nil {
+				token = 0
+			}
+			eff = c.table.DoneAcquire(&r.op, token, term, now)
+			if live, _, ok := c.table.WriteLease(key); res.Token != 0 && (!ok || live != res.Token) {
+				// Granted in the store, but not to anyone: the horizon
+				// failed, or the acquirer's session closed meanwhile.
+				orphans = append(orphans, leasetable.Notice{Session: r.Session, Key: key, Token: res.Token})
+				if err == nil {
+					err = fmt.Errorf("%w: the session closed before its write lease was granted", ErrClosed)
+				}
+			}
+			outs[i] = Outcome{Err: err, Token: token, Term: term}
+		default:
+			if err == nil {
+				err = res.Err
+			}
+			term := c.cfg.TermFor(string(r.Key))
+			if horizonErr != nil {
+				term = 0
+			}
+			o := Outcome{Err: err, Version: res.Version, Waited: max(0, r.ready.Sub(r.received)), Holders: r.op.Holders}
+			o.Term, eff = c.table.Done(&r.op, err == nil, term, now)
+			outs[i] = o
+		}
+		c.enqueueReady(eff)
+		effs = append(effs, eff)
+	}
+	c.mu.Unlock()
+	for _, n := range orphans {
+		c.queue.push(job{end: n})
+	}
+	for _, eff := range effs {
+		c.carryOut(eff)
+	}
+	for i, j := range batch {
+		r := j.req
+		if r == nil {
+			continue
+		}
+		if r.Acquire && outs[i].Err == nil {
+			rec, err := c.store.Get(r.Key)
+			if err != nil {
+				outs[i].Err = fmt.Errorf("%w: read after grant: %v", ErrInternal, err)
+			}
+			outs[i].Record = rec
+		}
+		r.finish(outs[i])
+	}
+}
+
+// apply applies cmds to the store, unless it is down and its retry is not
+// due. A failure takes it down.
+func (c *Core) apply(cmds []store.Command) ([]store.Result, error) {
+	if err := c.recover(c.clock.Now()); err != nil {
+		return nil, err
+	}
+	rs, err := c.store.Apply(cmds)
+	for _, r := range rs {
+		if r.Version > c.revision.Load() && r.Err == nil {
+			c.revision.Store(r.Version)
+		}
+	}
+	if err != nil {
+		return rs, c.down.fail(c, err)
+	}
+	return rs, nil
+}
+
+// recover brings the store back if it is down and its retry is due: it
+// reopens it, which settles what the failed commit left, and ends again the
+// write leases whose ends failed. It returns nil if the store is up.
+func (c *Core) recover(now time.Time) error {
+	ends, err := c.down.recover(c, now)
+	for _, n := range ends {
+		c.queue.push(job{end: n})
+	}
+	return err
+}
+
+// downState is the store's health. After a failed Apply the store refuses
+// writes until it is reopened; the core tries that every retry interval,
+// and meanwhile refuses writes, and leases past the horizon, at once.
+type downState struct {
+	mu      sync.Mutex // guards the rest, and serializes reopening
+	err     error      // why the store is down; nil when it is up
+	retryAt time.Time
+	ends    []leasetable.Notice // write-lease ends to apply once it is up
+}
+
+// retryInterval is how long after a failure the core tries to reopen the
+// store again.
+func (c *Core) retryInterval() time.Duration { return max(c.cfg.HorizonStep/2, 10*time.Millisecond) }
+
+// fail records that an Apply failed with cause, and returns the error its
+// commands end with.
+func (d *downState) fail(c *Core, cause error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := fmt.Errorf("%w: storage failed to persist the change, which is not acknowledged: %v", ErrInternal, cause)
+	if d.err == nil {
+		c.log.Error("storage failed; writes, and leases past the horizon, are refused until it is reopened", "err", cause, "retry_in", c.retryInterval())
+	}
+	d.err = fmt.Errorf("%w: storage is down since a failed commit (%v); writes resume once it is reopened", ErrInternal, cause)
+	d.retryAt = c.clock.Now().Add(c.retryInterval())
+	return err
+}
+
+func (d *downState) keepEnd(n leasetable.Notice) {
+	d.mu.Lock()
+	d.ends = append(d.ends, n)
+	d.mu.Unlock()
+}
+
+// retryTime reports when the next reopen is due, if the store is down.
+func (d *downState) retryTime() (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.retryAt, d.err != nil
+}
+
+// recover reopens the store if it is down and the retry is due. It returns
+// the write-lease ends to apply again, and nil if the store is up.
+func (d *downState) recover(c *Core, now time.Time) ([]leasetable.Notice, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.err == nil:
+		return nil, nil
+	case now.Before(d.retryAt):
+		return nil, d.err
+	}
+	if err := c.store.Reopen(); err != nil {
+		d.retryAt = now.Add(c.retryInterval())
+		c.log.Warn("storage cannot be reopened yet", "err", err, "retry_in", c.retryInterval())
+		return nil, d.err
+	}
+	if st, err := c.store.State(); err == nil {
+		c.revision.Store(st.Revision) // the failed commit may have been replayed
+	}
+	c.log.Info("storage reopened; writes and leases resume")
+	d.err = nil
+	ends := d.ends
+	d.ends = nil
+	return ends, nil
+}
+
+// commitQueue is the unbounded FIFO of jobs between the lease table and the
+// committer. push never blocks, so it may be called with Core.mu held.
+type commitQueue struct {
+	mu     sync.Mutex // guards jobs, busy and shut
+	cond   *sync.Cond // broadcast when jobs end, for drain
+	jobs   []job
+	busy   int // jobs taken and not done
+	shut   bool
+	wake   chan struct{} // capacity 1: a job was pushed, or the queue shut
+	closed chan struct{} // closed by close
+	once   sync.Once
+}
+
+func (q *commitQueue) init() {
+	q.cond = sync.NewCond(&q.mu)
+	q.wake = make(chan struct{}, 1)
+	q.closed = make(chan struct{})
+}
+
+func (q *commitQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *commitQueue) push(jobs ...job) {
+	q.mu.Lock()
+	q.jobs = append(q.jobs, jobs...)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// take returns up to max queued jobs, or nil if none is queued.
+func (q *commitQueue) take(max int) []job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.jobs) == 0 {
+		return nil
+	}
+	n := min(len(q.jobs), max)
+	batch := append([]job(nil), q.jobs[:n]...)
+	q.jobs = q.jobs[n:]
+	q.busy += n
+	return batch
+}
+
+func (q *commitQueue) done(n int) {
+	q.mu.Lock()
+	q.busy -= n
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+func (q *commitQueue) isShut() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.shut
+}
+
+// drain waits until no job is queued or being committed.
+func (q *commitQueue) drain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for (len(q.jobs) > 0 || q.busy > 0) && !q.shut {
+		q.cond.Wait()
+	}
+}
+
+// close lets the committer finish what is queued, then stop.
+func (q *commitQueue) close() {
+	q.once.Do(func() {
+		q.mu.Lock()
+		q.shut = true
+		q.mu.Unlock()
+		q.cond.Broadcast()
+		close(q.closed)
+		q.signal()
+	})
+}

@@ -1,0 +1,402 @@
+// Package core is the one apply path of leased. A Core owns the lease table
+// and the write barrier, and is the only code that calls them; it persists
+// every state change as a deterministic store.Command through one Store.
+// Sessions (package server) hand it reads, writes, write-lease
+// acquisitions, renewals, releases, cancels and session closes, and get
+// decisions back: replies, and through a Notifier the invalidations and
+// recalls to send.
+//
+// Locks: Core.mu guards the lease table and is never held while calling
+// out (the Store, a Notifier, a Request's Done). The store has locks of its
+// own, taken under none of Core's. The commit queue's lock is taken alone.
+package core
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/store"
+)
+
+// SessionID names a client session.
+type SessionID = leasetable.SessionID
+
+// Errors of the core. Package server maps them to wire codes.
+var (
+	// ErrCanceled: a write was abandoned before it committed; nothing
+	// changed.
+	ErrCanceled = errors.New("write abandoned before it committed; nothing changed")
+	// ErrClosed: the core is stopping and takes no new writes.
+	ErrClosed = errors.New("closed")
+	// ErrInternal: the store failed.
+	ErrInternal = errors.New("internal error")
+)
+
+// PrefixTerm sets the lease term of the keys that start with Prefix.
+type PrefixTerm struct {
+	Prefix string
+	// Term is the term of read leases on those keys. 0 means they are never
+	// cached: every read of them goes to the server. Write leases on them
+	// get Term, or the default term if Term is 0.
+	Term time.Duration
+}
+
+// Config configures a Core. Package server fills it from its own Config,
+// with defaults applied.
+type Config struct {
+	// LeaseTerm is the term of read and write leases on keys that no
+	// PrefixTerms entry covers. It must be positive.
+	LeaseTerm time.Duration
+	// PrefixTerms set other terms for keys under some prefixes; the longest
+	// matching prefix wins.
+	PrefixTerms []PrefixTerm
+	// Epsilon is the clock allowance ε: a lease of term t is live until
+	// t+ε after it was granted.
+	Epsilon time.Duration
+	// HorizonStep is how far past the longest lease the lease horizon moves
+	// each time it is persisted. It must be positive.
+	HorizonStep time.Duration
+	// Clock reads time for every lease decision. Nil means the system
+	// clock.
+	Clock clock.Clock
+	// Logger receives the core's logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// TermFor returns the read-lease term of key.
+func (c Config) TermFor(key string) time.Duration {
+	term, best := c.LeaseTerm, -1
+	for _, p := range c.PrefixTerms {
+		if len(p.Prefix) > best && strings.HasPrefix(key, p.Prefix) {
+			term, best = p.Term, len(p.Prefix)
+		}
+	}
+	return term
+}
+
+// WriteTermFor returns the write-lease term of key.
+func (c Config) WriteTermFor(key string) time.Duration {
+	if t := c.TermFor(key); t > 0 {
+		return t
+	}
+	return c.LeaseTerm
+}
+
+// MaxTerm returns the longest term any lease may have.
+func (c Config) MaxTerm() time.Duration {
+	m := c.LeaseTerm
+	for _, p := range c.PrefixTerms {
+		m = max(m, p.Term)
+	}
+	return m
+}
+
+// Notifier carries the core's notices to sessions. The core calls it
+// without holding its locks, from the goroutine of whatever call decided
+// the notice; it must not block.
+type Notifier interface {
+	// Invalidate asks session id to drop keys and acknowledge.
+	Invalidate(id SessionID, keys []string)
+	// Recall asks session id to release its write lease on key.
+	Recall(id SessionID, key string, token uint64)
+}
+
+// Core is the apply path. See the package comment. Its methods are safe for
+// concurrent use.
+type Core struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  clock.Clock
+	store  store.Store
+	notify Notifier
+
+	mu    sync.Mutex // guards table; see the package comment
+	table *leasetable.Table
+	// stopping is set, under mu, when the core begins to stop; Submit
+	// refuses new writes from then on.
+	stopping atomic.Bool
+
+	// The lease horizon (DESIGN §7); see horizon.go.
+	life        time.Duration // the longest a lease lives: the longest term plus ε
+	horizon     atomic.Int64  // the persisted horizon this run trusts, wall clock in Unix ns
+	horizonMu   sync.Mutex    // serializes persisting it
+	horizonKick chan struct{} // asks horizonLoop to move it ahead; capacity 1
+	barrier     time.Time     // the bound of an earlier run's leases; writes wait for it
+	started     time.Time
+
+	// The store's health; see commit.go.
+	down downState
+	// revision is the revision of the last committed change, as the store
+	// reported it.
+	revision atomic.Uint64
+
+	queue commitQueue
+	wake  chan struct{} // pokes the timer loop; capacity 1
+	loops sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Core over st, which it owns from then on and closes in
+// Close. It reads what an earlier run left in st: the lease horizon, whose
+// remaining part holds writes back (reads are served at once), and the
+// write leases, which it restores until then.
+func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
+	if cfg.LeaseTerm <= 0 || cfg.Epsilon < 0 || cfg.HorizonStep <= 0 {
+		return nil, fmt.Errorf("core: lease term %v, epsilon %v, horizon step %v: want positive, non-negative, positive", cfg.LeaseTerm, cfg.Epsilon, cfg.HorizonStep)
+	}
+	cfg.Clock = clock.OrReal(cfg.Clock)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Core{
+		cfg:         cfg,
+		log:         cfg.Logger,
+		clock:       cfg.Clock,
+		store:       st,
+		notify:      notify,
+		table:       leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon}),
+		life:        cfg.MaxTerm() + cfg.Epsilon,
+		horizonKick: make(chan struct{}, 1),
+		wake:        make(chan struct{}, 1),
+	}
+	c.queue.init()
+	if err := c.restore(); err != nil {
+		return nil, err
+	}
+	c.loops.Add(3)
+	go c.timerLoop()
+	go c.commitLoop()
+	go c.horizonLoop()
+	return c, nil
+}
+
+// OpenSession registers a session.
+func (c *Core) OpenSession(id SessionID) {
+	c.mu.Lock()
+	c.table.AddSession(id)
+	c.mu.Unlock()
+}
+
+// CloseSession ends a session. Its writes that are not committing are
+// abandoned. If relinquish is true (the client said goodbye), its leases
+// are freed at once; otherwise they stay until they expire, because its
+// client may still trust its cache.
+func (c *Core) CloseSession(id SessionID, relinquish bool) {
+	c.mu.Lock()
+	eff := c.table.CloseSession(id, relinquish, c.clock.Now())
+	c.enqueueReady(eff)
+	c.mu.Unlock()
+	c.carryOut(eff)
+}
+
+// Read grants session id a read lease on key and returns the key's committed
+// record with the term granted: the key's term, or 0 when the key must not
+// be cached now (a write is pending on it, another session holds its write
+// lease, its prefix is never cached, or the horizon cannot be persisted).
+// The lease is recorded before the value is read, so a write that commits
+// in between must invalidate it.
+func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, error) {
+	now := c.clock.Now()
+	k := string(key)
+	term := c.cfg.TermFor(k)
+	if term > 0 && c.ensureHorizon(now) != nil {
+		term = 0 // served, but not cached
+	}
+	c.mu.Lock()
+	term = c.table.Grant(id, k, term, now)
+	c.mu.Unlock()
+	if term > 0 {
+		c.poke()
+	}
+	rec, err := c.store.Get(key)
+	if err != nil {
+		return store.Record{}, 0, fmt.Errorf("%w: read %q: %v", ErrInternal, key, err)
+	}
+	return rec, term, nil
+}
+
+// Renew extends session id's leases on keys and returns the term granted
+// to each, 0 where a lease was not renewed.
+func (c *Core) Renew(id SessionID, keys []string) []time.Duration {
+	now := c.clock.Now()
+	terms := make([]time.Duration, len(keys))
+	if c.ensureHorizon(now) == nil {
+		for i, k := range keys {
+			terms[i] = c.cfg.TermFor(k)
+		}
+	}
+	c.mu.Lock()
+	c.table.Renew(id, keys, terms, now)
+	c.mu.Unlock()
+	c.poke()
+	return terms
+}
+
+// Relinquish frees session id's read leases on keys: after an eviction, or
+// as the acknowledgement of an invalidation.
+func (c *Core) Relinquish(id SessionID, keys []string) {
+	c.mu.Lock()
+	eff := c.table.Relinquish(id, keys, c.clock.Now())
+	c.enqueueReady(eff)
+	c.mu.Unlock()
+	c.carryOut(eff)
+}
+
+// ReleaseWriteLease ends session id's write lease on key granted with
+// token. It fails with leasetable.ErrNotFound if there is no such lease.
+// Other sessions may lease the key once the end is durable.
+func (c *Core) ReleaseWriteLease(id SessionID, key string, token uint64) error {
+	c.mu.Lock()
+	eff, err := c.table.ReleaseWriteLease(id, key, token, c.clock.Now())
+	c.enqueueReady(eff)
+	c.mu.Unlock()
+	c.carryOut(eff)
+	return err
+}
+
+// Stats are the core's counters.
+type Stats struct {
+	leasetable.Stats
+	// Revision is the revision of the last committed change.
+	Revision uint64
+	// WritesAllowedIn is how long writes are still held for the leases of
+	// an earlier run; 0 when they are not.
+	WritesAllowedIn time.Duration
+	// Uptime is how long the core has run.
+	Uptime time.Duration
+}
+
+// Stats returns the core's counters.
+func (c *Core) Stats() Stats {
+	now := c.clock.Now()
+	c.mu.Lock()
+	st := Stats{Stats: c.table.Stats()}
+	c.mu.Unlock()
+	st.Revision = c.revision.Load()
+	st.Uptime = now.Sub(c.started)
+	if left := c.barrier.Sub(now); !c.barrier.IsZero() && left > 0 {
+		st.WritesAllowedIn = left
+	}
+	return st
+}
+
+// NextDeadline returns when the lease table next has something to do: for
+// tests that advance a fake clock step by step.
+func (c *Core) NextDeadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.table.NextDeadline()
+}
+
+// BeginStop makes Submit refuse new writes. The caller then cancels the
+// writes it has submitted (Cancel) and may wait for the committing ones
+// with Drain.
+func (c *Core) BeginStop() {
+	c.mu.Lock() // Submit checks stopping under c.mu: no op slips past the caller's cancels
+	c.stopping.Store(true)
+	c.mu.Unlock()
+}
+
+// Drain waits until no write is queued or committing.
+func (c *Core) Drain() { c.queue.drain() }
+
+// Close stops the core: it lets the committer finish what is queued, stops
+// its goroutines, lowers the lease horizon to the leases still live (so
+// that the next run holds writes no longer than they need), and closes the
+// store. Sessions must have ended before. Close waits for the core's
+// goroutines to end.
+func (c *Core) Close() error {
+	c.closeOnce.Do(func() {
+		c.BeginStop()
+		c.queue.close()
+		c.loops.Wait()
+		if err := c.lowerHorizon(); err != nil {
+			c.log.Warn("cannot lower the lease horizon; the next start holds writes until it", "err", err)
+		}
+		c.closeErr = c.store.Close()
+	})
+	return c.closeErr
+}
+
+// poke tells the timer loop that the next deadline may have moved.
+func (c *Core) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// timerLoop is the one timer of the lease table: it sleeps until the
+// table's next deadline and ticks it.
+func (c *Core) timerLoop() {
+	defer c.loops.Done()
+	for {
+		next, ok := c.NextDeadline()
+		var timer clock.Timer
+		var fire <-chan time.Time
+		if ok {
+			now := c.clock.Now()
+			timer = c.clock.NewTimer(next.Sub(now))
+			fire = timer.Chan()
+			// The timer counts from when it was made, not from now: if the
+			// clock jumped in between (a fake clock advanced by a test),
+			// it would fire late by the jump. Make it again.
+			if c.clock.Now().Sub(now) >= time.Millisecond {
+				timer.Stop()
+				continue
+			}
+		}
+		select {
+		case <-c.queue.closed:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-c.wake:
+			if timer != nil {
+				timer.Stop()
+			}
+			continue
+		case <-fire:
+		}
+		c.mu.Lock()
+		eff := c.table.Tick(c.clock.Now())
+		c.enqueueReady(eff)
+		c.mu.Unlock()
+		c.carryOut(eff)
+	}
+}
+
+// carryOut carries out the table's decisions other than ready ops: it
+// sends invalidations and recalls, tells the writers of abandoned ops, and
+// queues the durable end of write leases. The caller must not hold c.mu.
+func (c *Core) carryOut(eff leasetable.Effects) {
+	if len(eff.Invalidate) > 0 {
+		bySession := make(map[SessionID][]string)
+		for _, n := range eff.Invalidate {
+			bySession[n.Session] = append(bySession[n.Session], n.Key)
+		}
+		for id, keys := range bySession {
+			c.notify.Invalidate(id, keys)
+		}
+	}
+	for _, n := range eff.Recall {
+		c.notify.Recall(n.Session, n.Key, n.Token)
+	}
+	for _, op := range eff.Abandoned {
+		op.Data.(*Request).finish(Outcome{Err: ErrCanceled})
+	}
+	for _, n := range eff.EndWrite {
+		c.queue.push(job{end: n})
+	}
+	c.poke()
+}

@@ -1,0 +1,148 @@
+package core
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/leased/leased/store"
+)
+
+// The lease horizon (DESIGN §7): a wall-clock time after which no lease
+// this run granted can be live. The core persists it, through the store,
+// before it grants a lease that would outlive it, in steps of HorizonStep
+// past the longest lease, and mostly ahead of time (horizonLoop), so that a
+// grant seldom waits for it. After a crash, writes wait until the horizon
+// the earlier run left has passed: the write barrier.
+
+// restore reads what an earlier run left in the store: the horizon, whose
+// remaining part becomes the write barrier, and the write leases, which
+// live until the barrier (their holders may have renewed them up to it).
+// Write leases whose barrier has passed already are ended in the store.
+func (c *Core) restore() error {
+	st, err := c.store.State()
+	if err != nil {
+		return fmt.Errorf("core: read the stored state: %w", err)
+	}
+	c.started = c.clock.Now()
+	c.revision.Store(st.Revision)
+	var hold time.Duration
+	if !st.Horizon.IsZero() {
+		// Bounded by how far ahead the horizon reached when it was
+		// written, so a wall clock that stepped back cannot stretch it.
+		hold = max(min(st.Horizon.Sub(c.started), st.Span), 0)
+	}
+	if hold > 0 {
+		// Only the part of the old horizon trusted here: if the wall clock
+		// stepped back, the old horizon looks further ahead than it
+		// reached, and must not spare this run from persisting its own.
+		c.horizon.Store(c.started.Add(hold).UnixNano())
+		c.barrier = c.started.Add(hold)
+		c.table.SetWriteBarrier(c.barrier)
+		c.log.Info("restarted: holding writes until leases granted before the restart have expired",
+			"wait", hold, "write_leases", len(st.WriteLeases))
+		for _, wl := range st.WriteLeases {
+			c.table.RestoreWriteLease(wl.Key, wl.Token, c.barrier)
+		}
+		return nil
+	}
+	if len(st.WriteLeases) == 0 {
+		return nil
+	}
+	ends := make([]store.Command, len(st.WriteLeases))
+	for i, wl := range st.WriteLeases {
+		ends[i] = store.Command{Op: store.OpEndWriteLease, Key: []byte(wl.Key), Token: wl.Token}
+	}
+	if _, err := c.store.Apply(ends); err != nil {
+		return fmt.Errorf("core: end the expired write leases of an earlier run: %w", err)
+	}
+	return nil
+}
+
+// ensureHorizon makes sure that the persisted lease horizon covers every
+// lease granted at now. It persists a new horizon only when one could
+// outlive the current one, which a background move ahead (horizonLoop)
+// normally prevents: the usual cost is one atomic load. Callers call it
+// before they grant or extend a lease at now, and grant none if it fails.
+func (c *Core) ensureHorizon(now time.Time) error {
+	need := now.Add(c.life).UnixNano()
+	h := c.horizon.Load()
+	if need <= h {
+		if h-need < int64(c.cfg.HorizonStep/2) {
+			select {
+			case c.horizonKick <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	}
+	return c.advanceHorizon(now, 0)
+}
+
+// advanceHorizon persists a horizon a full step past the longest lease
+// granted at now, unless the current one already covers such a lease and
+// ahead more. The new horizon also covers the leases of an earlier run
+// (the barrier), which a shorter term could otherwise leave out.
+func (c *Core) advanceHorizon(now time.Time, ahead time.Duration) error {
+	c.horizonMu.Lock()
+	defer c.horizonMu.Unlock()
+	if now.Add(c.life+ahead).UnixNano() <= c.horizon.Load() {
+		return nil
+	}
+	h := now.Add(c.life + c.cfg.HorizonStep)
+	if c.barrier.After(h) {
+		h = now.Add(c.barrier.Sub(now)) // on the monotonic clock, as in lowerHorizon
+	}
+	if err := c.setHorizon(h, now); err != nil {
+		return fmt.Errorf("persist the lease horizon: %w", err)
+	}
+	c.horizon.Store(h.UnixNano())
+	return nil
+}
+
+// setHorizon persists horizon h, written at now.
+func (c *Core) setHorizon(h, now time.Time) error {
+	_, err := c.apply([]store.Command{{Op: store.OpSetHorizon, Horizon: h, Span: max(h.Sub(now), 0)}})
+	return err
+}
+
+// horizonLoop moves the horizon ahead when leases granted near it ask, so
+// that grants seldom wait for it to be persisted.
+func (c *Core) horizonLoop() {
+	defer c.loops.Done()
+	for {
+		select {
+		case <-c.queue.closed:
+			return
+		case <-c.horizonKick:
+			c.advanceHorizon(c.clock.Now(), c.cfg.HorizonStep/2)
+		}
+	}
+}
+
+// lowerHorizon persists, once no lease can be granted any more, the
+// earliest horizon that still covers every live lease: the latest expiry in
+// the table, or the bound of an earlier run's leases (the barrier). When
+// every holder relinquished its leases, the next run does not hold writes
+// at all. Close calls it, after the core's loops have ended.
+func (c *Core) lowerHorizon() error {
+	c.horizonMu.Lock()
+	defer c.horizonMu.Unlock()
+	now := c.clock.Now()
+	c.mu.Lock()
+	latest := c.table.LatestExpiry()
+	c.mu.Unlock()
+	if c.barrier.After(latest) {
+		latest = c.barrier
+	}
+	// Measured on the monotonic clock from now: the wall clock may have
+	// stepped since the lease was granted.
+	h := now.Add(max(latest.Sub(now), 0))
+	if c.horizon.Load() == 0 || h.UnixNano() >= c.horizon.Load() {
+		return nil
+	}
+	if err := c.setHorizon(h, now); err != nil {
+		return err
+	}
+	c.horizon.Store(h.UnixNano())
+	return nil
+}

@@ -1,0 +1,132 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/store"
+)
+
+// Request is a write (Put, Delete or CompareAndSwap) or a write-lease
+// acquisition on one key, from its submission until its outcome. The
+// caller fills the exported fields and hands it to Submit; the core owns it
+// from then until it calls Done.
+type Request struct {
+	Session SessionID
+	// Acquire makes it a write-lease acquisition; otherwise it is a write
+	// of Op (store.OpPut, OpDelete or OpCAS).
+	Acquire bool
+	Op      store.Op
+	Key     []byte
+	Value   []byte
+	Expect  uint64 // OpCAS: the expected version (0: absent)
+	Token   uint64 // a write under a write lease: its fencing token, or 0
+	// Timeout abandons the request if it has not started to commit by then;
+	// 0 means never.
+	Timeout time.Duration
+	// Done receives the outcome, exactly once, unless Submit returned an
+	// error. The core calls it from one of its goroutines or the caller's,
+	// without its locks; it must not block.
+	Done func(Outcome)
+
+	op       leasetable.Op
+	received time.Time
+	ready    time.Time // when the table let it commit
+	once     sync.Once
+}
+
+// Outcome is how a Request ended.
+type Outcome struct {
+	// Err is why it failed: ErrCanceled if it was abandoned before it
+	// committed (nothing changed), a store.ErrVersionMismatch for a
+	// compare-and-swap that did not match, ErrInternal if the store
+	// failed, or ErrClosed.
+	Err error
+	// Version is a write's committed version, or on a version mismatch the
+	// key's current one.
+	Version uint64
+	// Waited is how long a write waited before it could commit: for its
+	// turn on the key, and for holders to drop their leases or for those
+	// leases to run out. Holders is how many leases it invalidated or
+	// recalled.
+	Waited  time.Duration
+	Holders int
+	// Term is, for a write, the term of the read lease it gave the writer
+	// on the new value (0: none); for an acquisition, the write lease's
+	// term.
+	Term time.Duration
+	// Token is an acquisition's fencing token, and Record the key's
+	// committed value when it was granted.
+	Token  uint64
+	Record store.Record
+}
+
+func (r *Request) finish(o Outcome) { r.once.Do(func() { r.Done(o) }) }
+
+// Submit hands r to the lease table. A write carrying a fencing token must
+// match the live write lease on its key (leasetable.ErrFenced otherwise).
+// A write by the write lease's holder is ready at once; any other request
+// waits its turn on the key, invalidates the other sessions' read leases
+// and recalls another session's write lease, and commits when they are
+// gone. Its outcome comes later, through r.Done.
+func (c *Core) Submit(r *Request) error {
+	now := c.clock.Now()
+	r.received = now
+	r.op = leasetable.Op{Kind: leasetable.OpWrite, Session: r.Session, Key: string(r.Key), Token: r.Token, Data: r}
+	if r.Acquire {
+		r.op.Kind = leasetable.OpAcquire
+	}
+	if r.Timeout > 0 {
+		r.op.Deadline = now.Add(r.Timeout)
+	}
+	c.mu.Lock()
+	if c.stopping.Load() {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: the server is shutting down; no new writes", ErrClosed)
+	}
+	eff, err := c.table.Submit(&r.op, now)
+	c.enqueueReady(eff)
+	c.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, leasetable.ErrFenced) {
+			err = fmt.Errorf("write to %q with token %d: %w", r.Key, r.Token, err)
+		}
+		return err
+	}
+	c.carryOut(eff)
+	return nil
+}
+
+// Cancel abandons r if it has not started to commit, and then ends it with
+// why; one that has started commits, and reports that. Cancelling a request
+// twice, or one that has ended, does nothing.
+func (c *Core) Cancel(r *Request, why error) {
+	c.mu.Lock()
+	ok, eff := c.table.Abandon(&r.op, c.clock.Now())
+	c.enqueueReady(eff)
+	c.mu.Unlock()
+	if ok {
+		r.finish(Outcome{Err: why})
+	}
+	c.carryOut(eff)
+}
+
+// enqueueReady hands ready ops to the committer, noting when they became
+// ready. The caller holds c.mu, so that ops reach the committer in the
+// order the table made them ready.
+func (c *Core) enqueueReady(eff leasetable.Effects) {
+	if len(eff.Ready) == 0 {
+		return
+	}
+	now := c.clock.Now()
+	jobs := make([]job, len(eff.Ready))
+	for i, op := range eff.Ready {
+		r := op.Data.(*Request)
+		r.ready = now
+		jobs[i] = job{req: r}
+	}
+	c.queue.push(jobs...)
+}

@@ -1,0 +1,206 @@
+package server
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/leased/leased/core"
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultDir          = layout.DefaultDir
+	DefaultAddr         = "127.0.0.1:7400"
+	DefaultLeaseTerm    = 10 * time.Second
+	DefaultEpsilon      = 100 * time.Millisecond
+	DefaultMaxValueSize = 1 << 20
+	DefaultMaxInflight  = 4096
+	DefaultMaxSessions  = 10000
+	DefaultIdleTimeout  = 30 * time.Second
+	// DefaultMaxInflightBytes is the default of Config.MaxInflightBytes.
+	DefaultMaxInflightBytes = 64 << 20
+	// DefaultHelloTimeout is the default of Config.HelloTimeout.
+	DefaultHelloTimeout = 10 * time.Second
+	// MaxKeySize is the largest key, in bytes. Keys are 1 to MaxKeySize bytes.
+	MaxKeySize = 4096
+)
+
+// Config configures a Server. The zero value of every field means its
+// default.
+type Config struct {
+	// Dir is the data folder: the database and, unless TLSConfig is set,
+	// the self-signed TLS files under Dir/tls. Default DefaultDir.
+	Dir string
+	// Addr is the UDP address to listen on. Default DefaultAddr; port 0
+	// picks a free port (see Server.Addr).
+	Addr string
+	// LeaseTerm is the term of read and write leases. Default
+	// DefaultLeaseTerm.
+	LeaseTerm time.Duration
+	// PrefixTerms set other terms for keys under some prefixes; the longest
+	// matching prefix wins, and other keys get LeaseTerm. Nil means none.
+	PrefixTerms []PrefixTerm
+	// Epsilon is the clock allowance ε: a lease of term t is live on the
+	// server until t+ε after it was granted. Default DefaultEpsilon.
+	Epsilon time.Duration
+	// MaxValueSize is the largest value, in bytes. Default
+	// DefaultMaxValueSize.
+	MaxValueSize int
+	// MaxInflight is how many requests one connection may have waiting for
+	// a reply. Default DefaultMaxInflight.
+	MaxInflight int
+	// MaxInflightBytes is how many bytes of keys and values the writes of
+	// one connection may hold in the server while they wait for holders and
+	// commit; a write past it is refused with a resource-exhausted error.
+	// It bounds a session's memory, which MaxInflight times MaxValueSize
+	// would not. It must be at least MaxValueSize plus MaxKeySize. Zero
+	// means DefaultMaxInflightBytes, or that sum if it is larger.
+	MaxInflightBytes int
+	// MaxSessions is how many sessions the server holds at once. Default
+	// DefaultMaxSessions.
+	MaxSessions int
+	// HorizonStep is how far past the longest lease (the longest term plus
+	// Epsilon) the server moves the lease horizon each time it persists it
+	// (DESIGN §7). A longer step persists less often; a shorter one shortens
+	// the wait for writes after a crash, which is at most the longest lease
+	// plus the step. It must be at least 10 ms. Zero means a quarter of the
+	// longest lease, and at least 100 ms.
+	HorizonStep time.Duration
+	// IdleTimeout closes a connection that has been silent this long.
+	// Clients send keep-alives well within it. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// HelloTimeout bounds the opening and the end of a session: how long a
+	// new connection may take to open its request stream and say hello, how
+	// long a client may keep its connection open after goodbye, and how long
+	// the server waits to hand its last replies to a client before it
+	// closes a connection. Default DefaultHelloTimeout.
+	HelloTimeout time.Duration
+	// Store, if set, holds the server's state instead of a badger database
+	// under Dir, for tests and embedders (store.NewMemory keeps it in
+	// memory). The server owns it and closes it in Close.
+	Store store.Store
+	// PacketConn, if set, is the socket the server serves QUIC on instead of
+	// binding Addr: for example an in-memory network in tests. The caller
+	// owns it and closes it after Close has returned.
+	PacketConn net.PacketConn
+	// TLSConfig, if set, is used instead of the self-signed files under Dir.
+	// The server sets MinVersion to TLS 1.3 and NextProtos to protocol.ALPN.
+	TLSConfig *tls.Config
+	// TLSHosts are extra host names or IPs for the self-signed server
+	// certificate, beside localhost, 127.0.0.1 and ::1.
+	TLSHosts []string
+	// Clock reads time for every lease decision. Nil means the system clock.
+	Clock clock.Clock
+	// Logger receives the server's logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Dir == "" {
+		c.Dir = DefaultDir
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.LeaseTerm == 0 {
+		c.LeaseTerm = DefaultLeaseTerm
+	}
+	if c.Epsilon == 0 {
+		c.Epsilon = DefaultEpsilon
+	}
+	if c.MaxValueSize == 0 {
+		c.MaxValueSize = DefaultMaxValueSize
+	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = max(DefaultMaxInflightBytes, c.MaxValueSize+MaxKeySize)
+	}
+	if c.HelloTimeout == 0 {
+		c.HelloTimeout = DefaultHelloTimeout
+	}
+	if c.HorizonStep == 0 {
+		c.HorizonStep = max((c.coreConfig().MaxTerm()+c.Epsilon)/4, 100*time.Millisecond)
+	}
+	c.Clock = clock.OrReal(c.Clock)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate checks a Config, where a zero value means its default, and
+// returns an error that names the first bad field. New calls it; callers may
+// call it to check a configuration early.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
+// validate checks a Config after withDefaults.
+func (c Config) validate() error {
+	switch {
+	case c.LeaseTerm < 0:
+		return fmt.Errorf("lease term %v is negative", c.LeaseTerm)
+	case c.Epsilon < 0:
+		return fmt.Errorf("epsilon %v is negative", c.Epsilon)
+	case c.MaxValueSize < 0 || c.MaxValueSize > 64<<20:
+		return fmt.Errorf("max value size %d is outside 0..64 MiB", c.MaxValueSize)
+	case c.MaxInflight < 0:
+		return fmt.Errorf("max inflight %d is negative", c.MaxInflight)
+	case c.MaxSessions < 0:
+		return fmt.Errorf("max sessions %d is negative", c.MaxSessions)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("idle timeout %v is negative", c.IdleTimeout)
+	case c.MaxInflightBytes < c.MaxValueSize+MaxKeySize:
+		return fmt.Errorf("max inflight bytes %d is less than max value size %d plus max key size %d: a write of the largest key and value could never be taken", c.MaxInflightBytes, c.MaxValueSize, MaxKeySize)
+	case c.HelloTimeout < 0:
+		return fmt.Errorf("hello timeout %v is negative", c.HelloTimeout)
+	case c.HorizonStep < 10*time.Millisecond:
+		return fmt.Errorf("horizon step %v is shorter than 10ms: the horizon would be persisted for almost every lease", c.HorizonStep)
+	}
+	seen := make(map[string]bool)
+	for _, p := range c.PrefixTerms {
+		switch {
+		case p.Term < 0:
+			return fmt.Errorf("term %v for prefix %q is negative", p.Term, p.Prefix)
+		case len(p.Prefix) > MaxKeySize:
+			return fmt.Errorf("prefix of %d bytes is longer than a key may be (%d)", len(p.Prefix), MaxKeySize)
+		case seen[p.Prefix]:
+			return fmt.Errorf("prefix %q has two terms", p.Prefix)
+		}
+		seen[p.Prefix] = true
+	}
+	return nil
+}
+
+// PrefixTerm sets the lease term of the keys that start with Prefix. Its
+// Term is the term of read leases on those keys; 0 means they are never
+// cached, and write leases on them get LeaseTerm.
+type PrefixTerm = core.PrefixTerm
+
+// coreConfig returns the part of c that the core runs by.
+func (c Config) coreConfig() core.Config {
+	return core.Config{
+		LeaseTerm:   c.LeaseTerm,
+		PrefixTerms: c.PrefixTerms,
+		Epsilon:     c.Epsilon,
+		HorizonStep: c.HorizonStep,
+		Clock:       c.Clock,
+		Logger:      c.Logger,
+	}
+}
+
+// maxFrameSize is the largest frame the server reads or writes.
+func (c Config) maxFrameSize() int { return c.MaxValueSize + MaxKeySize + 1024 }
