@@ -15,9 +15,14 @@ import (
 // followed by the msgpack body of the message.
 const frameHeaderSize = 4
 
+// MaxKeySize is the largest key, in bytes: keys are 1 to MaxKeySize bytes
+// (DESIGN §2).
+const MaxKeySize = 4096
+
 // DefaultMaxFrameSize bounds a frame (type byte and body) when a caller sets
-// no limit: a 1 MiB value, a 4 KiB key and room for the other fields.
-const DefaultMaxFrameSize = 1<<20 + 4096 + 1024
+// no limit: a 1 MiB value, a key of MaxKeySize bytes and room for the other
+// fields.
+const DefaultMaxFrameSize = 1<<20 + MaxKeySize + 1024
 
 // ErrFrameTooLarge is returned by FrameReader when a frame declares a length
 // over its limit. Nothing has been allocated for the frame; the stream is

@@ -8,72 +8,109 @@ type Type uint8
 
 // Message types. Requests carry an ID chosen by the client; every request
 // but Ack and Cancel gets exactly one reply with the same ID: its own reply
-// type, or Error.
+// type, or Error. Type 0 is no message type.
 const (
-	TypeHello         Type = 1  // client → server, first frame on the request stream
-	TypeHelloReply    Type = 2  // server → client
-	TypeGet           Type = 3  // read a key, with a read lease
-	TypeGetReply      Type = 4  //
-	TypeWrite         Type = 5  // Put, Delete or CompareAndSwap
-	TypeWriteReply    Type = 6  //
-	TypeRenew         Type = 7  // extend the leases of many keys
-	TypeRenewReply    Type = 8  //
-	TypeRelease       Type = 9  // relinquish the read leases of many keys
-	TypeAcquire       Type = 10 // acquire the write lease of a key
-	TypeAcquireReply  Type = 11 //
-	TypeReleaseWrite  Type = 12 // relinquish a write lease
-	TypeCancel        Type = 13 // abandon a waiting write; no reply of its own
-	TypeAck           Type = 14 // acknowledge invalidations; no reply
-	TypeStats         Type = 15 // server counters
-	TypeStatsReply    Type = 16 //
-	TypeGoodbye       Type = 17 // graceful close: free every lease of the session
-	TypeOK            Type = 18 // reply without a body
-	TypeError         Type = 19 // reply carrying an error code
-	TypeInvalidate    Type = 20 // server → client, on the invalidation stream
-	TypeRecall        Type = 21 // server → client, on the invalidation stream
-	typeLimit         Type = 22
-	typeUnknownMarker Type = 0
+	TypeHello        Type = 1  // client → server, first frame on the request stream
+	TypeHelloReply   Type = 2  // server → client
+	TypeGet          Type = 3  // read a key, with a read lease
+	TypeGetReply     Type = 4  //
+	TypeWrite        Type = 5  // Put, Delete or CompareAndSwap
+	TypeWriteReply   Type = 6  //
+	TypeRenew        Type = 7  // extend the leases of many keys
+	TypeRenewReply   Type = 8  //
+	TypeRelease      Type = 9  // relinquish the read leases of many keys
+	TypeAcquire      Type = 10 // acquire the write lease of a key
+	TypeAcquireReply Type = 11 //
+	TypeReleaseWrite Type = 12 // relinquish a write lease
+	TypeCancel       Type = 13 // abandon a waiting write; no reply of its own
+	TypeAck          Type = 14 // acknowledge invalidations; no reply
+	TypeStats        Type = 15 // server counters
+	TypeStatsReply   Type = 16 //
+	TypeGoodbye      Type = 17 // graceful close: free every lease of the session
+	TypeOK           Type = 18 // reply without a body
+	TypeError        Type = 19 // reply carrying an error code
+	TypeInvalidate   Type = 20 // server → client, on the invalidation stream
+	TypeRecall       Type = 21 // server → client, on the invalidation stream
 )
 
-var typeNames = [...]string{
-	typeUnknownMarker: "unknown",
-	TypeHello:         "hello",
-	TypeHelloReply:    "hello_reply",
-	TypeGet:           "get",
-	TypeGetReply:      "get_reply",
-	TypeWrite:         "write",
-	TypeWriteReply:    "write_reply",
-	TypeRenew:         "renew",
-	TypeRenewReply:    "renew_reply",
-	TypeRelease:       "release",
-	TypeAcquire:       "acquire",
-	TypeAcquireReply:  "acquire_reply",
-	TypeReleaseWrite:  "release_write",
-	TypeCancel:        "cancel",
-	TypeAck:           "ack",
-	TypeStats:         "stats",
-	TypeStatsReply:    "stats_reply",
-	TypeGoodbye:       "goodbye",
-	TypeOK:            "ok",
-	TypeError:         "error",
-	TypeInvalidate:    "invalidate",
-	TypeRecall:        "recall",
+// registry describes every message type, indexed by its Type. It is the only
+// list of the types: New, Decode, RequestID, Type.String, Type.Valid and
+// NumTypes all read it. A new message type needs a Type constant, its struct
+// with a Type method, and an entry here.
+var registry = [...]entry{
+	TypeHello:        withoutID[Hello]("hello"),
+	TypeHelloReply:   withoutID[HelloReply]("hello_reply"),
+	TypeGet:          withID("get", func(m *Get) uint64 { return m.ID }),
+	TypeGetReply:     withID("get_reply", func(m *GetReply) uint64 { return m.ID }),
+	TypeWrite:        withID("write", func(m *Write) uint64 { return m.ID }),
+	TypeWriteReply:   withID("write_reply", func(m *WriteReply) uint64 { return m.ID }),
+	TypeRenew:        withID("renew", func(m *Renew) uint64 { return m.ID }),
+	TypeRenewReply:   withID("renew_reply", func(m *RenewReply) uint64 { return m.ID }),
+	TypeRelease:      withID("release", func(m *Release) uint64 { return m.ID }),
+	TypeAcquire:      withID("acquire", func(m *Acquire) uint64 { return m.ID }),
+	TypeAcquireReply: withID("acquire_reply", func(m *AcquireReply) uint64 { return m.ID }),
+	TypeReleaseWrite: withID("release_write", func(m *ReleaseWrite) uint64 { return m.ID }),
+	TypeCancel:       withID("cancel", func(m *Cancel) uint64 { return m.ID }),
+	TypeAck:          withoutID[Ack]("ack"),
+	TypeStats:        withID("stats", func(m *Stats) uint64 { return m.ID }),
+	TypeStatsReply:   withID("stats_reply", func(m *StatsReply) uint64 { return m.ID }),
+	TypeGoodbye:      withID("goodbye", func(m *Goodbye) uint64 { return m.ID }),
+	TypeOK:           withID("ok", func(m *OK) uint64 { return m.ID }),
+	TypeError:        withID("error", func(m *Error) uint64 { return m.ID }),
+	TypeInvalidate:   withoutID[Invalidate]("invalidate"),
+	TypeRecall:       withoutID[Recall]("recall"),
+}
+
+// entry is a message type's row in the registry. The zero entry, at the
+// indexes of unused Type values, marks no type.
+type entry struct {
+	name string         // in stats and error messages
+	new  func() Message // a new zero message of the type
+	// id returns the request ID that a message of the type carries. It is
+	// nil for types that carry none, and reports false for a Message of
+	// the type's tag that is not the package's struct.
+	id func(Message) (uint64, bool)
+}
+
+// withoutID returns the entry of a message type whose struct is T and that
+// carries no request ID.
+func withoutID[T any, M interface {
+	*T
+	Message
+}](name string) entry {
+	return entry{name: name, new: func() Message { return M(new(T)) }}
+}
+
+// withID returns the entry of a message type whose struct is T and that
+// carries the request ID that id reads: a request, or the reply to one.
+func withID[T any, M interface {
+	*T
+	Message
+}](name string, id func(M) uint64) entry {
+	e := withoutID[T, M](name)
+	e.id = func(m Message) (uint64, bool) {
+		if m, ok := m.(M); ok {
+			return id(m), true
+		}
+		return 0, false
+	}
+	return e
 }
 
 // NumTypes bounds the message types: every valid Type is below it. Servers
 // use it to size per-type counter arrays.
-const NumTypes = int(typeLimit)
+const NumTypes = len(registry)
 
 // String returns the type's name, as used in stats.
 func (t Type) String() string {
-	if int(t) < len(typeNames) && typeNames[t] != "" {
-		return typeNames[t]
+	if !t.Valid() {
+		return "unknown"
 	}
-	return "unknown"
+	return registry[t].name
 }
 
 // Valid reports whether t is a known message type.
-func (t Type) Valid() bool { return t > typeUnknownMarker && t < typeLimit }
+func (t Type) Valid() bool { return int(t) < len(registry) && registry[t].new != nil }
 
 // Message is any protocol message.
 type Message interface {
@@ -292,89 +329,21 @@ func (*Recall) Type() Type       { return TypeRecall }
 
 // New returns a new zero message of type t, or nil if t is not a known type.
 func New(t Type) Message {
-	switch t {
-	case TypeHello:
-		return new(Hello)
-	case TypeHelloReply:
-		return new(HelloReply)
-	case TypeGet:
-		return new(Get)
-	case TypeGetReply:
-		return new(GetReply)
-	case TypeWrite:
-		return new(Write)
-	case TypeWriteReply:
-		return new(WriteReply)
-	case TypeRenew:
-		return new(Renew)
-	case TypeRenewReply:
-		return new(RenewReply)
-	case TypeRelease:
-		return new(Release)
-	case TypeAcquire:
-		return new(Acquire)
-	case TypeAcquireReply:
-		return new(AcquireReply)
-	case TypeReleaseWrite:
-		return new(ReleaseWrite)
-	case TypeCancel:
-		return new(Cancel)
-	case TypeAck:
-		return new(Ack)
-	case TypeStats:
-		return new(Stats)
-	case TypeStatsReply:
-		return new(StatsReply)
-	case TypeGoodbye:
-		return new(Goodbye)
-	case TypeOK:
-		return new(OK)
-	case TypeError:
-		return new(Error)
-	case TypeInvalidate:
-		return new(Invalidate)
-	case TypeRecall:
-		return new(Recall)
+	if !t.Valid() {
+		return nil
 	}
-	return nil
+	return registry[t].new()
 }
 
 // RequestID returns the request or reply ID that m carries, and false for
 // messages that have none (Hello, HelloReply, Ack, Invalidate, Recall).
 func RequestID(m Message) (uint64, bool) {
-	switch m := m.(type) {
-	case *Get:
-		return m.ID, true
-	case *GetReply:
-		return m.ID, true
-	case *Write:
-		return m.ID, true
-	case *WriteReply:
-		return m.ID, true
-	case *Renew:
-		return m.ID, true
-	case *RenewReply:
-		return m.ID, true
-	case *Release:
-		return m.ID, true
-	case *Acquire:
-		return m.ID, true
-	case *AcquireReply:
-		return m.ID, true
-	case *ReleaseWrite:
-		return m.ID, true
-	case *Cancel:
-		return m.ID, true
-	case *Stats:
-		return m.ID, true
-	case *StatsReply:
-		return m.ID, true
-	case *Goodbye:
-		return m.ID, true
-	case *OK:
-		return m.ID, true
-	case *Error:
-		return m.ID, true
+	if m == nil {
+		return 0, false
 	}
-	return 0, false
+	t := m.Type()
+	if !t.Valid() || registry[t].id == nil {
+		return 0, false
+	}
+	return registry[t].id(m)
 }

@@ -47,7 +47,7 @@ const minDuration = time.Duration(math.MinInt64)
 // samples returns fresh messages of every type, each with non-zero fields,
 // and variants with nil, empty and extreme values.
 func samples() []sample {
-	bigKey := bytes.Repeat([]byte{'k'}, 4096)
+	bigKey := bytes.Repeat([]byte{'k'}, protocol.MaxKeySize)
 	bigValue := make([]byte, 1<<20)
 	for i := range bigValue {
 		bigValue[i] = byte(i * 7)
@@ -60,7 +60,7 @@ func samples() []sample {
 		{name: "hello_reply", msg: &protocol.HelloReply{
 			Version: protocol.Version, SessionID: math.MaxUint64,
 			Epsilon: 250 * time.Millisecond, DefaultTerm: 10 * time.Second,
-			MaxKeySize: 4096, MaxValueSize: 1 << 20, MaxFrameSize: protocol.DefaultMaxFrameSize, MaxInflight: 1000,
+			MaxKeySize: protocol.MaxKeySize, MaxValueSize: 1 << 20, MaxFrameSize: protocol.DefaultMaxFrameSize, MaxInflight: 1000,
 		}},
 		{name: "hello_reply/extremes", msg: &protocol.HelloReply{
 			Version: 1, SessionID: 1,
@@ -211,7 +211,7 @@ func TestRoundTrip(t *testing.T) {
 // of a 1 MiB value under a 4 KiB key, with every other field at its widest,
 // fits in DefaultMaxFrameSize, as do the replies that carry such a value.
 func TestDefaultMaxFrameSizeFitsLimits(t *testing.T) {
-	key := bytes.Repeat([]byte{0xff}, 4096)
+	key := bytes.Repeat([]byte{0xff}, protocol.MaxKeySize)
 	value := bytes.Repeat([]byte{0xee}, 1<<20)
 	msgs := []protocol.Message{
 		&protocol.Write{ID: math.MaxUint64, Op: protocol.OpCAS, Key: key, Value: value, Expect: math.MaxUint64, Token: math.MaxUint64, Timeout: minDuration},
@@ -999,8 +999,11 @@ func TestConstants(t *testing.T) {
 	if protocol.Version != 1 {
 		t.Errorf("Version = %d", protocol.Version)
 	}
-	if protocol.DefaultMaxFrameSize < 1<<20+4096 {
-		t.Errorf("DefaultMaxFrameSize = %d, below a 1 MiB value and a 4 KiB key", protocol.DefaultMaxFrameSize)
+	if protocol.MaxKeySize != 4096 {
+		t.Errorf("MaxKeySize = %d, want 4096 (DESIGN §2)", protocol.MaxKeySize)
+	}
+	if protocol.DefaultMaxFrameSize < 1<<20+protocol.MaxKeySize {
+		t.Errorf("DefaultMaxFrameSize = %d, below a 1 MiB value and a key of MaxKeySize bytes", protocol.DefaultMaxFrameSize)
 	}
 	if protocol.ErrMalformed == protocol.ErrFrameTooLarge {
 		t.Error("ErrMalformed and ErrFrameTooLarge are the same error")

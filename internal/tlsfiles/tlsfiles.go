@@ -1,0 +1,630 @@
+// Package tlsfiles keeps the TLS files of a leased data folder: a
+// self-signed CA, which clients trust, and a server certificate signed by it.
+// It creates them on first use, reuses them later and reissues the server
+// certificate when it must, and it loads a certificate and key pair that an
+// operator supplies. It never silently replaces a CA that clients may already
+// trust.
+//
+// It imports only the standard library and internal/layout, so that any
+// layer may use it; the caller names the ALPN protocol its configs offer.
+package tlsfiles
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/leased/leased/internal/layout"
+)
+
+// TLS file names under the data folder. LoadOrCreate keeps all four files
+// in <data>/DirName; the CLI reads the CA from CAPath.
+const (
+	// DirName is the folder under the data folder that holds the TLS files.
+	DirName = layout.TLSDir
+	// CAFileName is the CA certificate clients trust (PEM).
+	CAFileName = layout.CAFile
+	// CAKeyFileName is the private key of the CA (PEM, mode 0600). The server
+	// needs it only to issue a new server certificate.
+	CAKeyFileName = "ca-key.pem"
+	// CertFileName is the server certificate, signed by the CA (PEM).
+	CertFileName = "server.pem"
+	// KeyFileName is the private key of the server certificate (PEM, mode 0600).
+	KeyFileName = "server-key.pem"
+)
+
+// Validity and renewal policy of the generated certificates.
+const (
+	caValidityYears  = 10
+	serverValidity   = 825 * 24 * time.Hour
+	renewBefore      = 30 * 24 * time.Hour
+	backdate         = time.Hour
+	caCommonName     = "leased local CA"
+	serverCommonName = "leased server"
+)
+
+// CAPath returns <dataDir>/tls/ca.pem, where clients find the CA of a server
+// started with that data folder. The CLI calls it to build the root pool it
+// verifies the server with; LoadOrCreate writes the CA there.
+func CAPath(dataDir string) string { return layout.CAPath(dataDir) }
+
+// LoadOrCreate returns the server tls.Config for the data folder dir. The
+// server calls it at start-up when no certificate and key files were given
+// (see LoadPair for those). The config requires TLS 1.3 and offers only
+// the ALPN protocol alpn.
+//
+// On first use it creates dir/tls (mode 0700) holding a new self-signed CA
+// (ECDSA P-256, valid 10 years, CommonName "leased local CA", path length 0)
+// and a server certificate signed by it (ECDSA P-256, valid 825 days,
+// server-auth only). The server certificate names "localhost", 127.0.0.1, ::1,
+// the host name reported by os.Hostname when that call succeeds, and each of
+// extraHosts (DNS names or IP addresses; IPv6 may be given in brackets).
+// Private keys are written with mode 0600, certificates with mode 0644, and
+// every file is written atomically (temporary file in the same folder, fsync,
+// rename, fsync of the folder).
+//
+// Later calls reuse the files. A new server certificate (with a new key) is
+// issued from the existing CA when server.pem or server-key.pem is missing,
+// the certificate expires within 30 days or is not yet valid, it is not signed
+// by ca.pem, or it lacks one of extraHosts. A new CA is created only when
+// ca.pem does not exist; any leftover files are then replaced.
+//
+// LoadOrCreate never silently replaces a CA that clients may already trust:
+// when ca.pem exists but ca-key.pem is missing and the server certificate
+// must be (re)issued, or when any file is unreadable or corrupt (bad PEM, a
+// key that does not match its certificate, a CA that is not a CA or has
+// expired), it returns an error naming the file and what is wrong.
+func LoadOrCreate(dir string, extraHosts []string, alpn string) (*tls.Config, error) {
+	hosts, err := serverAltNames(extraHosts)
+	if err != nil {
+		return nil, err
+	}
+	tlsDir := filepath.Join(dir, DirName)
+	if err := ensureDir(tlsDir); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var (
+		caPath     = filepath.Join(tlsDir, CAFileName)
+		caKeyPath  = filepath.Join(tlsDir, CAKeyFileName)
+		certPath   = filepath.Join(tlsDir, CertFileName)
+		keyPath    = filepath.Join(tlsDir, KeyFileName)
+		caCert     *x509.Certificate
+		caKey      crypto.Signer
+		caKeyFound bool
+	)
+
+	caPEM, err := readOptional(caPath)
+	if err != nil {
+		return nil, err
+	}
+	if caPEM == nil {
+		// No CA yet: first start (or an interrupted one). Nobody can trust a
+		// CA that does not exist, so create it; the server pair follows.
+		caCert, caKey, err = createCA(caPath, caKeyPath, now)
+		if err != nil {
+			return nil, err
+		}
+		caKeyFound = true
+	} else {
+		caCert, err = parseCert(caPath, caPEM)
+		if err != nil {
+			return nil, err
+		}
+		if !caCert.IsCA || !caCert.BasicConstraintsValid {
+			return nil, fmt.Errorf("tls: CA certificate %s is not a CA certificate", caPath)
+		}
+		if now.After(caCert.NotAfter) {
+			return nil, fmt.Errorf("tls: CA certificate %s expired on %s; remove %s to create a new CA (clients must then trust the new %s)",
+				caPath, caCert.NotAfter.UTC().Format(time.RFC3339), tlsDir, CAFileName)
+		}
+		caKeyPEM, err := readOptional(caKeyPath)
+		if err != nil {
+			return nil, err
+		}
+		if caKeyPEM != nil {
+			caKey, err = parseKey(caKeyPath, caKeyPEM)
+			if err != nil {
+				return nil, err
+			}
+			if !keyMatches(caKey, caCert) {
+				return nil, fmt.Errorf("tls: CA key %s does not match CA certificate %s", caKeyPath, caPath)
+			}
+			caKeyFound = true
+		}
+	}
+
+	certPEM, err := readOptional(certPath)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := readOptional(keyPath)
+	if err != nil {
+		return nil, err
+	}
+
+	reason := ""
+	switch {
+	case certPEM == nil:
+		reason = fmt.Sprintf("server certificate %s is missing", certPath)
+	case keyPEM == nil:
+		reason = fmt.Sprintf("server key %s is missing", keyPath)
+	default:
+		leaf, err := parseCert(certPath, certPEM)
+		if err != nil {
+			return nil, err
+		}
+		key, err := parseKey(keyPath, keyPEM)
+		if err != nil {
+			return nil, err
+		}
+		if !keyMatches(key, leaf) {
+			return nil, fmt.Errorf("tls: server key %s does not match server certificate %s", keyPath, certPath)
+		}
+		reason = reissueReason(certPath, leaf, caCert, hosts, now)
+	}
+
+	if reason != "" {
+		if !caKeyFound {
+			return nil, fmt.Errorf("tls: %s and cannot be reissued: CA key %s does not exist; restore %s, or remove %s to create a new CA (clients must then trust the new %s)",
+				reason, caKeyPath, CAKeyFileName, tlsDir, CAFileName)
+		}
+		certPEM, keyPEM, err = issueServer(certPath, keyPath, caCert, caKey, hosts, now)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tls: server certificate %s with key %s: %w", certPath, keyPath, err)
+	}
+	return serverConfig(pair, alpn), nil
+}
+
+// LoadPair returns a server tls.Config from a user-supplied certificate
+// file and key file (PEM). The server calls it at start-up instead of
+// LoadOrCreate when the operator names its own certificate and key; the
+// certificate file may hold intermediate certificates after the leaf. The
+// config requires TLS 1.3 and offers only the ALPN protocol alpn.
+func LoadPair(certFile, keyFile, alpn string) (*tls.Config, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls: read certificate: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls: read key: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tls: certificate %s with key %s: %w", certFile, keyFile, err)
+	}
+	return serverConfig(pair, alpn), nil
+}
+
+// serverConfig is the server configuration shared by LoadOrCreate and
+// LoadPair.
+func serverConfig(pair tls.Certificate, alpn string) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		NextProtos:   []string{alpn},
+		Certificates: []tls.Certificate{pair},
+	}
+}
+
+// altNames are the subject alternative names a server certificate must carry.
+type altNames struct {
+	dns []string
+	ips []net.IP
+	// extra are the caller's extra hosts; a certificate lacking one of them
+	// is reissued.
+	extraDNS []string
+	extraIPs []net.IP
+}
+
+// serverAltNames returns the names for a server certificate: localhost, the
+// loopback addresses, the host name and extraHosts, without duplicates. It
+// rejects an extra host that is neither an IP address nor a DNS name.
+func serverAltNames(extraHosts []string) (altNames, error) {
+	var h altNames
+	addDNS := func(name string, extra bool) {
+		name = strings.ToLower(strings.TrimSuffix(name, "."))
+		for _, d := range h.dns {
+			if d == name {
+				if extra && !containsDNS(h.extraDNS, name) {
+					h.extraDNS = append(h.extraDNS, name)
+				}
+				return
+			}
+		}
+		h.dns = append(h.dns, name)
+		if extra {
+			h.extraDNS = append(h.extraDNS, name)
+		}
+	}
+	addIP := func(ip net.IP, extra bool) {
+		if !containsIP(h.ips, ip) {
+			h.ips = append(h.ips, ip)
+		}
+		if extra && !containsIP(h.extraIPs, ip) {
+			h.extraIPs = append(h.extraIPs, ip)
+		}
+	}
+
+	addDNS("localhost", false)
+	addIP(net.IPv4(127, 0, 0, 1), false)
+	addIP(net.IPv6loopback, false)
+	for _, raw := range extraHosts {
+		s := strings.TrimSpace(raw)
+		if s == "" {
+			continue
+		}
+		if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+			s = s[1 : len(s)-1]
+		}
+		if ip := net.ParseIP(s); ip != nil {
+			addIP(ip, true)
+			continue
+		}
+		if !validDNSName(s) {
+			return altNames{}, fmt.Errorf("tls: extra host %q is neither an IP address nor a DNS name", raw)
+		}
+		addDNS(s, true)
+	}
+	if name, err := os.Hostname(); err == nil && validDNSName(name) {
+		addDNS(name, false)
+	}
+	return h, nil
+}
+
+// validDNSName reports whether s can be a DNS subject alternative name:
+// dot-separated labels of letters, digits, '-' and '_', at most 253 bytes,
+// with an optional leading "*." wildcard label.
+func validDNSName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	s = strings.TrimPrefix(s, "*.")
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+			if !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func containsDNS(list []string, name string) bool {
+	for _, d := range list {
+		if strings.EqualFold(strings.TrimSuffix(d, "."), name) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsIP(list []net.IP, ip net.IP) bool {
+	for _, x := range list {
+		if x.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// reissueReason returns why the valid-looking server certificate leaf
+// must be reissued, or "" when it can be used as it is.
+func reissueReason(certPath string, leaf, ca *x509.Certificate, hosts altNames, now time.Time) string {
+	if now.Before(leaf.NotBefore) {
+		return fmt.Sprintf("server certificate %s is not valid until %s", certPath, leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	if leaf.NotAfter.Sub(now) < renewBefore {
+		return fmt.Sprintf("server certificate %s expires on %s", certPath, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if err := leaf.CheckSignatureFrom(ca); err != nil {
+		return fmt.Sprintf("server certificate %s is not signed by the CA in %s", certPath, CAFileName)
+	}
+	for _, name := range hosts.extraDNS {
+		if !containsDNS(leaf.DNSNames, name) {
+			return fmt.Sprintf("server certificate %s does not name host %q", certPath, name)
+		}
+	}
+	for _, ip := range hosts.extraIPs {
+		if !containsIP(leaf.IPAddresses, ip) {
+			return fmt.Sprintf("server certificate %s does not name address %s", certPath, ip)
+		}
+	}
+	return ""
+}
+
+// createCA makes a new self-signed CA and writes its key, then its
+// certificate. The certificate goes last so that an existing ca.pem always
+// has its key next to it.
+func createCA(caPath, caKeyPath string, now time.Time) (*x509.Certificate, crypto.Signer, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls: generate CA key: %w", err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: caCommonName},
+		NotBefore:             now.Add(-backdate),
+		NotAfter:              now.AddDate(caValidityYears, 0, 0),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLen:            0,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls: create CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls: parse new CA certificate: %w", err)
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := WriteFileAtomic(caKeyPath, keyPEM, 0o600); err != nil {
+		return nil, nil, err
+	}
+	if err := WriteFileAtomic(caPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return nil, nil, err
+	}
+	return cert, key, nil
+}
+
+// issueServer makes a new server key and certificate signed by ca and
+// writes them, returning their PEM. It removes the old certificate before
+// writing the new key, so a crash in between leaves a missing certificate
+// (reissued on the next start) rather than a key that does not match it.
+func issueServer(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Signer, hosts altNames, now time.Time) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls: generate server key: %w", err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, nil, err
+	}
+	notAfter := now.Add(serverValidity)
+	if notAfter.After(ca.NotAfter) {
+		notAfter = ca.NotAfter
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: serverCommonName},
+		NotBefore:             now.Add(-backdate),
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		DNSNames:              hosts.dns,
+		IPAddresses:           hosts.ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls: create server certificate: %w", err)
+	}
+	keyPEM, err = encodeKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+
+	if err := os.Remove(certPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("tls: remove old server certificate: %w", err)
+	}
+	if err := syncDir(filepath.Dir(certPath)); err != nil {
+		return nil, nil, err
+	}
+	if err := WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		return nil, nil, err
+	}
+	if err := WriteFileAtomic(certPath, certPEM, 0o644); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, nil
+}
+
+// newSerial returns a random, positive 128-bit certificate serial number.
+func newSerial() (*big.Int, error) {
+	limit := new(big.Int).Lsh(big.NewInt(1), 128)
+	for {
+		n, err := rand.Int(rand.Reader, limit)
+		if err != nil {
+			return nil, fmt.Errorf("tls: generate serial number: %w", err)
+		}
+		if n.Sign() > 0 {
+			return n, nil
+		}
+	}
+}
+
+func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("tls: encode private key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// parseCert parses the first PEM block of data, read from path, as a
+// certificate.
+func parseCert(path string, data []byte) (*x509.Certificate, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("tls: %s is corrupt: no PEM data found", path)
+	}
+	if block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("tls: %s is corrupt: PEM block is %q, want \"CERTIFICATE\"", path, block.Type)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %s is corrupt: %w", path, err)
+	}
+	return cert, nil
+}
+
+// parseKey parses the first PEM block of data, read from path, as a
+// private key in PKCS #8, SEC 1 (EC) or PKCS #1 (RSA) form.
+func parseKey(path string, data []byte) (crypto.Signer, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("tls: %s is corrupt: no PEM data found", path)
+	}
+	var (
+		key any
+		err error
+	)
+	switch block.Type {
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	default:
+		return nil, fmt.Errorf("tls: %s is corrupt: PEM block is %q, want a private key", path, block.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tls: %s is corrupt: %w", path, err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("tls: %s is corrupt: unsupported private key type %T", path, key)
+	}
+	return signer, nil
+}
+
+// keyMatches reports whether key is the private key of cert.
+func keyMatches(key crypto.Signer, cert *x509.Certificate) bool {
+	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
+	return ok && pub.Equal(cert.PublicKey)
+}
+
+// readOptional returns the contents of path, or nil when it does not
+// exist. An empty file is returned as an empty, non-nil slice so that it is
+// reported as corrupt rather than missing.
+func readOptional(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tls: read %s: %w", path, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
+}
+
+// ensureDir creates dir with mode 0700 (and its missing parents) unless it
+// already exists, and checks that it is a folder.
+func ensureDir(dir string) error {
+	info, err := os.Stat(dir)
+	if err == nil {
+		if !info.IsDir() {
+			return fmt.Errorf("tls: %s is not a folder", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("tls: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("tls: create folder: %w", err)
+	}
+	// MkdirAll is subject to the umask; make the mode exact.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+// WriteFileAtomic replaces path with data: it writes a temporary file in
+// the same folder with mode perm, syncs it, renames it over path and syncs
+// the folder, so path holds either the old or the new contents after a crash.
+// LoadOrCreate writes every TLS file with it; the server also writes its
+// QUIC stateless reset key with it. Its errors begin with "tls: ".
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir, base := filepath.Split(path)
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("tls: write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(perm); err != nil {
+		return fmt.Errorf("tls: write %s: %w", path, err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("tls: write %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("tls: write %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("tls: write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("tls: write %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir fsyncs the folder dir so that renames and removals in it are
+// durable. Windows cannot sync a folder and does not need to.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	if dir == "" {
+		dir = "."
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("tls: sync folder: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("tls: sync folder %s: %w", dir, err)
+	}
+	return nil
+}

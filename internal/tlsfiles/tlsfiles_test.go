@@ -1,0 +1,634 @@
+package tlsfiles
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testALPN is the ALPN protocol the tests' configs offer.
+const testALPN = "leased-test/1"
+
+// testPaths are the four files LoadOrCreate keeps under a data folder.
+type testPaths struct {
+	dir, ca, caKey, cert, key string
+}
+
+func newTestPaths(dataDir string) testPaths {
+	dir := filepath.Join(dataDir, DirName)
+	return testPaths{
+		dir:   dir,
+		ca:    filepath.Join(dir, CAFileName),
+		caKey: filepath.Join(dir, CAKeyFileName),
+		cert:  filepath.Join(dir, CertFileName),
+		key:   filepath.Join(dir, KeyFileName),
+	}
+}
+
+func mustLoad(t *testing.T, dataDir string, extraHosts []string) *tls.Config {
+	t.Helper()
+	cfg, err := LoadOrCreate(dataDir, extraHosts, testALPN)
+	if err != nil {
+		t.Fatalf("LoadOrCreate(%v): %v", extraHosts, err)
+	}
+	return cfg
+}
+
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func mustRemove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// caPool returns a pool holding the CA of the data folder, built the way the
+// CLI builds it: from CAPath.
+func caPool(t *testing.T, dataDir string) *x509.CertPool {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(mustReadFile(t, CAPath(dataDir))) {
+		t.Fatalf("no certificate in %s", CAPath(dataDir))
+	}
+	return pool
+}
+
+// leafOf returns the server certificate of cfg.
+func leafOf(t *testing.T, cfg *tls.Config) *x509.Certificate {
+	t.Helper()
+	if len(cfg.Certificates) != 1 {
+		t.Fatalf("config has %d certificates, want 1", len(cfg.Certificates))
+	}
+	c := cfg.Certificates[0]
+	if c.Leaf != nil {
+		return c.Leaf
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
+}
+
+func parsePEMCert(t *testing.T, data []byte) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func verifyServer(leaf *x509.Certificate, pool *x509.CertPool, host string) error {
+	_, err := leaf.Verify(x509.VerifyOptions{
+		DNSName:   host,
+		Roots:     pool,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	return err
+}
+
+func TestCAPath(t *testing.T) {
+	got := CAPath(filepath.Join("var", "lib", "leased"))
+	want := filepath.Join("var", "lib", "leased", "tls", "ca.pem")
+	if got != want {
+		t.Fatalf("CAPath = %q, want %q", got, want)
+	}
+}
+
+func TestLoadOrCreateCreatesFiles(t *testing.T) {
+	data := t.TempDir()
+	cfg := mustLoad(t, data, nil)
+	p := newTestPaths(data)
+
+	for _, f := range []string{p.ca, p.caKey, p.cert, p.key} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 4 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("tls folder holds %v, want exactly the four TLS files", names)
+	}
+
+	if cfg.MinVersion != tls.VersionTLS13 {
+		t.Errorf("MinVersion = %#x, want TLS 1.3", cfg.MinVersion)
+	}
+	if !slices.Equal(cfg.NextProtos, []string{testALPN}) {
+		t.Errorf("NextProtos = %q, want [%q]", cfg.NextProtos, testALPN)
+	}
+
+	if runtime.GOOS == "windows" {
+		return
+	}
+	for _, f := range []string{p.caKey, p.key} {
+		info, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := info.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s has mode %#o, want 0600", f, mode)
+		}
+	}
+	info, err := os.Stat(p.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := info.Mode().Perm(); mode != 0o700 {
+		t.Errorf("%s has mode %#o, want 0700", p.dir, mode)
+	}
+}
+
+func TestLoadOrCreateCertificates(t *testing.T) {
+	data := t.TempDir()
+	cfg := mustLoad(t, data, nil)
+	leaf := leafOf(t, cfg)
+	pool := caPool(t, data)
+
+	for _, host := range []string{"localhost", "127.0.0.1", "::1"} {
+		if err := verifyServer(leaf, pool, host); err != nil {
+			t.Errorf("verify for %s: %v", host, err)
+		}
+	}
+	if err := verifyServer(leaf, pool, "example.com"); err == nil {
+		t.Error("leaf verified for example.com, a host it does not name")
+	}
+
+	// A fresh CA of another data folder must not verify this server.
+	other := t.TempDir()
+	mustLoad(t, other, nil)
+	if err := verifyServer(leaf, caPool(t, other), "localhost"); err == nil {
+		t.Error("leaf verified against a different CA")
+	}
+
+	ca := parsePEMCert(t, mustReadFile(t, CAPath(data)))
+	if !ca.IsCA || !ca.MaxPathLenZero || ca.MaxPathLen != 0 {
+		t.Errorf("CA: IsCA=%v MaxPathLen=%d MaxPathLenZero=%v", ca.IsCA, ca.MaxPathLen, ca.MaxPathLenZero)
+	}
+	if ca.Subject.CommonName != "leased local CA" {
+		t.Errorf("CA CommonName = %q", ca.Subject.CommonName)
+	}
+	if ca.KeyUsage != x509.KeyUsageCertSign|x509.KeyUsageCRLSign {
+		t.Errorf("CA KeyUsage = %v", ca.KeyUsage)
+	}
+	if ca.PublicKeyAlgorithm != x509.ECDSA || leaf.PublicKeyAlgorithm != x509.ECDSA {
+		t.Errorf("key algorithms: CA %v, server %v; want ECDSA", ca.PublicKeyAlgorithm, leaf.PublicKeyAlgorithm)
+	}
+	now := time.Now()
+	if d := ca.NotAfter.Sub(now); d < 9*365*24*time.Hour {
+		t.Errorf("CA valid for %v more, want about 10 years", d)
+	}
+	if d := leaf.NotAfter.Sub(now); d < 824*24*time.Hour || d > 826*24*time.Hour {
+		t.Errorf("server certificate valid for %v more, want 825 days", d)
+	}
+	for _, c := range []*x509.Certificate{ca, leaf} {
+		if !c.NotBefore.Before(now.Add(-30 * time.Minute)) {
+			t.Errorf("%s NotBefore %v is not back-dated", c.Subject.CommonName, c.NotBefore)
+		}
+		if c.SerialNumber.Sign() <= 0 || c.SerialNumber.BitLen() > 128 {
+			t.Errorf("%s serial %v is not a positive 128-bit number", c.Subject.CommonName, c.SerialNumber)
+		}
+	}
+	if leaf.IsCA {
+		t.Error("server certificate is a CA")
+	}
+	if !slices.Equal(leaf.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) {
+		t.Errorf("server ExtKeyUsage = %v", leaf.ExtKeyUsage)
+	}
+	if host, err := os.Hostname(); err == nil && validDNSName(host) {
+		if err := verifyServer(leaf, pool, host); err != nil {
+			t.Errorf("verify for host name %s: %v", host, err)
+		}
+	}
+}
+
+func TestLoadOrCreateReuses(t *testing.T) {
+	data := t.TempDir()
+	p := newTestPaths(data)
+	first := mustLoad(t, data, nil)
+	ca, cert, key := mustReadFile(t, p.ca), mustReadFile(t, p.cert), mustReadFile(t, p.key)
+
+	second := mustLoad(t, data, nil)
+	if !bytes.Equal(ca, mustReadFile(t, p.ca)) {
+		t.Error("ca.pem changed on the second call")
+	}
+	if !bytes.Equal(cert, mustReadFile(t, p.cert)) {
+		t.Error("server.pem changed on the second call")
+	}
+	if !bytes.Equal(key, mustReadFile(t, p.key)) {
+		t.Error("server-key.pem changed on the second call")
+	}
+	if !leafOf(t, first).Equal(leafOf(t, second)) {
+		t.Error("second config serves a different certificate")
+	}
+}
+
+func TestLoadOrCreateExtraHosts(t *testing.T) {
+	data := t.TempDir()
+	p := newTestPaths(data)
+	mustLoad(t, data, nil)
+	ca, cert := mustReadFile(t, p.ca), mustReadFile(t, p.cert)
+
+	extra := []string{"Lease.Example.internal", "10.1.2.3", "[fd00::7]", " "}
+	cfg := mustLoad(t, data, extra)
+	if !bytes.Equal(ca, mustReadFile(t, p.ca)) {
+		t.Fatal("ca.pem changed when an extra host was added")
+	}
+	if bytes.Equal(cert, mustReadFile(t, p.cert)) {
+		t.Fatal("server.pem was not reissued for the new extra hosts")
+	}
+	leaf := leafOf(t, cfg)
+	if !leaf.Equal(parsePEMCert(t, mustReadFile(t, p.cert))) {
+		t.Error("config serves a certificate other than server.pem")
+	}
+	pool := caPool(t, data)
+	for _, host := range []string{"lease.example.internal", "10.1.2.3", "fd00::7", "localhost", "127.0.0.1", "::1"} {
+		if err := verifyServer(leaf, pool, host); err != nil {
+			t.Errorf("verify for %s: %v", host, err)
+		}
+	}
+
+	// The same hosts, or fewer, reuse the certificate.
+	cert = mustReadFile(t, p.cert)
+	mustLoad(t, data, []string{"10.1.2.3", "lease.example.internal."})
+	mustLoad(t, data, nil)
+	if !bytes.Equal(cert, mustReadFile(t, p.cert)) {
+		t.Error("server.pem reissued although it names every requested host")
+	}
+}
+
+func TestLoadOrCreateBadExtraHost(t *testing.T) {
+	data := t.TempDir()
+	for _, host := range []string{"lease.example.com:4433", "bad host", "fe80::1%eth0"} {
+		_, err := LoadOrCreate(data, []string{host}, testALPN)
+		if err == nil || !strings.Contains(err.Error(), host) {
+			t.Errorf("extra host %q: err = %v, want an error naming it", host, err)
+		}
+	}
+}
+
+func TestLoadOrCreateReissuesMissingServerCert(t *testing.T) {
+	for _, missing := range []string{CertFileName, KeyFileName} {
+		t.Run(missing, func(t *testing.T) {
+			data := t.TempDir()
+			p := newTestPaths(data)
+			mustLoad(t, data, nil)
+			ca, cert := mustReadFile(t, p.ca), mustReadFile(t, p.cert)
+			mustRemove(t, filepath.Join(p.dir, missing))
+
+			cfg := mustLoad(t, data, nil)
+			if !bytes.Equal(ca, mustReadFile(t, p.ca)) {
+				t.Fatal("ca.pem changed")
+			}
+			newCert := mustReadFile(t, p.cert)
+			if bytes.Equal(cert, newCert) {
+				t.Fatal("server.pem not reissued")
+			}
+			if _, err := os.Stat(p.key); err != nil {
+				t.Fatal(err)
+			}
+			if err := verifyServer(leafOf(t, cfg), caPool(t, data), "localhost"); err != nil {
+				t.Fatalf("reissued certificate: %v", err)
+			}
+		})
+	}
+}
+
+func TestLoadOrCreateReissuesExpiringCert(t *testing.T) {
+	data := t.TempDir()
+	p := newTestPaths(data)
+	mustLoad(t, data, nil)
+	ca, err := parseCert(p.ca, mustReadFile(t, p.ca))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := parseKey(p.caKey, mustReadFile(t, p.caKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := serverAltNames(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Issued 810 days ago: 15 days left.
+	if _, _, err := issueServer(p.cert, p.key, ca, caKey, hosts, time.Now().Add(-810*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	caPEM, old := mustReadFile(t, p.ca), mustReadFile(t, p.cert)
+
+	cfg := mustLoad(t, data, nil)
+	if bytes.Equal(old, mustReadFile(t, p.cert)) {
+		t.Fatal("expiring server.pem not reissued")
+	}
+	if !bytes.Equal(caPEM, mustReadFile(t, p.ca)) {
+		t.Fatal("ca.pem changed")
+	}
+	if d := time.Until(leafOf(t, cfg).NotAfter); d < 800*24*time.Hour {
+		t.Fatalf("reissued certificate valid for only %v", d)
+	}
+}
+
+func TestLoadOrCreateMissingCAKey(t *testing.T) {
+	data := t.TempDir()
+	p := newTestPaths(data)
+	mustLoad(t, data, nil)
+	ca := mustReadFile(t, p.ca)
+	mustRemove(t, p.caKey)
+
+	// A valid server certificate does not need the CA key.
+	mustLoad(t, data, nil)
+
+	// Reissuing does.
+	mustRemove(t, p.cert)
+	_, err := LoadOrCreate(data, nil, testALPN)
+	if err == nil {
+		t.Fatal("no error although server.pem must be reissued and ca-key.pem is missing")
+	}
+	if !strings.Contains(err.Error(), CAKeyFileName) {
+		t.Errorf("error %q does not mention %s", err, CAKeyFileName)
+	}
+	if !bytes.Equal(ca, mustReadFile(t, p.ca)) {
+		t.Error("ca.pem changed")
+	}
+	if _, err := os.Stat(p.caKey); !os.IsNotExist(err) {
+		t.Errorf("ca-key.pem recreated: %v", err)
+	}
+
+	// So does a new extra host.
+	data2 := t.TempDir()
+	mustLoad(t, data2, nil)
+	mustRemove(t, newTestPaths(data2).caKey)
+	if _, err := LoadOrCreate(data2, []string{"new.example.com"}, testALPN); err == nil || !strings.Contains(err.Error(), CAKeyFileName) {
+		t.Errorf("new extra host without CA key: err = %v, want one mentioning %s", err, CAKeyFileName)
+	}
+}
+
+func TestLoadOrCreateCorruptFiles(t *testing.T) {
+	tests := []struct {
+		name   string
+		file   string // the file the error must name
+		damage func(t *testing.T, p testPaths)
+	}{
+		{"garbage ca.pem", CAFileName, func(t *testing.T, p testPaths) {
+			os.WriteFile(p.ca, []byte("not a certificate\n"), 0o644)
+		}},
+		{"empty ca.pem", CAFileName, func(t *testing.T, p testPaths) {
+			os.WriteFile(p.ca, nil, 0o644)
+		}},
+		{"bad DER in ca.pem", CAFileName, func(t *testing.T, p testPaths) {
+			os.WriteFile(p.ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("junk")}), 0o644)
+		}},
+		{"ca.pem is not a CA", CAFileName, func(t *testing.T, p testPaths) {
+			os.WriteFile(p.ca, mustReadFile(t, p.cert), 0o644)
+		}},
+		{"garbage ca-key.pem", CAKeyFileName, func(t *testing.T, p testPaths) {
+			os.WriteFile(p.caKey, []byte("garbage"), 0o600)
+		}},
+		{"ca-key.pem does not match", CAKeyFileName, func(t *testing.T, p testPaths) {
+			os.WriteFile(p.caKey, mustReadFile(t, p.key), 0o600)
+		}},
+		{"garbage server.pem", CertFileName, func(t *testing.T, p testPaths) {
+			os.WriteFile(p.cert, []byte("garbage"), 0o644)
+		}},
+		{"garbage server-key.pem", KeyFileName, func(t *testing.T, p testPaths) {
+			os.WriteFile(p.key, []byte("garbage"), 0o600)
+		}},
+		{"server-key.pem does not match", KeyFileName, func(t *testing.T, p testPaths) {
+			os.WriteFile(p.key, mustReadFile(t, p.caKey), 0o600)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := t.TempDir()
+			p := newTestPaths(data)
+			mustLoad(t, data, nil)
+			tt.damage(t, p)
+			before := map[string][]byte{}
+			for _, f := range []string{p.ca, p.caKey, p.cert, p.key} {
+				before[f] = mustReadFile(t, f)
+			}
+
+			_, err := LoadOrCreate(data, nil, testALPN)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), filepath.Join(p.dir, tt.file)) {
+				t.Errorf("error %q does not name %s", err, tt.file)
+			}
+			for f, b := range before {
+				if !bytes.Equal(b, mustReadFile(t, f)) {
+					t.Errorf("%s changed after the error", filepath.Base(f))
+				}
+			}
+		})
+	}
+}
+
+func TestLoadOrCreateMissingCA(t *testing.T) {
+	// Without ca.pem there is no CA anyone can trust: a new one is made and
+	// the server certificate is reissued from it.
+	data := t.TempDir()
+	p := newTestPaths(data)
+	mustLoad(t, data, nil)
+	oldKey := mustReadFile(t, p.caKey)
+	mustRemove(t, p.ca)
+
+	cfg := mustLoad(t, data, nil)
+	if bytes.Equal(oldKey, mustReadFile(t, p.caKey)) {
+		t.Error("ca-key.pem not replaced along with ca.pem")
+	}
+	if err := verifyServer(leafOf(t, cfg), caPool(t, data), "localhost"); err != nil {
+		t.Errorf("server certificate does not verify against the new CA: %v", err)
+	}
+}
+
+func TestLoadPair(t *testing.T) {
+	data := t.TempDir()
+	p := newTestPaths(data)
+	want := leafOf(t, mustLoad(t, data, nil))
+
+	cfg, err := LoadPair(p.cert, p.key, testALPN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MinVersion != tls.VersionTLS13 {
+		t.Errorf("MinVersion = %#x, want TLS 1.3", cfg.MinVersion)
+	}
+	if !slices.Equal(cfg.NextProtos, []string{testALPN}) {
+		t.Errorf("NextProtos = %q, want [%q]", cfg.NextProtos, testALPN)
+	}
+	if !leafOf(t, cfg).Equal(want) {
+		t.Error("LoadPair serves a different certificate")
+	}
+
+	missing := filepath.Join(data, "nope.pem")
+	if _, err := LoadPair(missing, p.key, testALPN); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing certificate: err = %v", err)
+	}
+	if _, err := LoadPair(p.cert, missing, testALPN); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing key: err = %v", err)
+	}
+	if _, err := LoadPair(p.cert, p.caKey, testALPN); err == nil || !strings.Contains(err.Error(), p.cert) {
+		t.Errorf("mismatched key: err = %v", err)
+	}
+}
+
+// handshake runs a TLS handshake between server and client over a loopback
+// TCP connection and returns the client's connection state.
+func handshake(t *testing.T, server, client *tls.Config) (tls.ConnectionState, error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	serverErr := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			serverErr <- err
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		serverErr <- tls.Server(c, server).Handshake()
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: client}
+	c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		<-serverErr
+		return tls.ConnectionState{}, err
+	}
+	defer c.Close()
+	if err := <-serverErr; err != nil {
+		return tls.ConnectionState{}, err
+	}
+	return c.(*tls.Conn).ConnectionState(), nil
+}
+
+func TestHandshake(t *testing.T) {
+	data := t.TempDir()
+	generated := mustLoad(t, data, nil)
+	p := newTestPaths(data)
+	files, err := LoadPair(p.cert, p.key, testALPN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := caPool(t, data)
+
+	for _, tc := range []struct {
+		name       string
+		server     *tls.Config
+		serverName string
+	}{
+		{"generated/localhost", generated, "localhost"},
+		{"generated/127.0.0.1", generated, "127.0.0.1"},
+		{"files/localhost", files, "localhost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := handshake(t, tc.server, &tls.Config{
+				RootCAs:    pool,
+				ServerName: tc.serverName,
+				NextProtos: []string{testALPN},
+			})
+			if err != nil {
+				t.Fatalf("handshake: %v", err)
+			}
+			if st.NegotiatedProtocol != testALPN {
+				t.Errorf("NegotiatedProtocol = %q, want %q", st.NegotiatedProtocol, testALPN)
+			}
+			if st.Version != tls.VersionTLS13 {
+				t.Errorf("Version = %#x, want TLS 1.3", st.Version)
+			}
+		})
+	}
+
+	t.Run("other CA", func(t *testing.T) {
+		other := t.TempDir()
+		mustLoad(t, other, nil)
+		if _, err := handshake(t, generated, &tls.Config{
+			RootCAs:    caPool(t, other),
+			ServerName: "localhost",
+			NextProtos: []string{testALPN},
+		}); err == nil {
+			t.Fatal("handshake succeeded with a client trusting another CA")
+		}
+	})
+
+	t.Run("TLS 1.2 client", func(t *testing.T) {
+		if _, err := handshake(t, generated, &tls.Config{
+			RootCAs:    pool,
+			ServerName: "localhost",
+			NextProtos: []string{testALPN},
+			MaxVersion: tls.VersionTLS12,
+		}); err == nil {
+			t.Fatal("handshake succeeded with TLS 1.2")
+		}
+	})
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "secret.key")
+	for _, data := range [][]byte{[]byte("first"), []byte("second, longer"), {}} {
+		if err := WriteFileAtomic(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustReadFile(t, path); !bytes.Equal(got, data) {
+			t.Errorf("%s holds %q, want %q", path, got, data)
+		}
+		if runtime.GOOS != "windows" {
+			info, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode := info.Mode().Perm(); mode != 0o600 {
+				t.Errorf("%s has mode %#o, want 0600", path, mode)
+			}
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 {
+			t.Errorf("folder holds %d files after the write, want only %s", len(entries), filepath.Base(path))
+		}
+	}
+
+	missing := filepath.Join(dir, "no such folder", "f")
+	if err := WriteFileAtomic(missing, []byte("x"), 0o600); err == nil || !strings.HasPrefix(err.Error(), "tls: write "+missing) {
+		t.Errorf("write into a missing folder: err = %v, want one naming %s", err, missing)
+	}
+}
