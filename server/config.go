@@ -10,6 +10,7 @@ import (
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
 )
 
@@ -28,7 +29,7 @@ const (
 	// DefaultHelloTimeout is the default of Config.HelloTimeout.
 	DefaultHelloTimeout = 10 * time.Second
 	// MaxKeySize is the largest key, in bytes. Keys are 1 to MaxKeySize bytes.
-	MaxKeySize = 4096
+	MaxKeySize = protocol.MaxKeySize
 )
 
 // Config configures a Server. The zero value of every field means its

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"os"
 
 	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/protocol"
@@ -54,10 +53,4 @@ func LoadOrCreateTLS(dir string, extraHosts []string) (*tls.Config, error) {
 // config requires TLS 1.3 and offers only the ALPN protocol.ALPN.
 func LoadTLSFiles(certFile, keyFile string) (*tls.Config, error) {
 	return tlsfiles.LoadPair(certFile, keyFile, protocol.ALPN)
-}
-
-// tlsWriteFileAtomic is tlsfiles.WriteFileAtomic, under the name that
-// loadOrCreateResetKey calls it by.
-func tlsWriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return tlsfiles.WriteFileAtomic(path, data, perm)
 }
