@@ -1,0 +1,266 @@
+package core
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leased/leased/internal/testkit/faultstore"
+	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/store"
+)
+
+// These tests run the core under testing/synctest: its goroutines and
+// timers live in a bubble whose clock moves only when every goroutine in it
+// is blocked, so lease time passes at once and exactly.
+
+const (
+	term = 2 * time.Second
+	eps  = 100 * time.Millisecond
+)
+
+// notices records what the core asks of sessions.
+type notices struct {
+	mu      sync.Mutex
+	inv     map[SessionID][]string
+	recalls []leasetable.Notice
+}
+
+func (n *notices) Invalidate(id SessionID, keys []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.inv == nil {
+		n.inv = make(map[SessionID][]string)
+	}
+	n.inv[id] = append(n.inv[id], keys...)
+}
+
+func (n *notices) Recall(id SessionID, key string, token uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.recalls = append(n.recalls, leasetable.Notice{Session: id, Key: key, Token: token})
+}
+
+// durable is a store that outlives the cores over it, as a disk outlives
+// a process: Close leaves it open.
+type durable struct{ store.Store }
+
+func (durable) Close() error { return nil }
+
+func newCore(t *testing.T, st store.Store) (*Core, *notices) {
+	t.Helper()
+	n := &notices{}
+	c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, n
+}
+
+// pending is a submitted request and its outcome, once it has one.
+type pending struct {
+	r   *Request
+	out chan Outcome
+}
+
+func submit(t *testing.T, c *Core, r *Request) *pending {
+	t.Helper()
+	p := &pending{r: r, out: make(chan Outcome, 1)}
+	r.Done = func(o Outcome) { p.out <- o }
+	if err := c.Submit(r); err != nil {
+		t.Fatalf("Submit(%s %q by %d): %v", r.Op, r.Key, r.Session, err)
+	}
+	return p
+}
+
+// outcome returns p's outcome once the core has nothing left to do at
+// this instant, and false if it has none.
+func (p *pending) outcome() (Outcome, bool) {
+	synctest.Wait()
+	select {
+	case o := <-p.out:
+		return o, true
+	default:
+		return Outcome{}, false
+	}
+}
+
+func (p *pending) must(t *testing.T) Outcome {
+	t.Helper()
+	o, ok := p.outcome()
+	if !ok {
+		t.Fatalf("%s %q by %d: no outcome", p.r.Op, p.r.Key, p.r.Session)
+	}
+	if o.Err != nil {
+		t.Fatalf("%s %q by %d: %v", p.r.Op, p.r.Key, p.r.Session, o.Err)
+	}
+	return o
+}
+
+func put(s SessionID, key, value string) *Request {
+	return &Request{Session: s, Op: store.OpPut, Key: []byte(key), Value: []byte(value)}
+}
+
+// TestWriteLeaseSurvivesRestart: a write lease is persisted with its
+// token. After a restart its holder, on a new session, writes under it at
+// once, before the write barrier; other sessions get no read lease on the
+// key, and their writes wait until the holder releases it and the barrier
+// has passed.
+func TestWriteLeaseSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := durable{store.NewMemory()}
+		a, _ := newCore(t, st)
+		a.OpenSession(1)
+		acq := submit(t, a, &Request{Session: 1, Acquire: true, Key: []byte("k")}).must(t)
+		if acq.Token != 1 || acq.Term != term {
+			t.Fatalf("acquire: token %d term %v, want 1 and %v", acq.Token, acq.Term, term)
+		}
+		a.Close() // the lease is live: the horizon stays past it
+
+		b, n := newCore(t, st)
+		defer b.Close()
+		barrier := time.Now().Add(b.Stats().WritesAllowedIn)
+		if left := b.Stats().WritesAllowedIn; left < term || left > term+eps {
+			t.Fatalf("writes held for %v after a restart with a live write lease of term %v", left, term)
+		}
+		for _, s := range []SessionID{11, 12} {
+			b.OpenSession(s)
+		}
+		if _, got, _ := b.Read(12, []byte("k")); got != 0 {
+			t.Fatalf("read lease %v on a key whose write lease was restored", got)
+		}
+		if err := b.Submit(&Request{Session: 12, Op: store.OpPut, Key: []byte("k"), Token: 2, Done: func(Outcome) {}}); !errors.Is(err, leasetable.ErrFenced) {
+			t.Fatalf("write with a token never granted: %v, want ErrFenced", err)
+		}
+		other := submit(t, b, put(12, "k", "other"))
+		fenced := put(11, "k", "holder")
+		fenced.Token = acq.Token
+		w := submit(t, b, fenced).must(t)
+		if w.Version != 1 {
+			t.Fatalf("holder's write after the restart: version %d, want 1", w.Version)
+		}
+		if _, ok := other.outcome(); ok {
+			t.Fatal("another session's write committed while the restored write lease was held")
+		}
+		if len(n.recalls) != 1 || n.recalls[0].Session != leasetable.RestoredSession {
+			t.Fatalf("recalls %+v, want one to the restored session", n.recalls)
+		}
+		if err := b.ReleaseWriteLease(11, "k", acq.Token); err != nil {
+			t.Fatalf("the new session releases the restored lease: %v", err)
+		}
+		if _, ok := other.outcome(); ok {
+			t.Fatal("a write committed before the write barrier")
+		}
+		time.Sleep(time.Until(barrier))
+		if o := other.must(t); o.Version != 2 {
+			t.Fatalf("the other write: version %d, want 2", o.Version)
+		}
+		if s, _ := st.State(); len(s.WriteLeases) != 0 {
+			t.Fatalf("write leases stored after the release: %+v", s.WriteLeases)
+		}
+	})
+}
+
+// TestRestoredWriteLeaseExpires: when the holder of a restored write lease
+// never comes back, a conflicting write waits until the lease has expired
+// at the barrier, and the lease's end is persisted.
+func TestRestoredWriteLeaseExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := durable{store.NewMemory()}
+		a, _ := newCore(t, st)
+		a.OpenSession(1)
+		submit(t, a, &Request{Session: 1, Acquire: true, Key: []byte("k")}).must(t)
+		a.Close()
+
+		b, _ := newCore(t, st)
+		defer b.Close()
+		b.OpenSession(2)
+		barrier := time.Now().Add(b.Stats().WritesAllowedIn)
+		w := submit(t, b, put(2, "k", "v"))
+		time.Sleep(time.Until(barrier) - time.Nanosecond)
+		if _, ok := w.outcome(); ok {
+			t.Fatal("a write committed over a restored write lease before it expired")
+		}
+		time.Sleep(time.Nanosecond)
+		o := w.must(t)
+		if o.Waited < term || o.Waited > term+eps {
+			t.Fatalf("the write waited %v, want the lease's term %v plus at most ε", o.Waited, term)
+		}
+		if o.Holders != 1 {
+			t.Fatalf("the write counted %d holders, want the restored lease", o.Holders)
+		}
+		if s, _ := st.State(); len(s.WriteLeases) != 0 {
+			t.Fatalf("write leases stored after expiry: %+v", s.WriteLeases)
+		}
+	})
+}
+
+// TestExpiredWriteLeasesEndAtStart: write leases of an earlier run whose
+// horizon has passed are ended in the store when the next run starts.
+func TestExpiredWriteLeasesEndAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := durable{store.NewMemory()}
+		a, _ := newCore(t, st)
+		a.OpenSession(1)
+		submit(t, a, &Request{Session: 1, Acquire: true, Key: []byte("k")}).must(t)
+		a.Close()
+		time.Sleep(time.Minute)
+		b, _ := newCore(t, st)
+		defer b.Close()
+		if s, _ := st.State(); len(s.WriteLeases) != 0 {
+			t.Fatalf("write leases left after the horizon passed: %+v", s.WriteLeases)
+		}
+		if left := b.Stats().WritesAllowedIn; left != 0 {
+			t.Fatalf("writes held for %v", left)
+		}
+	})
+}
+
+// TestFailedCommitLeavesNoTrace: a commit the store failed changes nothing
+// that a replica applying the same successful commands would not have:
+// after the store is reopened, versions and tokens go on from what is
+// durable, exactly as on a store that never saw the failed commands.
+func TestFailedCommitLeavesNoTrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := faultstore.New(store.NewMemory())
+		c, _ := newCore(t, fs)
+		defer c.Close()
+		c.OpenSession(1)
+		if o := submit(t, c, put(1, "a", "1")).must(t); o.Version != 1 {
+			t.Fatalf("first put: version %d", o.Version)
+		}
+		fs.Fail(syscall.ENOSPC)
+		o, _ := submit(t, c, put(1, "b", "1")).outcome()
+		if !errors.Is(o.Err, ErrInternal) || !strings.Contains(o.Err.Error(), syscall.ENOSPC.Error()) {
+			t.Fatalf("put under the fault: %+v, want ErrInternal naming the fault", o)
+		}
+		// Until the retry is due, writes are refused without reaching the
+		// store.
+		faults := fs.Faults()
+		o, _ = submit(t, c, put(1, "c", "1")).outcome()
+		if !errors.Is(o.Err, ErrInternal) || fs.Faults() != faults {
+			t.Fatalf("put before the retry: %+v after %d more faults", o, fs.Faults()-faults)
+		}
+		fs.Heal()
+		time.Sleep(c.retryInterval())
+		synctest.Wait()
+		if o := submit(t, c, put(1, "d", "1")).must(t); o.Version != 2 {
+			t.Fatalf("put after the store came back: version %d, want 2", o.Version)
+		}
+		if o := submit(t, c, &Request{Session: 1, Acquire: true, Key: []byte("w")}).must(t); o.Token != 1 {
+			t.Fatalf("acquire after the store came back: token %d, want 1", o.Token)
+		}
+		for _, k := range []string{"b", "c"} {
+			if rec, _, _ := c.Read(1, []byte(k)); rec.Found {
+				t.Fatalf("the failed put of %q is visible: %+v", k, rec)
+			}
+		}
+	})
+}
