@@ -84,7 +84,8 @@ type Config struct {
 	HelloTimeout time.Duration
 	// Store, if set, holds the server's state instead of a badger database
 	// under Dir, for tests and embedders (store.NewMemory keeps it in
-	// memory). The server owns it and closes it in Close.
+	// memory). The server owns it from New on: it closes it in Close, or in
+	// New if New fails.
 	Store store.Store
 	// PacketConn, if set, is the socket the server serves QUIC on instead of
 	// binding Addr: for example an in-memory network in tests. The caller

@@ -64,18 +64,28 @@ type Server struct {
 // New opens the data folder, creates or loads TLS, opens the store, binds
 // the UDP socket and returns a Server ready to Serve.
 func New(cfg Config) (*Server, error) {
+	s, handed, err := open(cfg)
+	if err != nil && cfg.Store != nil && !handed {
+		cfg.Store.Close() // New owns it, whatever step failed
+	}
+	return s, err
+}
+
+// open is New. It reports whether it handed cfg.Store to the core, which
+// closes it from then on.
+func open(cfg Config) (_ *Server, handed bool, _ error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("leased: config: %w", err)
+		return nil, false, fmt.Errorf("leased: config: %w", err)
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("leased: data folder: %w", err)
+		return nil, false, fmt.Errorf("leased: data folder: %w", err)
 	}
 	tlsConf := cfg.TLSConfig
 	if tlsConf == nil {
 		var err error
 		if tlsConf, err = LoadOrCreateTLS(cfg.Dir, cfg.TLSHosts); err != nil {
-			return nil, fmt.Errorf("leased: %w", err)
+			return nil, false, fmt.Errorf("leased: %w", err)
 		}
 	} else {
 		tlsConf = tlsConf.Clone()
@@ -85,12 +95,12 @@ func New(cfg Config) (*Server, error) {
 
 	resetKey, err := loadOrCreateResetKey(cfg.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("leased: %w", err)
+		return nil, false, fmt.Errorf("leased: %w", err)
 	}
 	st := cfg.Store
 	if st == nil {
 		if st, err = store.Open(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger); err != nil {
-			return nil, fmt.Errorf("leased: %w", err)
+			return nil, false, fmt.Errorf("leased: %w", err)
 		}
 	}
 	s := &Server{
@@ -102,13 +112,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.core, err = core.New(cfg.coreConfig(), st, s); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("leased: %w", err)
+		return nil, true, fmt.Errorf("leased: %w", err)
 	}
 	pc := cfg.PacketConn
 	if pc == nil {
 		if pc, err = listenUDP(cfg.Addr); err != nil {
 			s.core.Close()
-			return nil, fmt.Errorf("leased: %w", err)
+			return nil, true, fmt.Errorf("leased: %w", err)
 		}
 		s.udp = pc
 	}
@@ -124,9 +134,9 @@ func New(cfg Config) (*Server, error) {
 			s.udp.Close()
 		}
 		s.core.Close()
-		return nil, fmt.Errorf("leased: listen: %w", err)
+		return nil, true, fmt.Errorf("leased: listen: %w", err)
 	}
-	return s, nil
+	return s, true, nil
 }
 
 func listenUDP(addr string) (net.PacketConn, error) {

@@ -298,25 +298,3 @@ func TestPrefixTerms(t *testing.T) {
 		t.Fatalf("want the write reply, got %#v", wr)
 	}
 }
-
-func TestConfigValidation(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cfg  Config
-	}{
-		{"negative term", Config{LeaseTerm: -time.Second}},
-		{"negative epsilon", Config{Epsilon: -time.Second}},
-		{"huge values", Config{MaxValueSize: 65 << 20}},
-		{"negative prefix term", Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: -1}}}},
-		{"duplicate prefix", Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 1}, {Prefix: "/a", Term: 2}}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.Dir = t.TempDir()
-			tc.cfg.Addr = "127.0.0.1:0"
-			if srv, err := New(tc.cfg); err == nil {
-				srv.Close()
-				t.Fatal("New accepted a bad config")
-			}
-		})
-	}
-}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/store"
+)
+
+// TestConfigDefaults: every field of Config is known here, with a value
+// that withDefaults must keep, and what its zero value becomes. A field
+// added to Config without a line here fails the test, so that defaults and
+// validation are thought about for it (as quic-go's config test does).
+func TestConfigDefaults(t *testing.T) {
+	fc := clock.NewFake()
+	logger := slog.New(slog.DiscardHandler)
+	mem := store.NewMemory()
+	var pc net.PacketConn = &net.UDPConn{}
+	tlsConf := &tls.Config{}
+	fields := map[string]struct {
+		set  any // a valid non-zero value, kept as it is
+		zero any // what the zero value becomes; nil: it stays zero
+	}{
+		"Dir":              {"data", DefaultDir},
+		"Addr":             {"127.0.0.1:1", DefaultAddr},
+		"LeaseTerm":        {time.Minute, DefaultLeaseTerm},
+		"PrefixTerms":      {[]PrefixTerm{{Prefix: "/a", Term: time.Second}}, nil},
+		"Epsilon":          {time.Second, DefaultEpsilon},
+		"MaxValueSize":     {1 << 10, DefaultMaxValueSize},
+		"MaxInflight":      {10, DefaultMaxInflight},
+		"MaxInflightBytes": {8 << 20, DefaultMaxInflightBytes},
+		"MaxSessions":      {5, DefaultMaxSessions},
+		"HorizonStep":      {time.Second, (DefaultLeaseTerm + DefaultEpsilon) / 4},
+		"IdleTimeout":      {time.Minute, DefaultIdleTimeout},
+		"HelloTimeout":     {time.Second, DefaultHelloTimeout},
+		"Store":            {store.Store(mem), nil},
+		"PacketConn":       {pc, nil},
+		"TLSConfig":        {tlsConf, nil},
+		"TLSHosts":         {[]string{"db1"}, nil},
+		"Clock":            {clock.Clock(fc), "real"},
+		"Logger":           {logger, slog.Default()},
+	}
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		f, ok := fields[name]
+		if !ok {
+			t.Errorf("Config.%s is not in this test: add it, with its default and its validation", name)
+			continue
+		}
+		var set Config
+		reflect.ValueOf(&set).Elem().Field(i).Set(reflect.ValueOf(f.set))
+		got := reflect.ValueOf(set.withDefaults()).Field(i).Interface()
+		if !reflect.DeepEqual(got, f.set) {
+			t.Errorf("Config.%s = %v became %v", name, f.set, got)
+		}
+		if err := set.Validate(); err != nil {
+			t.Errorf("Config.%s = %v: %v", name, f.set, err)
+		}
+		zero := reflect.ValueOf(Config{}.withDefaults()).Field(i)
+		switch {
+		case f.zero == nil:
+			if !zero.IsZero() {
+				t.Errorf("zero Config.%s became %v, want it left zero", name, zero.Interface())
+			}
+		case f.zero == "real":
+			if zero.IsNil() {
+				t.Errorf("zero Config.%s left nil, want the real clock", name)
+			}
+		case !reflect.DeepEqual(zero.Interface(), f.zero):
+			t.Errorf("zero Config.%s became %v, want %v", name, zero.Interface(), f.zero)
+		}
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("the zero Config: %v", err)
+	}
+}
+
+// TestConfigValidate: each bad value is an error that names it, from
+// Validate and from New.
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{LeaseTerm: -time.Second}, "lease term"},
+		{Config{Epsilon: -time.Second}, "epsilon"},
+		{Config{MaxValueSize: 65 << 20}, "max value size"},
+		{Config{MaxValueSize: -1}, "max value size"},
+		{Config{MaxInflight: -1}, "max inflight"},
+		{Config{MaxSessions: -1}, "max sessions"},
+		{Config{IdleTimeout: -time.Second}, "idle timeout"},
+		{Config{HelloTimeout: -time.Second}, "hello timeout"},
+		{Config{HorizonStep: time.Millisecond}, "horizon step"},
+		{Config{MaxInflightBytes: 1 << 10}, "max inflight bytes"},
+		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: -1}}}, "negative"},
+		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 1}, {Prefix: "/a", Term: 2}}}, "two terms"},
+		{Config{PrefixTerms: []PrefixTerm{{Prefix: strings.Repeat("p", MaxKeySize+1), Term: 1}}}, "longer than a key"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate(%+v) = %v, want an error naming %q", tc.cfg, err, tc.want)
+			}
+			tc.cfg.Dir = t.TempDir()
+			tc.cfg.Addr = "127.0.0.1:0"
+			tc.cfg.Store = store.NewMemory()
+			srv, err := New(tc.cfg)
+			if err == nil {
+				srv.Close()
+				t.Fatal("New accepted a bad config")
+			}
+			if errors.Is(err, store.ErrClosed) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want the config error", err)
+			}
+		})
+	}
+}
