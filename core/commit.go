@@ -13,8 +13,9 @@ import (
 // job is one entry of the commit queue: a ready write or acquisition, or
 // the end of a write lease to make durable.
 type job struct {
-	req *Request
-	end leasetable.Notice // when req is nil
+	req  *Request
+	end  leasetable.Notice // when req is nil
+	done func()            // an end's: called once it is durable, or failed
 }
 
 // command returns the store command that carries out j.
@@ -140,6 +141,9 @@ func (c *Core) commit(batch []job) {
 	for i, j := range batch {
 		r := j.req
 		if r == nil {
+			if j.done != nil {
+				j.done()
+			}
 			continue
 		}
 		if r.Acquire && outs[i].Err == nil {

@@ -188,13 +188,16 @@ func (c *Core) OpenSession(id SessionID) {
 
 // CloseSession ends a session. Its writes that are not committing are
 // abandoned. If relinquish is true (the client said goodbye), its leases
-// are freed at once; otherwise they stay until they expire, because its
-// client may still trust its cache.
-func (c *Core) CloseSession(id SessionID, relinquish bool) {
+// are freed at once, its write leases once their end is durable; otherwise
+// they stay until they expire, because its client may still trust its
+// cache. done, if not nil, is called once every lease the close freed is
+// free for other sessions.
+func (c *Core) CloseSession(id SessionID, relinquish bool, done func()) {
 	c.mu.Lock()
 	eff := c.table.CloseSession(id, relinquish, c.clock.Now())
 	c.enqueueReady(eff)
 	c.mu.Unlock()
+	c.endWrites(&eff, done)
 	c.carryOut(eff)
 }
 
@@ -253,14 +256,46 @@ func (c *Core) Relinquish(id SessionID, keys []string) {
 
 // ReleaseWriteLease ends session id's write lease on key granted with
 // token. It fails with leasetable.ErrNotFound if there is no such lease.
-// Other sessions may lease the key once the end is durable.
-func (c *Core) ReleaseWriteLease(id SessionID, key string, token uint64) error {
+// Other sessions may lease the key once the end is durable; then, or when
+// the store fails to make it durable (it is ended again once the store is
+// back), done is called, unless ReleaseWriteLease failed.
+func (c *Core) ReleaseWriteLease(id SessionID, key string, token uint64, done func()) error {
 	c.mu.Lock()
 	eff, err := c.table.ReleaseWriteLease(id, key, token, c.clock.Now())
 	c.enqueueReady(eff)
 	c.mu.Unlock()
+	if err == nil {
+		c.endWrites(&eff, done)
+	}
 	c.carryOut(eff)
 	return err
+}
+
+// endWrites queues the durable end of eff's ended write leases, and takes
+// them out of eff, so that done is called once they are all ended (at once
+// if there are none).
+func (c *Core) endWrites(eff *leasetable.Effects, done func()) {
+	if done == nil {
+		return
+	}
+	ends := eff.EndWrite
+	eff.EndWrite = nil
+	if len(ends) == 0 {
+		done()
+		return
+	}
+	var left atomic.Int32
+	left.Store(int32(len(ends)))
+	one := func() {
+		if left.Add(-1) == 0 {
+			done()
+		}
+	}
+	jobs := make([]job, len(ends))
+	for i, n := range ends {
+		jobs[i] = job{end: n, done: one}
+	}
+	c.queue.push(jobs...)
 }
 
 // Stats are the core's counters.

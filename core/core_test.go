@@ -152,7 +152,7 @@ func TestWriteLeaseSurvivesRestart(t *testing.T) {
 		if len(n.recalls) != 1 || n.recalls[0].Session != leasetable.RestoredSession {
 			t.Fatalf("recalls %+v, want one to the restored session", n.recalls)
 		}
-		if err := b.ReleaseWriteLease(11, "k", acq.Token); err != nil {
+		if err := b.ReleaseWriteLease(11, "k", acq.Token, nil); err != nil {
 			t.Fatalf("the new session releases the restored lease: %v", err)
 		}
 		if _, ok := other.outcome(); ok {

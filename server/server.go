@@ -252,7 +252,7 @@ func (s *Server) endSession(sess *session) {
 	s.smu.Lock()
 	delete(s.sessions, sess.id)
 	s.smu.Unlock()
-	s.core.CloseSession(sess.id, false)
+	s.core.CloseSession(sess.id, false, nil)
 }
 
 // Invalidate sends session id one invalidation of keys, split where the

@@ -224,11 +224,10 @@ func (ss *session) handle(m protocol.Message) bool {
 			ss.replies.send(errorReply(m.ID, err))
 			break
 		}
-		if err := s.core.ReleaseWriteLease(ss.id, string(m.Key), m.Token); err != nil {
+		id := m.ID
+		if err := s.core.ReleaseWriteLease(ss.id, string(m.Key), m.Token, func() { ss.replies.send(&protocol.OK{ID: id}) }); err != nil {
 			ss.replies.send(errorReply(m.ID, fmt.Errorf("release write lease on %q with token %d: %w", m.Key, m.Token, err)))
-			break
 		}
-		ss.replies.send(&protocol.OK{ID: m.ID})
 	case *protocol.Cancel:
 		ss.cancel(m.ID, errCanceled)
 	case *protocol.Stats:
@@ -236,7 +235,11 @@ func (ss *session) handle(m protocol.Message) bool {
 		st.ID = m.ID
 		ss.replies.send(st)
 	case *protocol.Goodbye:
-		s.core.CloseSession(ss.id, true)
+		// The reply waits until the session's write leases are free for
+		// others, as a release's does.
+		freed := make(chan struct{})
+		s.core.CloseSession(ss.id, true, func() { close(freed) })
+		<-freed
 		ss.replies.send(&protocol.OK{ID: m.ID})
 		ss.farewell()
 		return false
