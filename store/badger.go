@@ -144,9 +144,10 @@ func (b *Badger) Apply(cmds []Command) ([]Result, error) {
 func (b *Badger) step(cmds []Command) ([]Result, error) {
 	for {
 		rs, ct, err := b.try(cmds)
-		if errors.Is(err, badger.ErrTxnTooBig) && len(rs) > 0 {
+		if errors.Is(err, badger.ErrTxnTooBig) && len(rs) > 1 {
 			// Full after the last command: the counters or the commit
-			// did not fit. Leave it for the next transaction.
+			// did not fit. Leave it for the next transaction. With one
+			// command left there is no shorter prefix to try.
 			cmds = cmds[:len(rs)-1]
 			continue
 		}
