@@ -139,15 +139,16 @@ func (b *Badger) Apply(cmds []Command) ([]Result, error) {
 
 // step commits, in one transaction, as long a prefix of cmds as fits, and
 // returns its results. When badger finds the transaction too big, it tries
-// again with a shorter prefix; a single command that does not fit is an
-// error.
+// again, in a new transaction, with the commands that fitted; a single
+// command that does not fit is an error.
 func (b *Badger) step(cmds []Command) ([]Result, error) {
 	for {
 		rs, ct, err := b.try(cmds)
 		if errors.Is(err, badger.ErrTxnTooBig) && len(rs) > 1 {
-			// Full after the last command: the counters or the commit
-			// did not fit. Leave it for the next transaction. With one
-			// command left there is no shorter prefix to try.
+			// Full at the last command, or after it: the counters or
+			// the commit did not fit. Leave it for the next
+			// transaction. With one command left there is no shorter
+			// prefix to try.
 			cmds = cmds[:len(rs)-1]
 			continue
 		}
@@ -159,21 +160,18 @@ func (b *Badger) step(cmds []Command) ([]Result, error) {
 	}
 }
 
-// try executes as many commands of cmds as one transaction takes, and
-// commits them. On error nothing is committed; rs then holds the results up
-// to the command being executed when it struck.
+// try executes cmds in one transaction and commits them. On error nothing
+// is committed; rs then holds the results up to the command being executed
+// when it struck. A command the transaction did not take whole may have
+// made some of its writes in it, so that the transaction must not be
+// committed.
 func (b *Badger) try(cmds []Command) (rs []Result, ct counters, err error) {
 	t := b.db.NewTransaction(true)
 	defer t.Discard()
 	tx := badgerTxn{t}
 	ct = b.ct
 	for _, c := range cmds {
-		was := ct
 		r, err := exec(tx, &ct, c)
-		if errors.Is(err, badger.ErrTxnTooBig) && len(rs) > 0 {
-			ct = was // the rest goes in the next transaction
-			break
-		}
 		rs = append(rs, r)
 		if err != nil {
 			return rs, ct, err
