@@ -16,10 +16,11 @@ type Badger struct {
 	dir  string
 	opts badger.Options
 
-	mu     sync.Mutex // serializes Apply, Reopen and Close; guards db, ct, failed
-	db     *badger.DB
-	ct     counters // as of the last committed transaction
-	failed bool     // an Apply failed; Reopen clears it
+	mu     sync.Mutex // serializes Apply, Reopen and Close; guards db, ct, failed, closed
+	db     *badger.DB // nil after Close, or after a Reopen that failed
+	ct     counters   // as of the last committed transaction
+	failed bool       // an Apply or a Reopen failed; Reopen clears it
+	closed bool
 }
 
 // Open opens, or creates, the database in dir. logger receives badger's
@@ -69,10 +70,13 @@ func (b *Badger) open() error {
 // is unknown, as for a lost reply; Reopen settles it.
 func (b *Badger) Get(key []byte) (Record, error) {
 	b.mu.Lock()
-	db := b.db
+	db, closed := b.db, b.closed
 	b.mu.Unlock()
-	if db == nil {
+	switch {
+	case closed:
 		return Record{}, ErrClosed
+	case db == nil:
+		return Record{}, ErrFailed
 	}
 	var r Record
 	err := db.View(func(t *badger.Txn) error {
@@ -87,8 +91,11 @@ func (b *Badger) Get(key []byte) (Record, error) {
 func (b *Badger) State() (State, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.db == nil {
+	switch {
+	case b.closed:
 		return State{}, ErrClosed
+	case b.db == nil:
+		return State{}, ErrFailed
 	}
 	st := State{Revision: b.ct.rev, Fence: b.ct.fence}
 	err := b.db.View(func(t *badger.Txn) error {
@@ -120,7 +127,7 @@ func (b *Badger) Apply(cmds []Command) ([]Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case b.db == nil:
+	case b.closed:
 		return nil, ErrClosed
 	case b.failed:
 		return nil, ErrFailed
@@ -189,6 +196,10 @@ func (b *Badger) try(cmds []Command) (rs []Result, ct counters, err error) {
 func (b *Badger) Reopen() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	b.failed = true // until the database is open and persisted again
 	if b.db != nil {
 		b.db.Close() // its error is the failure being recovered from
 		b.db = nil
@@ -212,6 +223,7 @@ func (b *Badger) Reopen() error {
 func (b *Badger) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.closed = true
 	if b.db == nil {
 		return nil
 	}
