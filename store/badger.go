@@ -18,9 +18,10 @@ type Badger struct {
 
 	amu    sync.Mutex   // serializes Apply, Reopen and Close; guards ct and failed
 	ct     counters     // as of the last committed transaction
-	failed bool         // an Apply failed; Reopen clears it
-	mu     sync.RWMutex // guards db: held shared while it is used, exclusively to replace it
-	db     *badger.DB
+	failed bool         // an Apply or a Reopen failed; Reopen clears it
+	mu     sync.RWMutex // guards db and closed: held shared while db is used, exclusively to change them
+	db     *badger.DB   // nil after Close, or after a Reopen that failed
+	closed bool
 }
 
 // Open opens, or creates, the database in dir. logger receives badger's
@@ -71,8 +72,11 @@ func (b *Badger) open() error {
 func (b *Badger) Get(key []byte) (Record, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if b.db == nil {
+	switch {
+	case b.closed:
 		return Record{}, ErrClosed
+	case b.db == nil:
+		return Record{}, ErrFailed
 	}
 	var r Record
 	err := b.db.View(func(t *badger.Txn) error {
@@ -89,8 +93,11 @@ func (b *Badger) State() (State, error) {
 	defer b.amu.Unlock()
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if b.db == nil {
+	switch {
+	case b.closed:
 		return State{}, ErrClosed
+	case b.db == nil:
+		return State{}, ErrFailed
 	}
 	st := State{Revision: b.ct.rev, Fence: b.ct.fence}
 	err := b.db.View(func(t *badger.Txn) error {
@@ -124,7 +131,7 @@ func (b *Badger) Apply(cmds []Command) ([]Result, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	switch {
-	case b.db == nil:
+	case b.closed:
 		return nil, ErrClosed
 	case b.failed:
 		return nil, ErrFailed
@@ -143,14 +150,16 @@ func (b *Badger) Apply(cmds []Command) ([]Result, error) {
 
 // step commits, in one transaction, as long a prefix of cmds as fits, and
 // returns its results. When badger finds the transaction too big, it tries
-// again with a shorter prefix; a single command that does not fit is an
-// error.
+// again, in a new transaction, with the commands that fitted; a single
+// command that does not fit is an error.
 func (b *Badger) step(cmds []Command) ([]Result, error) {
 	for {
 		rs, ct, err := b.try(cmds)
-		if errors.Is(err, badger.ErrTxnTooBig) && len(rs) > 0 {
-			// Full after the last command: the counters or the commit
-			// did not fit. Leave it for the next transaction.
+		if errors.Is(err, badger.ErrTxnTooBig) && len(rs) > 1 {
+			// Full at the last command, or after it: the counters or
+			// the commit did not fit. Leave it for the next
+			// transaction. With one command left there is no shorter
+			// prefix to try.
 			cmds = cmds[:len(rs)-1]
 			continue
 		}
@@ -162,21 +171,18 @@ func (b *Badger) step(cmds []Command) ([]Result, error) {
 	}
 }
 
-// try executes as many commands of cmds as one transaction takes, and
-// commits them. On error nothing is committed; rs then holds the results up
-// to the command being executed when it struck.
+// try executes cmds in one transaction and commits them. On error nothing
+// is committed; rs then holds the results up to the command being executed
+// when it struck. A command the transaction did not take whole may have
+// made some of its writes in it, so that the transaction must not be
+// committed.
 func (b *Badger) try(cmds []Command) (rs []Result, ct counters, err error) {
 	t := b.db.NewTransaction(true)
 	defer t.Discard()
 	tx := badgerTxn{t}
 	ct = b.ct
 	for _, c := range cmds {
-		was := ct
 		r, err := exec(tx, &ct, c)
-		if errors.Is(err, badger.ErrTxnTooBig) && len(rs) > 0 {
-			ct = was // the rest goes in the next transaction
-			break
-		}
 		rs = append(rs, r)
 		if err != nil {
 			return rs, ct, err
@@ -196,6 +202,10 @@ func (b *Badger) Reopen() error {
 	defer b.amu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	b.failed = true // until the database is open and persisted again
 	if b.db != nil {
 		b.db.Close() // its error is the failure being recovered from
 		b.db = nil
@@ -221,6 +231,7 @@ func (b *Badger) Close() error {
 	defer b.amu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.closed = true
 	if b.db == nil {
 		return nil
 	}

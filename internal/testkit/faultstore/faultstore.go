@@ -33,13 +33,15 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // New returns a Store that wraps inner, with no fault set. The Store owns
-// inner from then on: callers use inner only through it.
+// inner from then on: callers may still Get and State from inner, but
+// Apply, Reopen and Close only through the Store.
 func New(inner store.Store) *Store { return &Store{inner: inner} }
 
 // Fail makes every later Apply and Reopen fail, with an error that wraps
 // err, until Heal. A Reopen fails too because a disk that cannot persist
 // a change cannot persist the marker a Reopen writes either. An Apply
-// already running is not affected. err must not be nil.
+// or a Reopen already running is not affected: Fail waits for it to
+// return. err must not be nil.
 func (s *Store) Fail(err error) {
 	if err == nil {
 		panic("faultstore: Fail(nil)")
