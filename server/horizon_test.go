@@ -143,7 +143,7 @@ func TestRestartAfterCrash(t *testing.T) {
 		c.send(&protocol.Write{ID: 9, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("v")})
 		waitFor(t, "the write to be held", func() bool { return srv.Stats().WritesWaiting == 1 })
 		fc.Advance(h.Sub(fc.Now()) - time.Millisecond)
-		time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+		settle(t, srv, fc)
 		if n := srv.Stats().WritesWaiting; n != 1 {
 			t.Fatalf("a write committed before the horizon %v", h)
 		}

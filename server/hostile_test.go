@@ -669,7 +669,7 @@ func TestHostileNoticesNotRead(t *testing.T) {
 	// The closed session's leases expire term+ε after they were granted,
 	// not before.
 	fc.Advance(hostileTerm + hostileEps - time.Second - time.Millisecond)
-	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+	settle(t, srv, fc)
 	if got := srv.Stats().WritesWaiting; got != first {
 		t.Fatalf("%d writes waiting, want %d: some committed before the holder's leases expired", got, first)
 	}
@@ -733,7 +733,7 @@ func TestHostileRepliesNotRead(t *testing.T) {
 	w.send(&protocol.Write{ID: 2000, Op: protocol.OpPut, Key: []byte("k2"), Value: []byte("v")})
 	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	fc.Advance(hostileTerm + hostileEps - time.Millisecond)
-	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+	settle(t, srv, fc)
 	if srv.Stats().WritesWaiting != 1 {
 		t.Fatal("the write committed before the closed session's lease expired")
 	}

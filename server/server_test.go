@@ -49,6 +49,20 @@ func newServerWith(t *testing.T, cfg Config) *Server {
 	return srv
 }
 
+// settle waits until srv's core has done what is due at fc's time: its
+// lease timer has ticked (its next deadline is later), and no write is
+// queued or committing. A write that became ready too early has then
+// committed, and shows in the server's counters; no sleep is needed.
+func settle(t *testing.T, srv *Server, fc *clock.Fake) {
+	t.Helper()
+	now := fc.Now()
+	waitFor(t, "the lease timer to tick", func() bool {
+		next, ok := srv.core.NextDeadline()
+		return !ok || next.After(now)
+	})
+	srv.core.Drain()
+}
+
 // storedState returns what srv's store holds.
 func storedState(t *testing.T, srv *Server) store.State {
 	t.Helper()
@@ -204,7 +218,7 @@ func TestWriteWaitsOutSilentHolder(t *testing.T) {
 	// The lease lives term+ε from its grant: 7.1 s more. Just short of it,
 	// the write still waits.
 	fc.Advance(7*time.Second + 100*time.Millisecond - time.Millisecond)
-	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+	settle(t, srv, fc)
 	if n := srv.Stats().WritesWaiting; n != 1 {
 		t.Fatalf("write committed before the holder's lease expired (waiting=%d)", n)
 	}
@@ -289,7 +303,7 @@ func TestPrefixTerms(t *testing.T) {
 	w.send(&protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("/a/b/x"), Value: []byte("v")})
 	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	fc.Advance(30*time.Second + 100*time.Millisecond - time.Millisecond)
-	time.Sleep(20 * time.Millisecond) // give a wrongly early commit a chance to show
+	settle(t, srv, fc)
 	if n := srv.Stats().WritesWaiting; n != 1 {
 		t.Fatal("write committed before the 30 s lease expired")
 	}
