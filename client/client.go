@@ -416,8 +416,9 @@ func (c *Client) dropFetch(key string, f *fetch) {
 	}
 }
 
-// fill caches an answer under its lease unless an invalidation poisoned
-// the fetch, and ends the fetch.
+// fill caches an answer that arrived at now under its lease, unless an
+// invalidation poisoned the fetch, and ends the fetch. The caller reads now
+// when the answer has arrived.
 //
 // An answer with no lease, or one the cache already holds (the same
 // version, under a lease still live), has nothing to store: it ends its
@@ -428,8 +429,8 @@ func (c *Client) dropFetch(key string, f *fetch) {
 // earlier deadlines. Skipping is safe: it adds nothing to the cache, and
 // the entry already cached is covered by the session's lease on the key,
 // which is not released while the key is cached.
-func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found bool, deadline time.Time, term time.Duration) {
-	if term <= 0 || c.holds(key, version, found) {
+func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found bool, deadline time.Time, term time.Duration, now time.Time) {
+	if term <= 0 || c.holds(key, version, found, now) {
 		c.endFetch(key, f)
 		return
 	}
@@ -451,10 +452,10 @@ func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found 
 }
 
 // holds reports whether the cache holds version of key (found or not) under
-// a lease that is still live.
-func (c *Client) holds(key string, version uint64, found bool) bool {
+// a lease that is still live at now.
+func (c *Client) holds(key string, version uint64, found bool, now time.Time) bool {
 	e, deadline, ok := c.cache.Peek(key)
-	return ok && e.Version == version && e.Found == found && c.monoNow().Before(deadline)
+	return ok && e.Version == version && e.Found == found && now.Before(deadline)
 }
 
 func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
@@ -476,14 +477,14 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 		m, err = cn.await(ctx, id, ch)
 	}
 	if err != nil {
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		// The server may have granted a lease whose answer is lost.
 		c.relinquish([]string{key})
 		return Item{}, err
 	}
 	r, ok := m.(*protocol.GetReply)
 	if !ok || (r.Unchanged && (!have || old.Version != r.Version)) {
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		if ok {
 			return Item{}, fmt.Errorf("%w: unchanged answer for version %d the client does not hold", ErrProtocol, r.Version)
 		}
@@ -493,10 +494,9 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 	if r.Unchanged {
 		value = old.Value
 	}
-	if h := testHookBeforeFill.Load(); h != nil {
-		(*h)(key)
-	}
-	c.fill(key, f, value, r.Version, r.Found, sent.Add(r.Term), r.Term)
+	// The clock read on arrival is where TestHerdAnswersDoNotQueue holds
+	// answers before their fill, through Config.Clock.
+	c.fill(key, f, value, r.Version, r.Found, sent.Add(r.Term), r.Term, c.monoNow())
 	return Item{Value: value, Found: r.Found, Version: r.Version}, nil
 }
 
@@ -579,15 +579,15 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		m, err = cn.awaitWrite(ctx, id, ch)
 	}
 	if err != nil {
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		return 0, err
 	}
 	r, ok := m.(*protocol.WriteReply)
 	if !ok {
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		return 0, unexpected(m)
 	}
-	c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term)
+	c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term, c.monoNow())
 	var o writeOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -599,7 +599,8 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 }
 
 // invalidate drops keys from the cache before the client acknowledges, and
-// poisons reads of them in flight. The notice reader calls it.
+// poisons reads of them in flight. The notice reader calls it with the time
+// the invalidation arrived.
 //
 // The acknowledgement goes out under c.smu, so that a read begun after the
 // invalidation reaches the server after the acknowledgement: otherwise the
@@ -607,8 +608,12 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 // read's answer would be cached without a lease behind it. Reads begun
 // before are poisoned, and their record is dropped so that later reads
 // start a clean one. The cost: an acknowledgement waits behind a request
-// that is being written, such as a large Put held up by flow control.
-func (c *Client) invalidate(cn *conn, keys [][]byte) error {
+// that is being written, such as a large Put held up by flow control, and
+// behind the holders of c.imu. The writer waits for it meanwhile, so an
+// acknowledgement held up for longer than slowAck is logged. That clock
+// read, between dropping the entries and acknowledging, is where
+// TestAckAfterReRead holds the notice reader through Config.Clock.
+func (c *Client) invalidate(cn *conn, keys [][]byte, arrived time.Time) error {
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	c.imu.Lock()
@@ -623,8 +628,8 @@ func (c *Client) invalidate(cn *conn, keys [][]byte) error {
 		c.cache.Remove(string(k))
 	}
 	c.imu.Unlock()
-	if h := testHookBeforeAck.Load(); h != nil {
-		(*h)()
+	if held := c.clock.Now().Sub(arrived); held > slowAck {
+		c.log.Warn("acknowledgement of an invalidation held up", "keys", len(keys), "held", held)
 	}
 	return cn.write(&protocol.Ack{Keys: keys})
 }
@@ -637,14 +642,9 @@ func (c *Client) testWait() {
 	}
 }
 
-// testHookBeforeAck, if set, runs in invalidate between dropping the
-// entries and sending the acknowledgement. Only tests set it, to widen
-// that window.
-var testHookBeforeAck atomic.Pointer[func()]
-
-// testHookBeforeFill, if set, runs in fetch between the arrival of a read's
-// answer and its fill. Only tests set it, to order fills.
-var testHookBeforeFill atomic.Pointer[func(key string)]
+// slowAck is how long an acknowledgement may be held up in the client
+// before it is logged.
+const slowAck = 100 * time.Millisecond
 
 // relinquish queues keys whose leases the client gives up, for the next
 // batched release.

@@ -303,7 +303,7 @@ func (cn *conn) readNotices() {
 		}
 		switch m := m.(type) {
 		case *protocol.Invalidate:
-			if err := cn.c.invalidate(cn, m.Keys); err != nil {
+			if err := cn.c.invalidate(cn, m.Keys, cn.c.clock.Now()); err != nil {
 				return
 			}
 		case *protocol.Recall:

@@ -74,7 +74,7 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 			delete(c.earlyRecalls, key)
 		}
 		c.wmu.Unlock()
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		if release {
 			c.releaseUnknown(key, token)
 		}
@@ -90,7 +90,7 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 	c.wmu.Unlock()
 	// Nobody else may read the key from cache or change it while the lease
 	// lasts, so the holder caches the value under the write lease itself.
-	c.fill(key, f, r.Value, r.Version, r.Found, sent.Add(r.Term), r.Term)
+	c.fill(key, f, r.Value, r.Version, r.Found, sent.Add(r.Term), r.Term, c.monoNow())
 	if recalled {
 		// The recall overtook this reply on its own stream.
 		c.recall(key, wl.token)
