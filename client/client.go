@@ -210,10 +210,6 @@ type Client struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-
-	// Test hooks, set only by tests (export_test.go).
-	testPause  atomic.Pointer[chan struct{}] // while set, the client's goroutines wait for it to close
-	testIgnore atomic.Bool                   // acknowledge invalidations without dropping entries
 }
 
 // Dial connects to the server at addr ("host:port") and opens a session.
@@ -323,7 +319,6 @@ func checkKey(key string) error {
 // the lease that comes with it. While disconnected, keys without a valid
 // lease fail with ErrUnavailable.
 func (c *Client) Get(ctx context.Context, key string) (Item, error) {
-	c.testWait()
 	if e, ok := c.cache.Get(key, c.monoNow()); ok {
 		return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}, nil
 	}
@@ -555,7 +550,6 @@ func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint
 // error wraps ErrCanceled; if the server cannot say, the error wraps
 // ErrUnavailable and the outcome is unknown.
 func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, value []byte, expect, token uint64, opts []WriteOption) (uint64, error) {
-	c.testWait()
 	if err := checkKey(key); err != nil {
 		return 0, err
 	}
@@ -618,9 +612,6 @@ func (c *Client) invalidate(cn *conn, keys [][]byte, arrived time.Time) error {
 	defer c.smu.Unlock()
 	c.imu.Lock()
 	for _, k := range keys {
-		if c.testIgnore.Load() {
-			break
-		}
 		if f := c.fetches[string(k)]; f != nil {
 			f.poisoned = true
 			delete(c.fetches, string(k))
@@ -632,14 +623,6 @@ func (c *Client) invalidate(cn *conn, keys [][]byte, arrived time.Time) error {
 		c.log.Warn("acknowledgement of an invalidation held up", "keys", len(keys), "held", held)
 	}
 	return cn.write(&protocol.Ack{Keys: keys})
-}
-
-// testWait blocks while a test has paused the client, as a stopped process
-// would be: its goroutines and callers wait at their next step.
-func (c *Client) testWait() {
-	if ch := c.testPause.Load(); ch != nil {
-		<-*ch
-	}
 }
 
 // slowAck is how long an acknowledgement may be held up in the client
@@ -801,7 +784,6 @@ func (c *Client) maintain() {
 			return
 		case <-c.clock.After(max(term/8, time.Millisecond)):
 		}
-		c.testWait()
 		now := c.clock.Now()
 		horizon := now.Add(time.Duration(float64(term) * (1 - c.cfg.RenewFraction)))
 		renew = c.cache.TakeRenewals(now, horizon, renew[:0])

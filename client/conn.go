@@ -259,7 +259,6 @@ func (cn *conn) readReplies(fr *protocol.FrameReader) {
 	defer cn.wg.Done()
 	for {
 		m, err := fr.ReadMessage()
-		cn.c.testWait()
 		if err != nil {
 			cn.fail(err)
 			return
@@ -296,7 +295,6 @@ func (cn *conn) readNotices() {
 	fr := protocol.NewFrameReader(us, cn.hello.MaxFrameSize+1024)
 	for {
 		m, err := fr.ReadMessage()
-		cn.c.testWait()
 		if err != nil {
 			cn.fail(err)
 			return

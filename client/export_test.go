@@ -20,19 +20,3 @@ func FetchInFlight(c *Client, key string) bool {
 	defer c.imu.Unlock()
 	return c.fetches[key] != nil
 }
-
-// Pause stops c as a stopped process would be: its callers, its notice and
-// reply readers and its renewals wait at their next step until resume is
-// called. Packets are not held: pair it with a paused packet conn.
-func Pause(c *Client) (resume func()) {
-	ch := make(chan struct{})
-	c.testPause.Store(&ch)
-	return func() {
-		c.testPause.Store(nil)
-		close(ch)
-	}
-}
-
-// IgnoreInvalidations makes c a broken client for negative controls: it
-// acknowledges invalidations but keeps serving the entries they name.
-func IgnoreInvalidations(c *Client) { c.testIgnore.Store(true) }

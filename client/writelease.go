@@ -34,7 +34,6 @@ type WriteLease struct {
 // read lease on the key has been dropped or has run out, and until another
 // holder of the write lease has released it or its lease has run out.
 func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease, error) {
-	c.testWait()
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
