@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -29,6 +30,8 @@ import (
 
 // Defaults of Config.
 const (
+	DefaultCacheEntries  = 100_000
+	DefaultCacheBytes    = 64 << 20
 	DefaultIdleTimeout   = 30 * time.Second
 	DefaultRenewFraction = 2.0 / 3.0
 	DefaultMaxReconnect  = 5 * time.Second
@@ -36,7 +39,7 @@ const (
 )
 
 // Config configures a Client. The zero value of every field means its
-// default.
+// default; Dial refuses other values that Validate refuses.
 type Config struct {
 	// CAFile is a PEM file of the CA that signed the server's certificate,
 	// such as the server's <data>/tls/ca.pem. Empty means the system's
@@ -46,20 +49,24 @@ type Config struct {
 	// MinVersion to TLS 1.3 and NextProtos to protocol.ALPN, and ServerName
 	// to the address's host if it is empty.
 	TLSConfig *tls.Config
-	// Name names the client in the server's logs.
+	// Name names the client in the server's logs. Empty means none.
 	Name string
-	// CacheEntries and CacheBytes bound the local cache. Defaults: those of
-	// package cache (100,000 entries, 64 MiB).
+	// CacheEntries and CacheBytes bound the local cache, in entries and in
+	// bytes of keys, values and a fixed overhead per entry (see package
+	// cache). Zero means DefaultCacheEntries (100,000) and DefaultCacheBytes
+	// (64 MiB); negative values are invalid.
 	CacheEntries int
 	CacheBytes   int64
 	// RenewFraction is the fraction of a term after which a lease on an
-	// entry read during that term is renewed. Default 2/3.
+	// entry read during that term is renewed, strictly between 0 and 1.
+	// Zero means DefaultRenewFraction (2/3).
 	RenewFraction float64
 	// IdleTimeout closes the connection after this long without traffic;
-	// the client sends keep-alives at a third of it. Default 30 s.
+	// the client sends keep-alives at a third of it. Zero means
+	// DefaultIdleTimeout (30 s); negative values are invalid.
 	IdleTimeout time.Duration
 	// MaxReconnectDelay caps the backoff between reconnection attempts.
-	// Default 5 s.
+	// Zero means DefaultMaxReconnect (5 s); negative values are invalid.
 	MaxReconnectDelay time.Duration
 	// OnEvent, if set, is called with connection and lease events, one at a
 	// time, from a goroutine of the client. It should return quickly.
@@ -76,14 +83,48 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Validate checks c as given, before defaults: zero values are valid and
+// mean defaults. It returns an error wrapping ErrInvalidArgument that names
+// each field with a bad value. Dial calls it.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: Config.%s %s", ErrInvalidArgument, field, fmt.Sprintf(format, args...)))
+	}
+	if c.CacheEntries < 0 {
+		bad("CacheEntries", "is %d; want 0 (the default) or more", c.CacheEntries)
+	}
+	if c.CacheBytes < 0 {
+		bad("CacheBytes", "is %d; want 0 (the default) or more", c.CacheBytes)
+	}
+	if f := c.RenewFraction; math.IsNaN(f) || f < 0 || f >= 1 {
+		bad("RenewFraction", "is %v; want 0 (the default) or a fraction strictly between 0 and 1", f)
+	}
+	if c.IdleTimeout < 0 {
+		bad("IdleTimeout", "is %v; want 0 (the default) or more", c.IdleTimeout)
+	}
+	if c.MaxReconnectDelay < 0 {
+		bad("MaxReconnectDelay", "is %v; want 0 (the default) or more", c.MaxReconnectDelay)
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with every zero field that has a default set to
+// it: the one place where defaults are applied. c must be valid.
 func (c Config) withDefaults() Config {
-	if c.RenewFraction <= 0 || c.RenewFraction >= 1 {
+	if c.CacheEntries == 0 {
+		c.CacheEntries = DefaultCacheEntries
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.RenewFraction == 0 {
 		c.RenewFraction = DefaultRenewFraction
 	}
-	if c.IdleTimeout <= 0 {
+	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
-	if c.MaxReconnectDelay <= 0 {
+	if c.MaxReconnectDelay == 0 {
 		c.MaxReconnectDelay = DefaultMaxReconnect
 	}
 	c.Clock = clock.OrReal(c.Clock)
@@ -213,7 +254,12 @@ type Client struct {
 }
 
 // Dial connects to the server at addr ("host:port") and opens a session.
+// An invalid cfg (see Config.Validate) is an error wrapping
+// ErrInvalidArgument.
 func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	sysClock := cfg.Clock == nil
 	cfg = cfg.withDefaults()
 	host, _, err := net.SplitHostPort(addr)
