@@ -215,6 +215,21 @@ type fetch struct {
 
 // Client is a connection to a leased server with a local lease cache. See
 // the package comment.
+//
+// Lock order. Where a goroutine holds more than one of the client's locks,
+// it takes them in this order, and never the other way round:
+//
+//	smu → imu → the cache's own lock
+//	smu → conn.pmu, smu → conn.wmu   (a request, acknowledgement or release written under smu)
+//	wmu → WriteLease.mu
+//
+// imu is never held while taking smu, wmu, rmu or a conn's lock; wmu is
+// never held together with smu or imu; rmu, conn.pmu, conn.wmu and
+// WriteLease.mu are leaves, under which no other lock of the client is
+// taken. Code that needs two of the unordered ones (wmu and imu, say)
+// releases the first before it takes the second. Under smu and
+// WriteLease.mu the client reads its clock, which a test's clock may make
+// wait; a wait there must not need one of those locks.
 type Client struct {
 	cfg     Config
 	addr    string
@@ -230,21 +245,22 @@ type Client struct {
 	cur     atomic.Pointer[conn] // nil while disconnected
 	minTerm atomic.Int64         // the shortest term granted so far, in ns; paces renewal
 
-	imu     sync.Mutex // guards fetches and closed, and orders cache fills against invalidations
+	imu     sync.Mutex // guards fetches and closed, and orders cache fills against invalidations; after smu
 	fetches map[string]*fetch
 	closed  bool
 
 	// smu is held from beginning a read's or write's fetch record until its
 	// request is on the stream, so that requests reach the server in the
-	// order their records were begun (see beginWriteFetch).
+	// order their records were begun (see beginWriteFetch). It is taken
+	// first of the client's locks.
 	smu sync.Mutex
 
-	wmu          sync.Mutex // guards wleases, acquiring and earlyRecalls
+	wmu          sync.Mutex // guards wleases, acquiring and earlyRecalls; before WriteLease.mu, never with smu or imu
 	wleases      map[string]*WriteLease
 	acquiring    map[string]int    // acquisitions in flight, by key
 	earlyRecalls map[string]uint64 // key → token of a recall that came before its grant
 
-	rmu       sync.Mutex // guards toRelease
+	rmu       sync.Mutex // guards toRelease; a leaf
 	toRelease []string
 
 	events chan Event

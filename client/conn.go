@@ -28,11 +28,11 @@ type conn struct {
 	stream *quic.Stream
 	hello  *protocol.HelloReply
 
-	wmu  sync.Mutex // guards wbuf and writes to stream
+	wmu  sync.Mutex // guards wbuf and writes to stream; a leaf (see Client's lock order)
 	wbuf []byte
 
 	nextID  atomic.Uint64
-	pmu     sync.Mutex // guards pending
+	pmu     sync.Mutex // guards pending; a leaf
 	pending map[uint64]chan protocol.Message
 
 	done    chan struct{} // closed when the connection is gone

@@ -23,7 +23,7 @@ type WriteLease struct {
 	token uint64
 	term  time.Duration
 
-	mu       sync.Mutex // guards deadline, lost and writes
+	mu       sync.Mutex // guards deadline, lost and writes; after Client.wmu, a leaf
 	deadline time.Time
 	lost     bool
 	writes   sync.WaitGroup // writes in flight under the lease
