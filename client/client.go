@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -29,6 +30,8 @@ import (
 
 // Defaults of Config.
 const (
+	DefaultCacheEntries  = 100_000
+	DefaultCacheBytes    = 64 << 20
 	DefaultIdleTimeout   = 30 * time.Second
 	DefaultRenewFraction = 2.0 / 3.0
 	DefaultMaxReconnect  = 5 * time.Second
@@ -36,7 +39,7 @@ const (
 )
 
 // Config configures a Client. The zero value of every field means its
-// default.
+// default; Dial refuses other values that Validate refuses.
 type Config struct {
 	// CAFile is a PEM file of the CA that signed the server's certificate,
 	// such as the server's <data>/tls/ca.pem. Empty means the system's
@@ -46,20 +49,24 @@ type Config struct {
 	// MinVersion to TLS 1.3 and NextProtos to protocol.ALPN, and ServerName
 	// to the address's host if it is empty.
 	TLSConfig *tls.Config
-	// Name names the client in the server's logs.
+	// Name names the client in the server's logs. Empty means none.
 	Name string
-	// CacheEntries and CacheBytes bound the local cache. Defaults: those of
-	// package cache (100,000 entries, 64 MiB).
+	// CacheEntries and CacheBytes bound the local cache, in entries and in
+	// bytes of keys, values and a fixed overhead per entry (see package
+	// cache). Zero means DefaultCacheEntries (100,000) and DefaultCacheBytes
+	// (64 MiB); negative values are invalid.
 	CacheEntries int
 	CacheBytes   int64
 	// RenewFraction is the fraction of a term after which a lease on an
-	// entry read during that term is renewed. Default 2/3.
+	// entry read during that term is renewed, strictly between 0 and 1.
+	// Zero means DefaultRenewFraction (2/3).
 	RenewFraction float64
 	// IdleTimeout closes the connection after this long without traffic;
-	// the client sends keep-alives at a third of it. Default 30 s.
+	// the client sends keep-alives at a third of it. Zero means
+	// DefaultIdleTimeout (30 s); negative values are invalid.
 	IdleTimeout time.Duration
 	// MaxReconnectDelay caps the backoff between reconnection attempts.
-	// Default 5 s.
+	// Zero means DefaultMaxReconnect (5 s); negative values are invalid.
 	MaxReconnectDelay time.Duration
 	// OnEvent, if set, is called with connection and lease events, one at a
 	// time, from a goroutine of the client. It should return quickly.
@@ -76,14 +83,48 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Validate checks c as given, before defaults: zero values are valid and
+// mean defaults. It returns an error wrapping ErrInvalidArgument that names
+// each field with a bad value. Dial calls it.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: Config.%s %s", ErrInvalidArgument, field, fmt.Sprintf(format, args...)))
+	}
+	if c.CacheEntries < 0 {
+		bad("CacheEntries", "is %d; want 0 (the default) or more", c.CacheEntries)
+	}
+	if c.CacheBytes < 0 {
+		bad("CacheBytes", "is %d; want 0 (the default) or more", c.CacheBytes)
+	}
+	if f := c.RenewFraction; math.IsNaN(f) || f < 0 || f >= 1 {
+		bad("RenewFraction", "is %v; want 0 (the default) or a fraction strictly between 0 and 1", f)
+	}
+	if c.IdleTimeout < 0 {
+		bad("IdleTimeout", "is %v; want 0 (the default) or more", c.IdleTimeout)
+	}
+	if c.MaxReconnectDelay < 0 {
+		bad("MaxReconnectDelay", "is %v; want 0 (the default) or more", c.MaxReconnectDelay)
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with every zero field that has a default set to
+// it: the one place where defaults are applied. c must be valid.
 func (c Config) withDefaults() Config {
-	if c.RenewFraction <= 0 || c.RenewFraction >= 1 {
+	if c.CacheEntries == 0 {
+		c.CacheEntries = DefaultCacheEntries
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.RenewFraction == 0 {
 		c.RenewFraction = DefaultRenewFraction
 	}
-	if c.IdleTimeout <= 0 {
+	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
-	if c.MaxReconnectDelay <= 0 {
+	if c.MaxReconnectDelay == 0 {
 		c.MaxReconnectDelay = DefaultMaxReconnect
 	}
 	c.Clock = clock.OrReal(c.Clock)
@@ -174,6 +215,21 @@ type fetch struct {
 
 // Client is a connection to a leased server with a local lease cache. See
 // the package comment.
+//
+// Lock order. Where a goroutine holds more than one of the client's locks,
+// it takes them in this order, and never the other way round:
+//
+//	smu → imu → the cache's own lock
+//	smu → conn.pmu, smu → conn.wmu   (a request, acknowledgement or release written under smu)
+//	wmu → WriteLease.mu
+//
+// imu is never held while taking smu, wmu, rmu or a conn's lock; wmu is
+// never held together with smu or imu; rmu, conn.pmu, conn.wmu and
+// WriteLease.mu are leaves, under which no other lock of the client is
+// taken. Code that needs two of the unordered ones (wmu and imu, say)
+// releases the first before it takes the second. Under smu and
+// WriteLease.mu the client reads its clock, which a test's clock may make
+// wait; a wait there must not need one of those locks.
 type Client struct {
 	cfg     Config
 	addr    string
@@ -189,35 +245,37 @@ type Client struct {
 	cur     atomic.Pointer[conn] // nil while disconnected
 	minTerm atomic.Int64         // the shortest term granted so far, in ns; paces renewal
 
-	imu     sync.Mutex // guards fetches and closed, and orders cache fills against invalidations
+	imu     sync.Mutex // guards fetches and closed, and orders cache fills against invalidations; after smu
 	fetches map[string]*fetch
 	closed  bool
 
 	// smu is held from beginning a read's or write's fetch record until its
 	// request is on the stream, so that requests reach the server in the
-	// order their records were begun (see beginWriteFetch).
+	// order their records were begun (see beginWriteFetch). It is taken
+	// first of the client's locks.
 	smu sync.Mutex
 
-	wmu          sync.Mutex // guards wleases, acquiring and earlyRecalls
+	wmu          sync.Mutex // guards wleases, acquiring and earlyRecalls; before WriteLease.mu, never with smu or imu
 	wleases      map[string]*WriteLease
 	acquiring    map[string]int    // acquisitions in flight, by key
 	earlyRecalls map[string]uint64 // key → token of a recall that came before its grant
 
-	rmu       sync.Mutex // guards toRelease
+	rmu       sync.Mutex // guards toRelease; a leaf
 	toRelease []string
 
 	events chan Event
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-
-	// Test hooks, set only by tests (export_test.go).
-	testPause  atomic.Pointer[chan struct{}] // while set, the client's goroutines wait for it to close
-	testIgnore atomic.Bool                   // acknowledge invalidations without dropping entries
 }
 
 // Dial connects to the server at addr ("host:port") and opens a session.
+// An invalid cfg (see Config.Validate) is an error wrapping
+// ErrInvalidArgument.
 func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	sysClock := cfg.Clock == nil
 	cfg = cfg.withDefaults()
 	host, _, err := net.SplitHostPort(addr)
@@ -323,7 +381,6 @@ func checkKey(key string) error {
 // the lease that comes with it. While disconnected, keys without a valid
 // lease fail with ErrUnavailable.
 func (c *Client) Get(ctx context.Context, key string) (Item, error) {
-	c.testWait()
 	if e, ok := c.cache.Get(key, c.monoNow()); ok {
 		return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}, nil
 	}
@@ -416,8 +473,9 @@ func (c *Client) dropFetch(key string, f *fetch) {
 	}
 }
 
-// fill caches an answer under its lease unless an invalidation poisoned
-// the fetch, and ends the fetch.
+// fill caches an answer that arrived at now under its lease, unless an
+// invalidation poisoned the fetch, and ends the fetch. The caller reads now
+// when the answer has arrived.
 //
 // An answer with no lease, or one the cache already holds (the same
 // version, under a lease still live), has nothing to store: it ends its
@@ -428,8 +486,8 @@ func (c *Client) dropFetch(key string, f *fetch) {
 // earlier deadlines. Skipping is safe: it adds nothing to the cache, and
 // the entry already cached is covered by the session's lease on the key,
 // which is not released while the key is cached.
-func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found bool, deadline time.Time, term time.Duration) {
-	if term <= 0 || c.holds(key, version, found) {
+func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found bool, deadline time.Time, term time.Duration, now time.Time) {
+	if term <= 0 || c.holds(key, version, found, now) {
 		c.endFetch(key, f)
 		return
 	}
@@ -451,10 +509,10 @@ func (c *Client) fill(key string, f *fetch, value []byte, version uint64, found 
 }
 
 // holds reports whether the cache holds version of key (found or not) under
-// a lease that is still live.
-func (c *Client) holds(key string, version uint64, found bool) bool {
+// a lease that is still live at now.
+func (c *Client) holds(key string, version uint64, found bool, now time.Time) bool {
 	e, deadline, ok := c.cache.Peek(key)
-	return ok && e.Version == version && e.Found == found && c.monoNow().Before(deadline)
+	return ok && e.Version == version && e.Found == found && now.Before(deadline)
 }
 
 func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
@@ -476,14 +534,14 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 		m, err = cn.await(ctx, id, ch)
 	}
 	if err != nil {
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		// The server may have granted a lease whose answer is lost.
 		c.relinquish([]string{key})
 		return Item{}, err
 	}
 	r, ok := m.(*protocol.GetReply)
 	if !ok || (r.Unchanged && (!have || old.Version != r.Version)) {
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		if ok {
 			return Item{}, fmt.Errorf("%w: unchanged answer for version %d the client does not hold", ErrProtocol, r.Version)
 		}
@@ -493,10 +551,9 @@ func (c *Client) fetch(ctx context.Context, key string) (Item, error) {
 	if r.Unchanged {
 		value = old.Value
 	}
-	if h := testHookBeforeFill.Load(); h != nil {
-		(*h)(key)
-	}
-	c.fill(key, f, value, r.Version, r.Found, sent.Add(r.Term), r.Term)
+	// The clock read on arrival is where TestHerdAnswersDoNotQueue holds
+	// answers before their fill, through Config.Clock.
+	c.fill(key, f, value, r.Version, r.Found, sent.Add(r.Term), r.Term, c.monoNow())
 	return Item{Value: value, Found: r.Found, Version: r.Version}, nil
 }
 
@@ -555,7 +612,6 @@ func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint
 // error wraps ErrCanceled; if the server cannot say, the error wraps
 // ErrUnavailable and the outcome is unknown.
 func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, value []byte, expect, token uint64, opts []WriteOption) (uint64, error) {
-	c.testWait()
 	if err := checkKey(key); err != nil {
 		return 0, err
 	}
@@ -579,15 +635,15 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		m, err = cn.awaitWrite(ctx, id, ch)
 	}
 	if err != nil {
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		return 0, err
 	}
 	r, ok := m.(*protocol.WriteReply)
 	if !ok {
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		return 0, unexpected(m)
 	}
-	c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term)
+	c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term, c.monoNow())
 	var o writeOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -599,7 +655,8 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 }
 
 // invalidate drops keys from the cache before the client acknowledges, and
-// poisons reads of them in flight. The notice reader calls it.
+// poisons reads of them in flight. The notice reader calls it with the time
+// the invalidation arrived.
 //
 // The acknowledgement goes out under c.smu, so that a read begun after the
 // invalidation reaches the server after the acknowledgement: otherwise the
@@ -607,15 +664,16 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 // read's answer would be cached without a lease behind it. Reads begun
 // before are poisoned, and their record is dropped so that later reads
 // start a clean one. The cost: an acknowledgement waits behind a request
-// that is being written, such as a large Put held up by flow control.
-func (c *Client) invalidate(cn *conn, keys [][]byte) error {
+// that is being written, such as a large Put held up by flow control, and
+// behind the holders of c.imu. The writer waits for it meanwhile, so an
+// acknowledgement held up for longer than slowAck is logged. That clock
+// read, between dropping the entries and acknowledging, is where
+// TestAckAfterReRead holds the notice reader through Config.Clock.
+func (c *Client) invalidate(cn *conn, keys [][]byte, arrived time.Time) error {
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	c.imu.Lock()
 	for _, k := range keys {
-		if c.testIgnore.Load() {
-			break
-		}
 		if f := c.fetches[string(k)]; f != nil {
 			f.poisoned = true
 			delete(c.fetches, string(k))
@@ -623,28 +681,15 @@ func (c *Client) invalidate(cn *conn, keys [][]byte) error {
 		c.cache.Remove(string(k))
 	}
 	c.imu.Unlock()
-	if h := testHookBeforeAck.Load(); h != nil {
-		(*h)()
+	if held := c.clock.Now().Sub(arrived); held > slowAck {
+		c.log.Warn("acknowledgement of an invalidation held up", "keys", len(keys), "held", held)
 	}
 	return cn.write(&protocol.Ack{Keys: keys})
 }
 
-// testWait blocks while a test has paused the client, as a stopped process
-// would be: its goroutines and callers wait at their next step.
-func (c *Client) testWait() {
-	if ch := c.testPause.Load(); ch != nil {
-		<-*ch
-	}
-}
-
-// testHookBeforeAck, if set, runs in invalidate between dropping the
-// entries and sending the acknowledgement. Only tests set it, to widen
-// that window.
-var testHookBeforeAck atomic.Pointer[func()]
-
-// testHookBeforeFill, if set, runs in fetch between the arrival of a read's
-// answer and its fill. Only tests set it, to order fills.
-var testHookBeforeFill atomic.Pointer[func(key string)]
+// slowAck is how long an acknowledgement may be held up in the client
+// before it is logged.
+const slowAck = 100 * time.Millisecond
 
 // relinquish queues keys whose leases the client gives up, for the next
 // batched release.
@@ -801,7 +846,6 @@ func (c *Client) maintain() {
 			return
 		case <-c.clock.After(max(term/8, time.Millisecond)):
 		}
-		c.testWait()
 		now := c.clock.Now()
 		horizon := now.Add(time.Duration(float64(term) * (1 - c.cfg.RenewFraction)))
 		renew = c.cache.TakeRenewals(now, horizon, renew[:0])

@@ -28,11 +28,11 @@ type conn struct {
 	stream *quic.Stream
 	hello  *protocol.HelloReply
 
-	wmu  sync.Mutex // guards wbuf and writes to stream
+	wmu  sync.Mutex // guards wbuf and writes to stream; a leaf (see Client's lock order)
 	wbuf []byte
 
 	nextID  atomic.Uint64
-	pmu     sync.Mutex // guards pending
+	pmu     sync.Mutex // guards pending; a leaf
 	pending map[uint64]chan protocol.Message
 
 	done    chan struct{} // closed when the connection is gone
@@ -259,7 +259,6 @@ func (cn *conn) readReplies(fr *protocol.FrameReader) {
 	defer cn.wg.Done()
 	for {
 		m, err := fr.ReadMessage()
-		cn.c.testWait()
 		if err != nil {
 			cn.fail(err)
 			return
@@ -296,14 +295,13 @@ func (cn *conn) readNotices() {
 	fr := protocol.NewFrameReader(us, cn.hello.MaxFrameSize+1024)
 	for {
 		m, err := fr.ReadMessage()
-		cn.c.testWait()
 		if err != nil {
 			cn.fail(err)
 			return
 		}
 		switch m := m.(type) {
 		case *protocol.Invalidate:
-			if err := cn.c.invalidate(cn, m.Keys); err != nil {
+			if err := cn.c.invalidate(cn, m.Keys, cn.c.clock.Now()); err != nil {
 				return
 			}
 		case *protocol.Recall:

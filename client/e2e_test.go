@@ -342,9 +342,8 @@ func TestE2ESilentWriteLeaseHolder(t *testing.T) {
 	b := dial(t, srv, client.Config{})
 	c := dial(t, srv, client.Config{})
 	h := dialRaw(t, srv)
-	h.nextID++
 	sent := time.Now()
-	m := h.roundTrip(&protocol.Acquire{ID: h.nextID, Key: []byte("k")})
+	m := h.call(&protocol.Acquire{Key: []byte("k")})
 	granted := time.Now()
 	ar, ok := m.(*protocol.AcquireReply)
 	if !ok || ar.Token == 0 || ar.Term != term {
@@ -568,7 +567,7 @@ func TestE2EShutdownAbandonsWaitingWrite(t *testing.T) {
 	// The holder goes away without a goodbye: the server keeps its lease,
 	// so the write still waits, but no silent client is left for Shutdown
 	// to wait for.
-	h.qc.CloseWithError(0, "")
+	h.Close()
 	waitFor(t, testTimeout, "the holder's session to end", func() bool { return srv.Stats().Sessions == 1 })
 	if srv.Stats().WritesWaiting != 1 {
 		t.Fatal("the write stopped waiting when the holder's connection was lost")
@@ -1097,8 +1096,7 @@ func TestE2EBadInput(t *testing.T) {
 			t.Errorf("raw write of a %d-byte key, %d-byte value, op %d: %T %+v", len(w.Key), len(w.Value), w.Op, m, m)
 		}
 	}
-	raw.nextID++
-	if m := raw.roundTrip(&protocol.Stats{ID: raw.nextID}); m.Type() != protocol.TypeStatsReply {
+	if m := raw.call(&protocol.Stats{}); m.Type() != protocol.TypeStatsReply {
 		t.Errorf("raw session after refusals: %T %+v", m, m)
 	}
 	if it := mustGet(t, b, "k"); string(it.Value) != "old" || it.Version != v0 {

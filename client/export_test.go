@@ -2,22 +2,6 @@ package client
 
 import "time"
 
-// SetBeforeAckHook makes f run after an invalidation has dropped its
-// entries and before the acknowledgement is sent. It returns a function
-// that removes the hook.
-func SetBeforeAckHook(f func()) (restore func()) {
-	testHookBeforeAck.Store(&f)
-	return func() { testHookBeforeAck.Store(nil) }
-}
-
-// SetBeforeFillHook makes f run when the answer to a read of key has
-// arrived, before it is cached. It returns a function that removes the
-// hook.
-func SetBeforeFillHook(f func(key string)) (restore func()) {
-	testHookBeforeFill.Store(&f)
-	return func() { testHookBeforeFill.Store(nil) }
-}
-
 // LockFills takes the lock that fills, invalidations and new requests
 // take, as a long queue of them would hold it. It returns the unlock.
 func LockFills(c *Client) (unlock func()) {
@@ -36,19 +20,3 @@ func FetchInFlight(c *Client, key string) bool {
 	defer c.imu.Unlock()
 	return c.fetches[key] != nil
 }
-
-// Pause stops c as a stopped process would be: its callers, its notice and
-// reply readers and its renewals wait at their next step until resume is
-// called. Packets are not held: pair it with a paused packet conn.
-func Pause(c *Client) (resume func()) {
-	ch := make(chan struct{})
-	c.testPause.Store(&ch)
-	return func() {
-		c.testPause.Store(nil)
-		close(ch)
-	}
-}
-
-// IgnoreInvalidations makes c a broken client for negative controls: it
-// acknowledges invalidations but keeps serving the entries they name.
-func IgnoreInvalidations(c *Client) { c.testIgnore.Store(true) }

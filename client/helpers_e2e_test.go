@@ -11,19 +11,15 @@ package client_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -244,67 +240,36 @@ func hasKey(ev client.Event, key string) bool {
 	return false
 }
 
-// rawConn is a protocol-level client written against package protocol
-// alone: it dials QUIC itself, says hello and sends requests, one at a time.
-// It never accepts its notice stream, so it never sees an invalidation and
-// never acknowledges one: an unresponsive lease holder whose connection is
-// nevertheless alive (QUIC still acknowledges packets underneath).
+// rawConn is a protocol-level client (internal/testkit/protoclient) that
+// sends requests one at a time and never answers its notices: it never
+// acknowledges an invalidation, so it is an unresponsive lease holder whose
+// connection is nevertheless alive (QUIC still acknowledges packets
+// underneath).
 type rawConn struct {
-	t      *testing.T
-	qc     *quic.Conn
-	stream *quic.Stream
-	fr     *protocol.FrameReader
-	hello  *protocol.HelloReply
-	nextID uint64
+	*protoclient.Client
+	t *testing.T
 }
 
 func dialRaw(t *testing.T, srv *testServer) *rawConn {
 	t.Helper()
-	pem, err := os.ReadFile(srv.CA())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		t.Fatal("no certificate in the CA file")
-	}
-	tlsConf := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{protocol.ALPN}, MinVersion: tls.VersionTLS13}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	qc, err := quic.DialAddr(ctx, srv.Addr().String(), tlsConf, &quic.Config{MaxIdleTimeout: 30 * time.Second, KeepAlivePeriod: 5 * time.Second})
+	c, err := protoclient.Dial(ctx, srv.Addr().String(), protoclient.Options{CAFile: srv.CA(), Name: "raw-holder"})
 	if err != nil {
 		t.Fatalf("raw dial: %v", err)
 	}
-	t.Cleanup(func() { qc.CloseWithError(0, "") })
-	stream, err := qc.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatalf("raw open stream: %v", err)
-	}
-	r := &rawConn{t: t, qc: qc, stream: stream, fr: protocol.NewFrameReader(stream, 0)}
-	m := r.roundTrip(&protocol.Hello{Version: protocol.Version, Client: "raw-holder"})
-	h, ok := m.(*protocol.HelloReply)
-	if !ok {
-		t.Fatalf("raw hello: got %T %+v", m, m)
-	}
-	r.hello = h
-	return r
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{Client: c, t: t}
 }
 
-// roundTrip sends m and reads the next message on the request stream,
-// within testTimeout.
-func (r *rawConn) roundTrip(m protocol.Message) protocol.Message {
+// call sends m with a fresh ID and returns its reply, within testTimeout.
+func (r *rawConn) call(m protocol.Message) protocol.Message {
 	r.t.Helper()
-	buf, err := protocol.AppendFrame(nil, m)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	reply, err := r.Call(ctx, m)
 	if err != nil {
-		r.t.Fatal(err)
-	}
-	if _, err := r.stream.Write(buf); err != nil {
-		r.t.Fatalf("raw send %s: %v", m.Type(), err)
-	}
-	r.stream.SetReadDeadline(time.Now().Add(testTimeout))
-	reply, err := r.fr.ReadMessage()
-	if err != nil {
-		r.t.Fatalf("raw reply to %s: %v", m.Type(), err)
+		r.t.Fatalf("raw %s: %v", m.Type(), err)
 	}
 	return reply
 }
@@ -314,12 +279,11 @@ func (r *rawConn) roundTrip(m protocol.Message) protocol.Message {
 // granted the lease in between.
 func (r *rawConn) get(key string) (reply *protocol.GetReply, sent, received time.Time) {
 	r.t.Helper()
-	r.nextID++
 	sent = time.Now()
-	m := r.roundTrip(&protocol.Get{ID: r.nextID, Key: []byte(key)})
+	m := r.call(&protocol.Get{Key: []byte(key)})
 	received = time.Now()
 	g, ok := m.(*protocol.GetReply)
-	if !ok || g.ID != r.nextID {
+	if !ok {
 		r.t.Fatalf("raw get %q: got %T %+v", key, m, m)
 	}
 	return g, sent, received
@@ -328,9 +292,7 @@ func (r *rawConn) get(key string) (reply *protocol.GetReply, sent, received time
 // write sends a write and returns its reply (a WriteReply or an Error).
 func (r *rawConn) write(w *protocol.Write) protocol.Message {
 	r.t.Helper()
-	r.nextID++
-	w.ID = r.nextID
-	return r.roundTrip(w)
+	return r.call(w)
 }
 
 // holdLease makes a raw holder that reads key, holds its lease and then

@@ -88,7 +88,7 @@ type faultKind string
 const (
 	faultNetwork   faultKind = "network"   // delay, jitter (reordering), loss and duplication on every client
 	faultPartition faultKind = "partition" // one client cut off from the server, in one or both directions
-	faultPause     faultKind = "pause"     // one client stopped for longer than its term, then resumed
+	faultPause     faultKind = "pause"     // one client's packets held both ways for longer than its term, as for a stopped process
 	faultDrift     faultKind = "drift"     // clients' clocks run slow or fast, within ε
 	faultCrash     faultKind = "crash"     // leased killed with SIGKILL and restarted
 )
@@ -108,7 +108,8 @@ type scenario struct {
 	// cutDrifter: partitions always cut client 0 off, for longer than a
 	// term; otherwise they cut a random client off.
 	cutDrifter bool
-	// ignore: client 0 acknowledges invalidations but keeps its entries.
+	// ignore: client 0 is a liar (liar_test.go): it acknowledges
+	// invalidations but keeps serving its entries.
 	ignore bool
 	// readMostly: the writers mostly read too, so that leases live long
 	// enough to be renewed.
@@ -315,8 +316,19 @@ func runHistory(t *testing.T, sc scenario, seed uint64) historyResult {
 // linClient is one client of a history and its faults.
 type linClient struct {
 	id int
-	c  *client.Client
+	kv linKV          // what the workers call: c, or a liar
+	c  *client.Client // nil for a liar
 	pc *faulttest.Conn
+}
+
+// linKV is what a history's workers call: the methods of *client.Client
+// that a liar also has.
+type linKV interface {
+	Get(ctx context.Context, key string) (client.Item, error)
+	Put(ctx context.Context, key string, value []byte, opts ...client.WriteOption) (uint64, error)
+	Delete(ctx context.Context, key string, opts ...client.WriteOption) (uint64, error)
+	CompareAndSwap(ctx context.Context, key string, oldVersion uint64, value []byte, opts ...client.WriteOption) (uint64, error)
+	Close() error
 }
 
 // runHistoryIn runs one history of sc and checks it. A visualisation of a
@@ -359,20 +371,27 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 			res.faults["network-clients"]++
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err := client.Dial(ctx, srv.Addr, cfg)
-		cancel()
-		if err != nil {
-			lc.pc.Close()
-			t.Fatalf("dial client %d: %v", i, err)
-		}
-		lc.c = c
 		if i == 0 && sc.ignore {
-			client.IgnoreInvalidations(c)
+			l, err := dialLiar(ctx, srv.Addr, srv.CA, lc.pc, cfg.Name)
+			cancel()
+			if err != nil {
+				lc.pc.Close()
+				t.Fatalf("dial the liar: %v", err)
+			}
+			lc.kv = l
+		} else {
+			c, err := client.Dial(ctx, srv.Addr, cfg)
+			cancel()
+			if err != nil {
+				lc.pc.Close()
+				t.Fatalf("dial client %d: %v", i, err)
+			}
+			lc.kv, lc.c = c, c
 		}
 		clients[i] = lc
 		// Also closed at the end of the history, before a server started
 		// during it (after a crash) is stopped by its own cleanup.
-		t.Cleanup(func() { c.Close(); lc.pc.Close() })
+		t.Cleanup(func() { lc.kv.Close(); lc.pc.Close() })
 	}
 
 	rec := lincheck.NewRecorder()
@@ -392,7 +411,7 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	stopWorkers()
 	served := serverSummary(clients)
 	for _, lc := range clients {
-		lc.c.Close()
+		lc.kv.Close()
 	}
 	for _, lc := range clients {
 		st := lc.pc.Stats()
@@ -425,6 +444,9 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 // lease traffic the history exercised.
 func serverSummary(clients []*linClient) string {
 	for _, lc := range clients {
+		if lc.c == nil {
+			continue // a liar
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		st, err := lc.c.ServerStats(ctx)
 		cancel()
@@ -462,13 +484,13 @@ func runReader(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 	for pace(rng, stop) {
 		key := fmt.Sprintf("k%d", rng.IntN(sc.keys))
 		ctx, cancel := context.WithTimeout(context.Background(), sc.term/4)
-		readKey(ctx, 2*lc.id+1, lc.c, rec, key)
+		readKey(ctx, 2*lc.id+1, lc.kv, rec, key)
 		cancel()
 	}
 }
 
 // readKey reads key through c and records the read as history client id.
-func readKey(ctx context.Context, id int, c *client.Client, rec *lincheck.Recorder, key string) (client.Item, bool) {
+func readKey(ctx context.Context, id int, c linKV, rec *lincheck.Recorder, key string) (client.Item, bool) {
 	call := rec.Begin(id, lincheck.Input{Kind: lincheck.Get, Key: key})
 	it, err := c.Get(ctx, key)
 	if err != nil {
@@ -482,7 +504,8 @@ func readKey(ctx context.Context, id int, c *client.Client, rec *lincheck.Record
 // runWorker runs random operations on client lc until stop is closed, and
 // records them, as history client 2·id. It is the only one to write
 // through lc: a plain write by a client that holds the key's write lease
-// does not recall it, which the model does not allow for.
+// does not recall it, which the model does not allow for. A liar takes no
+// write leases: it puts instead.
 func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(seed, uint64(2*lc.id+1)))
 	id := 2 * lc.id
@@ -496,20 +519,23 @@ func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 		if sc.readMostly && rng.IntN(10) != 0 {
 			p = 0
 		}
+		if p >= 88 && lc.c == nil {
+			p = 40
+		}
 		switch {
 		case p < 40:
-			if it, ok := readKey(ctx, id, lc.c, rec, key); ok {
+			if it, ok := readKey(ctx, id, lc.kv, rec, key); ok {
 				seen[key] = it.Version
 			}
 		case p < 64:
 			in := lincheck.Input{Kind: lincheck.Put, Key: key, Value: value()}
 			call := rec.Begin(id, in)
-			v, err := lc.c.Put(ctx, key, []byte(in.Value))
+			v, err := lc.kv.Put(ctx, key, []byte(in.Value))
 			rec.End(call, writeOutput(v, err))
 		case p < 70:
 			in := lincheck.Input{Kind: lincheck.Delete, Key: key}
 			call := rec.Begin(id, in)
-			v, err := lc.c.Delete(ctx, key)
+			v, err := lc.kv.Delete(ctx, key)
 			rec.End(call, writeOutput(v, err))
 		case p < 88:
 			expect := seen[key]
@@ -518,7 +544,7 @@ func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 			}
 			in := lincheck.Input{Kind: lincheck.CAS, Key: key, Value: value(), Expect: expect}
 			call := rec.Begin(id, in)
-			v, err := lc.c.CompareAndSwap(ctx, key, expect, []byte(in.Value))
+			v, err := lc.kv.CompareAndSwap(ctx, key, expect, []byte(in.Value))
 			rec.End(call, writeOutput(v, err))
 		default:
 			writeLeaseSession(ctx, id, lc, rec, rng, key, value)
@@ -616,12 +642,16 @@ func runNemesis(t *testing.T, sc scenario, rng *rand.Rand, clients []*linClient,
 			wait(d + time.Duration(rng.Int64N(int64(2*sc.term))))
 			lc.pc.Partition(false, false)
 		case faultPause:
+			// From the server's side, a stopped process is one whose
+			// packets stop both ways: its leases run out unacknowledged,
+			// and what it sent or was sent meanwhile arrives on resume.
+			// The client's goroutines go on, and serve cached reads
+			// while the leases last by its own clock, which is their
+			// right.
 			lc := clients[rng.IntN(len(clients))]
 			lc.pc.Pause()
-			resume := client.Pause(lc.c)
 			faults["pauses"]++
 			wait(sc.term + time.Duration(rng.Int64N(int64(2*sc.term))))
-			resume()
 			lc.pc.Resume()
 		case faultCrash:
 			if crashes >= 2 {

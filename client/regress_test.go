@@ -58,13 +58,15 @@ func TestReleaseAfterReRead(t *testing.T) {
 
 // TestAckAfterReRead: when a write that invalidated a holder is abandoned,
 // the holder's acknowledgement must not end the lease of a read it began
-// after dropping the entry. A hook holds the acknowledgement back while
+// after dropping the entry. A's clock holds its notice reader where it
+// reads the clock between dropping the entries and acknowledging, while
 // such a read is made.
 func TestAckAfterReRead(t *testing.T) {
 	leaktest.Check(t)
 	const term = 5 * time.Second
 	srv := startServer(t, server.Config{LeaseTerm: term})
-	a := dial(t, srv, client.Config{})
+	clk := newStallClock("(*Client).invalidate")
+	a := dial(t, srv, client.Config{Clock: clk})
 	c := dial(t, srv, client.Config{})
 	raw := dialRaw(t, srv)
 	mustPut(t, c, "k", "v1")
@@ -73,25 +75,45 @@ func TestAckAfterReRead(t *testing.T) {
 		t.Fatal("A does not cache k")
 	}
 	reread := make(chan client.Item, 1)
+	stalled, abandoned := make(chan struct{}), make(chan struct{})
+	markAbandoned := sync.OnceFunc(func() { close(abandoned) })
+	defer markAbandoned() // on failure, so that the notice reader goes on
 	var once sync.Once
-	defer client.SetBeforeAckHook(func() {
+	clk.stallWith(func() {
 		once.Do(func() {
+			close(stalled)
+			// The read is made once the write is abandoned, so that the
+			// server grants it a lease.
+			select {
+			case <-abandoned:
+			case <-time.After(testTimeout):
+			}
+			returned := make(chan struct{})
 			go func() {
+				defer close(returned)
 				it, err := a.Get(context.Background(), "k")
 				if err != nil {
 					t.Errorf("re-read: %v", err)
 				}
 				reread <- it
 			}()
-			// Give the read every chance to overtake the acknowledgement.
-			time.Sleep(100 * time.Millisecond)
+			// Give the read every chance to overtake the acknowledgement:
+			// hold it until the read has returned, which it can only do
+			// if it is not ordered behind the acknowledgement, or for a
+			// while if it is.
+			select {
+			case <-returned:
+			case <-time.After(250 * time.Millisecond):
+			}
 		})
-	})()
+	})
 	// A write that invalidates A and is abandoned at once, before A's
 	// acknowledgement arrives.
 	if e, ok := raw.write(&protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("zzz"), Timeout: 1}).(*protocol.Error); !ok || e.Code != protocol.CodeCanceled {
 		t.Fatalf("the raw write was not abandoned: %+v", e)
 	}
+	markAbandoned()
+	waitStalled(t, stalled, testTimeout, "the acknowledgement of an invalidation")
 	select {
 	case it := <-reread:
 		if string(it.Value) != "v1" {
@@ -100,7 +122,12 @@ func TestAckAfterReRead(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("the re-read did not return")
 	}
-	waitFor(t, testTimeout, "A's acknowledgement", func() bool { return msgsIn(srv, "ack") >= 1 })
+	// C holds a lease on k too (its own write's), so A's acknowledgement
+	// is in once every invalidation sent is acknowledged.
+	waitFor(t, testTimeout, "A's acknowledgement", func() bool {
+		st := srv.Stats()
+		return st.InvalidationsSent == 2 && st.MessagesIn["ack"] == st.InvalidationsSent
+	})
 	// Whatever A caches now must be covered by a lease the server knows of,
 	// so C's write asks A first.
 	mustPut(t, c, "k", "v2")
@@ -263,13 +290,15 @@ func TestHotKeyCachedAgain(t *testing.T) {
 // kept the CPUs busy on the cached entry, each turn of that queue waited
 // for a scheduling round, so the queue outlasted the term and held up the
 // renewals, the hot key expired with every term, and all its readers missed
-// together again (the flakiness of TestHotKeyCachedAgain). A hook holds the
-// answers of three such reads until all have arrived, then lets them fill
-// one at a time, the second while that lock is held.
+// together again (the flakiness of TestHotKeyCachedAgain). A's clock holds
+// the answers of three such reads where each reads the clock on arrival,
+// until all have arrived, then lets them fill one at a time, the second
+// while that lock is held.
 func TestHerdAnswersDoNotQueue(t *testing.T) {
 	leaktest.Check(t)
 	srv := startServer(t, server.Config{LeaseTerm: 5 * time.Second})
-	a := dial(t, srv, client.Config{})
+	clk := newStallClock("(*Client).fetch")
+	a := dial(t, srv, client.Config{Clock: clk})
 	b := dial(t, srv, client.Config{})
 	mustPut(t, b, "k", "v1")
 	const readers = 3
@@ -279,12 +308,14 @@ func TestHerdAnswersDoNotQueue(t *testing.T) {
 		turns[i] = make(chan struct{})
 	}
 	var next atomic.Int32
-	defer client.SetBeforeFillHook(func(key string) {
-		if i := next.Add(1) - 1; key == "k" && i < readers {
+	// A reads nothing else through the server meanwhile: the first three
+	// answers to arrive are those of the reads of k.
+	clk.stallWith(func() {
+		if i := next.Add(1) - 1; i < readers {
 			arrived <- struct{}{}
 			<-turns[i]
 		}
-	})()
+	})
 	var released int
 	release := func() { close(turns[released]); released++ }
 	defer func() {
@@ -300,11 +331,7 @@ func TestHerdAnswersDoNotQueue(t *testing.T) {
 		}()
 	}
 	for range readers {
-		select {
-		case <-arrived:
-		case <-time.After(testTimeout):
-			t.Fatal("the three reads were not all answered")
-		}
+		waitStalled(t, arrived, testTimeout, "the arrival of the three reads' answers")
 	}
 	// Each read missed (no answer is cached yet) and went to the server.
 	returned := func(what string) {

@@ -23,7 +23,7 @@ type WriteLease struct {
 	token uint64
 	term  time.Duration
 
-	mu       sync.Mutex // guards deadline, lost and writes
+	mu       sync.Mutex // guards deadline, lost and writes; after Client.wmu, a leaf
 	deadline time.Time
 	lost     bool
 	writes   sync.WaitGroup // writes in flight under the lease
@@ -34,7 +34,6 @@ type WriteLease struct {
 // read lease on the key has been dropped or has run out, and until another
 // holder of the write lease has released it or its lease has run out.
 func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease, error) {
-	c.testWait()
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
@@ -74,7 +73,7 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 			delete(c.earlyRecalls, key)
 		}
 		c.wmu.Unlock()
-		c.fill(key, f, nil, 0, false, sent, 0)
+		c.endFetch(key, f)
 		if release {
 			c.releaseUnknown(key, token)
 		}
@@ -90,7 +89,7 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 	c.wmu.Unlock()
 	// Nobody else may read the key from cache or change it while the lease
 	// lasts, so the holder caches the value under the write lease itself.
-	c.fill(key, f, r.Value, r.Version, r.Found, sent.Add(r.Term), r.Term)
+	c.fill(key, f, r.Value, r.Version, r.Found, sent.Add(r.Term), r.Term, c.monoNow())
 	if recalled {
 		// The recall overtook this reply on its own stream.
 		c.recall(key, wl.token)
