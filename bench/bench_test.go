@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/leaktest"
+	"github.com/leased/leased/internal/testkit/leaktest"
 )
 
 // tinyConfig is a run of a few seconds: S = 1 and 4 at terms 0, 10 s and

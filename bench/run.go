@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/faulttest"
+	"github.com/leased/leased/internal/netfault"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -220,22 +220,22 @@ func (r *runner) checkEndpoint(ctx context.Context) error {
 }
 
 // dial connects a client. With delay > 0 its packets go through a
-// faulttest.Conn that delays them by delay each way; the returned conn is
+// netfault.Conn that delays them by delay each way; the returned conn is
 // then that wrapper, which the caller closes after the client.
-func (r *runner) dial(ctx context.Context, name string, delay time.Duration) (*client.Client, *faulttest.Conn, error) {
+func (r *runner) dial(ctx context.Context, name string, delay time.Duration) (*client.Client, *netfault.Conn, error) {
 	return r.dialConn(ctx, name, delay, delay > 0)
 }
 
-func (r *runner) dialConn(ctx context.Context, name string, delay time.Duration, wrap bool) (*client.Client, *faulttest.Conn, error) {
+func (r *runner) dialConn(ctx context.Context, name string, delay time.Duration, wrap bool) (*client.Client, *netfault.Conn, error) {
 	cfg := client.Config{CAFile: r.caFile, Name: "leasebench-" + name, Logger: r.log}
-	var fc *faulttest.Conn
+	var fc *netfault.Conn
 	if wrap {
 		pc, err := net.ListenPacket("udp", r.localAddr())
 		if err != nil {
 			return nil, nil, fmt.Errorf("leasebench: client socket: %w", err)
 		}
-		fc = faulttest.Wrap(pc, int64(r.cfg.Seed))
-		fc.SetFaults(faulttest.Faults{Delay: delay}, faulttest.Faults{Delay: delay})
+		fc = netfault.Wrap(pc, int64(r.cfg.Seed))
+		fc.SetFaults(netfault.Faults{Delay: delay}, netfault.Faults{Delay: delay})
 		cfg.PacketConn = fc
 	}
 	dctx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -264,7 +264,7 @@ func (r *runner) localAddr() string {
 // pool is the clients of one point.
 type pool struct {
 	clients []*client.Client
-	conns   []*faulttest.Conn
+	conns   []*netfault.Conn
 	delay   time.Duration
 }
 

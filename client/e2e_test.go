@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/faulttest"
-	"github.com/leased/leased/internal/leaktest"
+	"github.com/leased/leased/internal/netfault"
+	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -1211,7 +1211,7 @@ func TestE2EPacketConn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := faulttest.Wrap(udp, 1)
+	pc := netfault.Wrap(udp, 1)
 	defer pc.Close()
 	ev := newEvents()
 	a := dialAddr(t, addr, srv.CA(), client.Config{PacketConn: pc, OnEvent: ev.on, MaxReconnectDelay: 200 * time.Millisecond})

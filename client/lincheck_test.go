@@ -5,7 +5,7 @@ package client_test
 // Linearizability under faults, in the manner of Jepsen: a real leased
 // process and several clients of this library run random operations on a
 // few shared keys, with short terms, while a nemesis injects faults. The
-// history of every run is checked with porcupine (internal/lincheck).
+// history of every run is checked with porcupine (internal/testkit/lincheck).
 //
 // The short form runs in `go test`: TestLinearizable checks at least 20
 // histories across the fault kinds, and TestLinearizableNegative shows that
@@ -36,11 +36,11 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/clitest"
 	"github.com/leased/leased/internal/clock"
-	"github.com/leased/leased/internal/faulttest"
-	"github.com/leased/leased/internal/leaktest"
-	"github.com/leased/leased/internal/lincheck"
+	"github.com/leased/leased/internal/netfault"
+	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/leaktest"
+	"github.com/leased/leased/internal/testkit/lincheck"
 )
 
 var (
@@ -318,7 +318,7 @@ type linClient struct {
 	id int
 	kv linKV          // what the workers call: c, or a liar
 	c  *client.Client // nil for a liar
-	pc *faulttest.Conn
+	pc *netfault.Conn
 }
 
 // linKV is what a history's workers call: the methods of *client.Client
@@ -356,17 +356,17 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 		if err != nil {
 			t.Fatal(err)
 		}
-		lc := &linClient{id: i, pc: faulttest.Wrap(udp, int64(seed)+int64(i))}
+		lc := &linClient{id: i, pc: netfault.Wrap(udp, int64(seed)+int64(i))}
 		cfg := srv.ClientConfig()
 		cfg.Name = fmt.Sprintf("lin-%d", i)
 		cfg.PacketConn = lc.pc
 		cfg.MaxReconnectDelay = 100 * time.Millisecond
 		if i == 0 && sc.drift != 0 && sc.drift != 1 {
-			cfg.Clock = faulttest.Drift(clock.Real(), sc.drift)
+			cfg.Clock = netfault.Drift(clock.Real(), sc.drift)
 			res.faults["drifting-clients"]++
 		}
 		if sc.has(faultNetwork) {
-			f := faulttest.Faults{Delay: time.Millisecond, Jitter: 4 * time.Millisecond, Drop: 0.03, Duplicate: 0.03}
+			f := netfault.Faults{Delay: time.Millisecond, Jitter: 4 * time.Millisecond, Drop: 0.03, Duplicate: 0.03}
 			lc.pc.SetFaults(f, f)
 			res.faults["network-clients"]++
 		}

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/clitest"
-	"github.com/leased/leased/internal/leaktest"
+	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/server"
 )
 

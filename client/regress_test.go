@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/leaktest"
+	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )

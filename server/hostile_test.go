@@ -17,7 +17,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/clock"
-	"github.com/leased/leased/internal/leaktest"
+	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/leased/leased/bench"
-	"github.com/leased/leased/internal/clitest"
+	"github.com/leased/leased/internal/testkit/clitest"
 )
 
 // bins are the binaries built by TestMain: the endpoint tests run a real

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/clitest"
+	"github.com/leased/leased/internal/testkit/clitest"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )

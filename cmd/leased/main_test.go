@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leased/leased/internal/clitest"
+	"github.com/leased/leased/internal/testkit/clitest"
 	"github.com/leased/leased/server"
 )
 

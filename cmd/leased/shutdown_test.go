@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/clitest"
+	"github.com/leased/leased/internal/testkit/clitest"
 )
 
 const (

@@ -13,7 +13,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/leased/leased/internal/leaktest"
+	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"

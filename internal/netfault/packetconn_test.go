@@ -1,4 +1,4 @@
-package faulttest
+package netfault
 
 import (
 	"container/heap"
@@ -22,7 +22,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/leased/leased/internal/leaktest"
+	"github.com/leased/leased/internal/testkit/leaktest"
 )
 
 // These tests run on real UDP sockets on 127.0.0.1, so they wait in real
@@ -655,7 +655,7 @@ func tlsConfigs(t *testing.T) (server, client *tls.Config) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "faulttest"},
+		Subject:               pkix.Name{CommonName: "netfault"},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(time.Hour),
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},

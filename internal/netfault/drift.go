@@ -1,4 +1,4 @@
-package faulttest
+package netfault
 
 import (
 	"math"
@@ -34,7 +34,7 @@ import (
 // concurrent use, as base must be.
 func Drift(base clock.Clock, rate float64) clock.Clock {
 	if !(rate > 0) || math.IsInf(rate, 1) {
-		panic("faulttest: Drift rate must be positive and finite")
+		panic("netfault: Drift rate must be positive and finite")
 	}
 	return &driftClock{base: base, rate: rate, start: base.Now()}
 }
@@ -71,7 +71,7 @@ func (c *driftClock) AfterFunc(d time.Duration, f func()) clockwork.Timer {
 // NewTicker panics if d is not positive, as time.NewTicker does.
 func (c *driftClock) NewTicker(d time.Duration) clockwork.Ticker {
 	if d <= 0 {
-		panic("faulttest: non-positive interval for NewTicker")
+		panic("netfault: non-positive interval for NewTicker")
 	}
 	t := &driftTicker{c: c, ch: make(chan time.Time, 1)}
 	t.mu.Lock()
@@ -196,7 +196,7 @@ func (t *driftTicker) Stop() {
 // Reset panics if d is not positive, as time.Ticker.Reset does.
 func (t *driftTicker) Reset(d time.Duration) {
 	if d <= 0 {
-		panic("faulttest: non-positive interval for Ticker.Reset")
+		panic("netfault: non-positive interval for Ticker.Reset")
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

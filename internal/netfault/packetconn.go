@@ -1,12 +1,13 @@
-// Package faulttest holds fault injectors for tests of leased: a packet conn
-// that delays, drops, duplicates, reorders and partitions the datagrams of a
+// Package netfault injects network and clock faults: a packet conn that
+// delays, drops, duplicates, reorders and partitions the datagrams of a
 // real socket, and a clock that drifts from the one it is built on.
 //
-// Tests use this package, and so does leasebench (package bench): it adds
-// network delay with a Conn, and cuts a slow holder off with Partition.
+// It is not test-only: leasebench (package bench) adds network delay with
+// a Conn and cuts a slow holder off with Partition, and the end-to-end and
+// linearizability tests inject their faults with it.
 // Delays work in real time with Go's timers, so a delay much below a
 // millisecond comes out near a millisecond on an idle machine.
-package faulttest
+package netfault
 
 import (
 	"container/heap"
@@ -318,7 +319,7 @@ func (c *Conn) SetWriteBuffer(bytes int) error {
 	return c.opError("set", errNoBuffer)
 }
 
-var errNoBuffer = errors.New("faulttest: the wrapped conn has no socket buffer to set")
+var errNoBuffer = errors.New("netfault: the wrapped conn has no socket buffer to set")
 
 // readLoop reads the wrapped conn until it fails, and queues each packet
 // through the in faults for ReadFrom.

@@ -1,4 +1,4 @@
-package faulttest
+package netfault
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/internal/clock"
-	"github.com/leased/leased/internal/leaktest"
+	"github.com/leased/leased/internal/testkit/leaktest"
 )
 
 // These tests drive a fake base clock. A base timer that has not expired
