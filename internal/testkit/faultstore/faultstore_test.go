@@ -211,11 +211,11 @@ func TestConcurrent(t *testing.T) {
 	defer s.Close()
 
 	done := make(chan struct{})
-	var toggles atomic.Int64
+	var toggles, ok atomic.Int64 // ok: commits the operator has seen the committer make
 	var wg sync.WaitGroup
 	wg.Go(func() { // the operator of the disk
 		// Set a fault, keep it until the committer has run into it, then
-		// clear it, over and over.
+		// clear it until the committer has committed again, over and over.
 		for i := 1; ; i++ {
 			before := s.Faults()
 			s.Fail(fmt.Errorf("fault %d: %w", i, errDisk))
@@ -228,6 +228,13 @@ func TestConcurrent(t *testing.T) {
 			}
 			s.Heal()
 			toggles.Store(int64(i))
+			for was := ok.Load(); ok.Load() == was; {
+				select {
+				case <-done:
+					return
+				default:
+				}
+			}
 		}
 	})
 	for range 2 { // readers
@@ -265,6 +272,7 @@ func TestConcurrent(t *testing.T) {
 		switch {
 		case err == nil:
 			committed++
+			ok.Store(committed)
 			if rs[0].Version != uint64(committed) {
 				t.Fatalf("version %d, want %d", rs[0].Version, committed)
 			}
