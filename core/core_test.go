@@ -104,6 +104,18 @@ func (p *pending) must(t *testing.T) Outcome {
 	return o
 }
 
+// runWithWriteLease runs a core over st in which session 1 acquires the
+// write lease on "k", then stops it with the lease live, and returns the
+// outcome of the acquisition.
+func runWithWriteLease(t *testing.T, st store.Store) Outcome {
+	t.Helper()
+	a, _ := newCore(t, st)
+	a.OpenSession(1)
+	acq := submit(t, a, &Request{Session: 1, Acquire: true, Key: []byte("k")}).must(t)
+	a.Close() // the lease is live: the horizon stays past it
+	return acq
+}
+
 func put(s SessionID, key, value string) *Request {
 	return &Request{Session: s, Op: store.OpPut, Key: []byte(key), Value: []byte(value)}
 }
@@ -116,13 +128,10 @@ func put(s SessionID, key, value string) *Request {
 func TestWriteLeaseSurvivesRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := durable{store.NewMemory()}
-		a, _ := newCore(t, st)
-		a.OpenSession(1)
-		acq := submit(t, a, &Request{Session: 1, Acquire: true, Key: []byte("k")}).must(t)
+		acq := runWithWriteLease(t, st)
 		if acq.Token != 1 || acq.Term != term {
 			t.Fatalf("acquire: token %d term %v, want 1 and %v", acq.Token, acq.Term, term)
 		}
-		a.Close() // the lease is live: the horizon stays past it
 
 		b, n := newCore(t, st)
 		defer b.Close()
@@ -174,10 +183,7 @@ func TestWriteLeaseSurvivesRestart(t *testing.T) {
 func TestRestoredWriteLeaseExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := durable{store.NewMemory()}
-		a, _ := newCore(t, st)
-		a.OpenSession(1)
-		submit(t, a, &Request{Session: 1, Acquire: true, Key: []byte("k")}).must(t)
-		a.Close()
+		runWithWriteLease(t, st)
 
 		b, _ := newCore(t, st)
 		defer b.Close()
@@ -207,10 +213,7 @@ func TestRestoredWriteLeaseExpires(t *testing.T) {
 func TestExpiredWriteLeasesEndAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := durable{store.NewMemory()}
-		a, _ := newCore(t, st)
-		a.OpenSession(1)
-		submit(t, a, &Request{Session: 1, Acquire: true, Key: []byte("k")}).must(t)
-		a.Close()
+		runWithWriteLease(t, st)
 		time.Sleep(time.Minute)
 		b, _ := newCore(t, st)
 		defer b.Close()
