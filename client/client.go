@@ -9,14 +9,18 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +36,7 @@ import (
 const (
 	DefaultCacheEntries  = 100_000
 	DefaultCacheBytes    = 64 << 20
-	DefaultIdleTimeout   = 30 * time.Second
+	DefaultIdleTimeout   = time.Second
 	DefaultRenewFraction = 2.0 / 3.0
 	DefaultMaxReconnect  = 5 * time.Second
 	maxKeySize           = 4096
@@ -61,9 +65,12 @@ type Config struct {
 	// entry read during that term is renewed, strictly between 0 and 1.
 	// Zero means DefaultRenewFraction (2/3).
 	RenewFraction float64
-	// IdleTimeout closes the connection after this long without traffic;
-	// the client sends keep-alives at a third of it. Zero means
-	// DefaultIdleTimeout (30 s); negative values are invalid.
+	// IdleTimeout closes the connection after this long without traffic
+	// from the server; the client sends keep-alives at a third of it, which
+	// the server answers. So a server that is gone, such as a leader that
+	// crashed, is noticed within it, and the client reconnects (to the new
+	// leader). Zero means DefaultIdleTimeout (1 s); negative values are
+	// invalid.
 	IdleTimeout time.Duration
 	// MaxReconnectDelay caps the backoff between reconnection attempts.
 	// Zero means DefaultMaxReconnect (5 s); negative values are invalid.
@@ -231,19 +238,42 @@ type fetch struct {
 // WriteLease.mu the client reads its clock, which a test's clock may make
 // wait; a wait there must not need one of those locks.
 type Client struct {
-	cfg     Config
-	addr    string
-	tlsConf *tls.Config
-	tr      *quic.Transport // over Config.PacketConn; nil: a socket per connection
-	clock   clock.Clock
-	log     *slog.Logger
-	cache   *cache.Cache
+	cfg Config
+	// endpoints are the addresses Dial was given; addr is the one of the
+	// current or last session, which dials try first.
+	endpoints []string
+	addr      atomic.Pointer[string]
+	tlsConf   *tls.Config     // ServerName empty: each endpoint's host
+	tr        *quic.Transport // over Config.PacketConn; nil: a socket per connection
+	clock     clock.Clock
+	log       *slog.Logger
+	cache     *cache.Cache
 
 	base     time.Time // a reading of clock at Dial, for monoNow
 	sysClock bool      // clock is the system clock
 
-	cur     atomic.Pointer[conn] // nil while disconnected
-	minTerm atomic.Int64         // the shortest term granted so far, in ns; paces renewal
+	cur atomic.Pointer[conn] // nil while disconnected
+	// newConn is closed, and replaced, when a connection is installed in
+	// cur after a disconnection (see awaitConn); guarded by ncmu, a leaf.
+	ncmu    sync.Mutex
+	newConn chan struct{}
+	// lastHello is the hello reply of the current or last session.
+	lastHello atomic.Pointer[protocol.HelloReply]
+
+	// id is the client's identity in the hello of every session
+	// (protocol.Hello.ClientID): with it the server applies each write
+	// once, so a write whose reply was lost is sent again. Request IDs
+	// come from nextID, unique across the client's sessions.
+	id     uint64
+	nextID atomic.Uint64
+	// writing holds the IDs of writes that have no outcome yet, and
+	// lowest the least of them, or 0 if unknown: each write tells the
+	// server which outcomes it may forget (protocol.Write.Acked).
+	// Guarded by xmu, a leaf.
+	xmu     sync.Mutex
+	writing map[uint64]struct{}
+	lowest  uint64
+	minTerm atomic.Int64 // the shortest term granted so far, in ns; paces renewal
 
 	imu     sync.Mutex // guards fetches and closed, and orders cache fills against invalidations; after smu
 	fetches map[string]*fetch
@@ -270,25 +300,29 @@ type Client struct {
 }
 
 // Dial connects to the server at addr ("host:port") and opens a session.
-// An invalid cfg (see Config.Validate) is an error wrapping
-// ErrInvalidArgument.
+// addr may list the nodes of a cluster, separated by commas
+// ("a:7400,b:7400,c:7400"): Dial, and every reconnection, finds the node
+// that leads, following a node's answer that another one leads (DESIGN
+// §13); while none leads, Dial tries them again, with backoff, until ctx
+// ends. An invalid cfg (see Config.Validate) or address is an error
+// wrapping ErrInvalidArgument.
 func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	sysClock := cfg.Clock == nil
 	cfg = cfg.withDefaults()
-	host, _, err := net.SplitHostPort(addr)
+	endpoints, err := parseEndpoints(addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: address %q: %v", ErrInvalidArgument, addr, err)
+		return nil, err
 	}
-	tlsConf, err := defaultTLS(cfg, host)
+	tlsConf, err := defaultTLS(cfg)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
 		cfg:          cfg,
-		addr:         addr,
+		endpoints:    endpoints,
 		tlsConf:      tlsConf,
 		clock:        cfg.Clock,
 		log:          cfg.Logger,
@@ -298,7 +332,11 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		earlyRecalls: make(map[string]uint64),
 		acquiring:    make(map[string]int),
 		events:       make(chan Event, 256),
+		newConn:      make(chan struct{}),
+		id:           newClientID(),
+		writing:      make(map[uint64]struct{}),
 	}
+	c.addr.Store(&endpoints[0])
 	c.base, c.sysClock = c.clock.Now(), sysClock
 	if cfg.PacketConn != nil {
 		c.tr = &quic.Transport{Conn: cfg.PacketConn}
@@ -311,6 +349,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.cur.Store(cn)
+	c.lastHello.Store(cn.hello)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(3)
 	go c.supervise(cn)
@@ -318,6 +357,24 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	go c.deliverEvents()
 	return c, nil
 }
+
+// parseEndpoints splits a comma-separated list of host:port addresses.
+func parseEndpoints(addr string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(addr, ",") {
+		a = strings.TrimSpace(a)
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("%w: address %q: %v", ErrInvalidArgument, a, err)
+		}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// endpoint is the address of the current or last session.
+func (c *Client) endpoint() string { return *c.addr.Load() }
 
 // monoNow returns the current time for lease checks on the cached read
 // path. On the system clock it reads only the monotonic clock, without the
@@ -362,7 +419,92 @@ func (c *Client) conn() (*conn, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
-	return nil, fmt.Errorf("%w: not connected to %s", ErrUnavailable, c.addr)
+	return nil, fmt.Errorf("%w: not connected to %s", ErrUnavailable, c.endpoint())
+}
+
+// awaitConn returns the current connection, waiting for the client to
+// reconnect if it has none, until ctx ends or until the time until. The
+// error of a wait that ended wraps ErrUnavailable and the reason.
+func (c *Client) awaitConn(ctx context.Context, until time.Time) (*conn, error) {
+	for {
+		c.ncmu.Lock()
+		changed := c.newConn
+		c.ncmu.Unlock()
+		cn, err := c.conn()
+		if err == nil || errors.Is(err, ErrClosed) {
+			return cn, err
+		}
+		left := until.Sub(c.clock.Now())
+		if left <= 0 {
+			return nil, fmt.Errorf("%w: not connected to %s", ErrUnavailable, c.endpoint())
+		}
+		t := c.clock.NewTimer(left)
+		select {
+		case <-changed:
+		case <-c.ctx.Done():
+		case <-t.Chan():
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: not connected to %s: %w", ErrUnavailable, c.endpoint(), ctx.Err())
+		}
+		t.Stop()
+	}
+}
+
+// connected installs cn, the connection of a new session, and wakes the
+// writes waiting for one. It reports false if the client has a
+// connection already.
+func (c *Client) connected(cn *conn) bool {
+	if !c.cur.CompareAndSwap(nil, cn) {
+		return false
+	}
+	c.lastHello.Store(cn.hello)
+	c.ncmu.Lock()
+	close(c.newConn)
+	c.newConn = make(chan struct{})
+	c.ncmu.Unlock()
+	return true
+}
+
+// newClientID returns a random client identity, not 0.
+func newClientID() uint64 {
+	for {
+		var b [8]byte
+		rand.Read(b[:]) // never fails (crypto/rand)
+		if id := binary.BigEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
+
+// beginWrite records that write id has no outcome yet, and returns the
+// least ID of such writes: the client has the outcomes of its writes
+// below it.
+func (c *Client) beginWrite(id uint64) uint64 {
+	c.xmu.Lock()
+	defer c.xmu.Unlock()
+	c.writing[id] = struct{}{}
+	if c.lowest == 0 || id < c.lowest {
+		c.lowest = id
+	}
+	return c.lowest
+}
+
+// endWrite records that write id has its outcome, or will never be sent
+// again.
+func (c *Client) endWrite(id uint64) {
+	c.xmu.Lock()
+	defer c.xmu.Unlock()
+	delete(c.writing, id)
+	if id != c.lowest {
+		return
+	}
+	c.lowest = 0
+	for w := range c.writing {
+		if c.lowest == 0 || w < c.lowest {
+			c.lowest = w
+		}
+	}
 }
 
 func checkKey(key string) error {
@@ -571,6 +713,10 @@ type WriteResult struct {
 	// Term is the term of the read lease the write gave the writer on the
 	// key's new value: the key's term, or 0 if it is not cached.
 	Term time.Duration
+	// Replayed says that the write was sent again after its connection
+	// was lost (a failover), and had committed before: Version is that
+	// commit's, and the writer got no lease (Term 0).
+	Replayed bool
 }
 
 // WriteOption modifies a write.
@@ -608,6 +754,15 @@ func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint
 // the request is sent, so that no goroutine of this client reads the old
 // value after another client could have read the new one; the committed
 // value is cached afterwards under the fresh lease the reply carries.
+//
+// While the client is disconnected, the write waits for it to reconnect,
+// within ctx. A write whose connection is lost before its reply is sent
+// again on the next session, with the same request ID, so the server
+// applies it once (protocol.Hello.ClientID); a write under a write lease
+// is not, because the lease ends with the session. Both go on for at most
+// half the server's retry window, which bounds a wait with a context that
+// never ends.
+//
 // If ctx ends before the write commits, the write is abandoned and the
 // error wraps ErrCanceled; if the server cannot say, the error wraps
 // ErrUnavailable and the outcome is unknown.
@@ -616,6 +771,15 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		return 0, err
 	}
 	cn, err := c.conn()
+	if err != nil && token == 0 && !errors.Is(err, ErrClosed) {
+		// Wait for the client to reconnect; the last session's settings
+		// bound the wait. A write lease ends with its session: a write
+		// under it fails at once.
+		cn, err = c.awaitConn(ctx, c.clock.Now().Add(c.retryWindow()/2))
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", ErrCanceled, err) // never sent: nothing changed
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -623,35 +787,76 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		return 0, fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), max)
 	}
 	value = append([]byte(nil), value...)
-	req := &protocol.Write{Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token}
-	if dl, ok := ctx.Deadline(); ok {
-		if req.Timeout = time.Until(dl); req.Timeout <= 0 {
-			return 0, fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
+	id := c.nextID.Add(1)
+	req := &protocol.Write{ID: id, Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token}
+	defer c.endWrite(id)
+	var retryUntil time.Time // set once the write may have reached a server
+	for {
+		if dl, ok := ctx.Deadline(); ok {
+			if req.Timeout = time.Until(dl); req.Timeout <= 0 {
+				err := fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
+				if !retryUntil.IsZero() {
+					err = fmt.Errorf("%w: the write was sent before its connection was lost and may or may not have committed: %w", ErrUnavailable, context.DeadlineExceeded)
+				}
+				return 0, err
+			}
 		}
+		req.Acked = c.beginWrite(id)
+		f, sent, _, ch, err := c.send(cn, key, req, true)
+		var m protocol.Message
+		lost := err != nil
+		if err == nil {
+			m, lost, err = cn.awaitWrite(ctx, id, ch)
+		}
+		if e, ok := m.(*protocol.Error); ok && e.Code == protocol.CodeNotLeader {
+			// The node stopped leading while it committed the write: the
+			// next leader may apply it or not. The session is of no more
+			// use; the next one is with the new leader.
+			err = fmt.Errorf("%w: %s; the write may or may not have committed", ErrUnavailable, e.Message)
+			cn.fail(err)
+			m, lost = nil, true
+		}
+		if err != nil {
+			c.endFetch(key, f)
+			if retryUntil.IsZero() {
+				retryUntil = c.clock.Now().Add(cn.hello.RetryWindow / 2)
+			} else if errors.Is(err, ErrCanceled) {
+				// This attempt was abandoned, but an earlier one may
+				// have committed.
+				err = fmt.Errorf("%w: the write was sent before its connection was lost and may or may not have committed: %w", ErrUnavailable, err)
+			}
+			if !lost || token != 0 || cn.hello.RetryWindow == 0 || ctx.Err() != nil {
+				return 0, err
+			}
+			c.log.Debug("write lost with its connection; sending it again on the next session", "key", key, "id", id, "err", err)
+			if cn, err = c.awaitConn(ctx, retryUntil); err != nil {
+				return 0, fmt.Errorf("%w; the write was sent before and may or may not have committed", err)
+			}
+			continue
+		}
+		r, ok := m.(*protocol.WriteReply)
+		if !ok {
+			c.endFetch(key, f)
+			return 0, unexpected(m)
+		}
+		c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term, c.monoNow())
+		var o writeOptions
+		for _, opt := range opts {
+			opt(&o)
+		}
+		if o.result != nil {
+			*o.result = WriteResult{Version: r.Version, Waited: r.Waited, Holders: r.Holders, Term: r.Term, Replayed: r.Duplicate}
+		}
+		return r.Version, nil
 	}
-	f, sent, id, ch, err := c.send(cn, key, req, true)
-	var m protocol.Message
-	if err == nil {
-		m, err = cn.awaitWrite(ctx, id, ch)
+}
+
+// retryWindow returns the retry window of the client's last session.
+func (c *Client) retryWindow() time.Duration {
+	if h := c.lastHello.Load(); h != nil {
+		return h.RetryWindow
 	}
-	if err != nil {
-		c.endFetch(key, f)
-		return 0, err
-	}
-	r, ok := m.(*protocol.WriteReply)
-	if !ok {
-		c.endFetch(key, f)
-		return 0, unexpected(m)
-	}
-	c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term, c.monoNow())
-	var o writeOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.result != nil {
-		*o.result = WriteResult{Version: r.Version, Waited: r.Waited, Holders: r.Holders, Term: r.Term}
-	}
-	return r.Version, nil
+	return 0
 }
 
 // invalidate drops keys from the cache before the client acknowledges, and
@@ -783,7 +988,7 @@ func (c *Client) supervise(cn *conn) {
 		if !c.cur.CompareAndSwap(cn, nil) {
 			return // closed
 		}
-		c.log.Warn("connection lost", "addr", c.addr, "err", cn.err)
+		c.log.Warn("connection lost", "addr", c.endpoint(), "err", cn.err)
 		c.wg.Add(1) // this goroutine is counted, so the count is above zero
 		go func(cn *conn) { defer c.wg.Done(); cn.close() }(cn)
 		c.emit(Event{Kind: EventDisconnected, Err: cn.err})
@@ -800,7 +1005,7 @@ func (c *Client) supervise(cn *conn) {
 			if c.ctx.Err() != nil {
 				return
 			}
-			c.log.Debug("reconnect failed", "addr", c.addr, "err", err, "retry_in", delay)
+			c.log.Debug("reconnect failed", "addr", c.endpoint(), "err", err, "retry_in", delay)
 			select {
 			case <-c.ctx.Done():
 				return
@@ -808,7 +1013,7 @@ func (c *Client) supervise(cn *conn) {
 			}
 			delay = min(2*delay, c.cfg.MaxReconnectDelay)
 		}
-		if !c.cur.CompareAndSwap(nil, cn) {
+		if !c.connected(cn) {
 			cn.close()
 			return
 		}
@@ -820,7 +1025,7 @@ func (c *Client) supervise(cn *conn) {
 			}
 			return
 		}
-		c.log.Info("reconnected", "addr", c.addr, "session", cn.hello.SessionID)
+		c.log.Info("reconnected", "addr", c.endpoint(), "session", cn.hello.SessionID)
 		c.emit(Event{Kind: EventReconnected})
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -31,7 +31,6 @@ type conn struct {
 	wmu  sync.Mutex // guards wbuf and writes to stream; a leaf (see Client's lock order)
 	wbuf []byte
 
-	nextID  atomic.Uint64
 	pmu     sync.Mutex // guards pending; a leaf
 	pending map[uint64]chan protocol.Message
 
@@ -41,29 +40,94 @@ type conn struct {
 	wg      sync.WaitGroup
 }
 
-// dial connects and says hello.
+// endpointTimeout bounds one attempt to open a session with one endpoint
+// of several, so that a node that is down does not take all of a dial's
+// time from the others.
+const endpointTimeout = 2 * time.Second
+
+// dial opens a session with the node that leads. With several endpoints
+// it asks them all at once, so that one that is down costs no time, and
+// then the node a refusal names as the leader, if it was not among them.
+// While none leads (an election is under way, or the nodes are starting),
+// it asks them again, with backoff, until ctx ends. With one endpoint it
+// is dialOne.
 func dial(ctx context.Context, c *Client) (*conn, error) {
-	qconf := &quic.Config{
-		MaxIdleTimeout:  c.cfg.IdleTimeout,
-		KeepAlivePeriod: c.cfg.IdleTimeout / 3,
+	if len(c.endpoints) == 1 {
+		return dialOne(ctx, c, c.endpoints[0])
 	}
-	var qc *quic.Conn
-	var err error
-	if c.tr != nil {
-		var ua *net.UDPAddr
-		if ua, err = net.ResolveUDPAddr("udp", c.addr); err == nil {
-			qc, err = c.tr.Dial(ctx, ua, c.tlsConf, qconf)
+	delay := 50 * time.Millisecond
+	for {
+		cn, leader, err := dialAll(ctx, c, c.endpoints)
+		if err != nil && leader != "" && ctx.Err() == nil {
+			cn, _, err = dialAll(ctx, c, []string{leader})
 		}
-	} else {
-		qc, err = quic.DialAddr(ctx, c.addr, c.tlsConf, qconf)
+		if err == nil || ctx.Err() != nil {
+			return cn, err
+		}
+		c.log.Debug("no endpoint leads yet", "err", err, "retry_in", delay)
+		t := c.clock.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.Chan():
+		}
+		delay = min(2*delay, time.Second)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, c.addr, transportError(err))
+}
+
+// dialAll opens sessions with every address at once, each within
+// endpointTimeout, keeps the first that a node accepts, and closes the
+// others. If none accepts, it returns a leader that a refusal named
+// outside addrs, if any, and every error.
+func dialAll(ctx context.Context, c *Client, addrs []string) (*conn, string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		addr string
+		cn   *conn
+		err  error
 	}
-	stream, err := qc.OpenStreamSync(ctx)
+	results := make(chan result, len(addrs))
+	for _, addr := range addrs {
+		go func() {
+			actx, acancel := context.WithTimeout(ctx, endpointTimeout)
+			defer acancel()
+			cn, err := dialOne(actx, c, addr)
+			results <- result{addr, cn, err}
+		}()
+	}
+	var won *conn
+	var leader string
+	var errs []error
+	for range addrs {
+		r := <-results
+		switch {
+		case r.err == nil && won == nil:
+			won = r.cn
+			c.addr.Store(&r.addr)
+			cancel() // the other dials give up
+		case r.err == nil:
+			r.cn.close() // two nodes took a session: one is about to step down
+		default:
+			errs = append(errs, r.err)
+			var se *ServerError
+			if errors.As(r.err, &se) && se.Leader != "" && !slices.Contains(addrs, se.Leader) {
+				leader = se.Leader
+			}
+		}
+	}
+	if won != nil {
+		return won, "", nil
+	}
+	return nil, leader, fmt.Errorf("%w: no endpoint leads: %w", ErrUnavailable, errors.Join(errs...))
+}
+
+// dialOne connects to addr and says hello.
+func dialOne(ctx context.Context, c *Client, addr string) (*conn, error) {
+	qc, stream, err := openStream(ctx, c.tr, c.tlsConf, c.cfg.IdleTimeout, addr)
 	if err != nil {
-		qc.CloseWithError(0, "")
-		return nil, fmt.Errorf("%w: open stream to %s: %w", ErrUnavailable, c.addr, transportError(err))
+		return nil, err
 	}
 	cn := &conn{
 		c:       c,
@@ -72,7 +136,7 @@ func dial(ctx context.Context, c *Client) (*conn, error) {
 		pending: make(map[uint64]chan protocol.Message),
 		done:    make(chan struct{}),
 	}
-	if err := cn.write(&protocol.Hello{Version: protocol.Version, Client: c.cfg.Name}); err != nil {
+	if err := cn.write(&protocol.Hello{Version: protocol.Version, Client: c.cfg.Name, ClientID: c.id}); err != nil {
 		qc.CloseWithError(0, "")
 		return nil, err
 	}
@@ -84,12 +148,15 @@ func dial(ctx context.Context, c *Client) (*conn, error) {
 	stream.SetReadDeadline(time.Time{})
 	if err != nil {
 		qc.CloseWithError(0, "")
-		return nil, fmt.Errorf("%w: hello from %s: %w", ErrUnavailable, c.addr, transportError(err))
+		return nil, fmt.Errorf("%w: hello from %s: %w", ErrUnavailable, addr, transportError(err))
 	}
 	hello, ok := m.(*protocol.HelloReply)
 	if !ok {
 		qc.CloseWithError(0, "")
-		return nil, fmt.Errorf("hello from %s: %w", c.addr, unexpected(m))
+		if e, ok := m.(*protocol.Error); ok && e.Code == protocol.CodeNotLeader {
+			return nil, fmt.Errorf("hello from %s: %w", addr, &ServerError{Code: e.Code, Message: e.Message, Leader: e.Leader})
+		}
+		return nil, fmt.Errorf("hello from %s: %w", addr, unexpected(m))
 	}
 	if hello.MaxFrameSize > 0 {
 		fr = protocol.NewFrameReader(stream, hello.MaxFrameSize+1024)
@@ -102,6 +169,37 @@ func dial(ctx context.Context, c *Client) (*conn, error) {
 	go cn.readReplies(fr)
 	go cn.readNotices()
 	return cn, nil
+}
+
+// openStream opens a QUIC connection to addr, over tr if it is not nil,
+// with tlsConf (its ServerName, if empty, is addr's host) and the idle
+// timeout idle (keep-alives every third of it), and the request stream on
+// it. Its errors wrap ErrUnavailable.
+func openStream(ctx context.Context, tr *quic.Transport, tlsConf *tls.Config, idle time.Duration, addr string) (*quic.Conn, *quic.Stream, error) {
+	qconf := &quic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3}
+	if tlsConf.ServerName == "" {
+		tlsConf = tlsConf.Clone()
+		tlsConf.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	var qc *quic.Conn
+	var err error
+	if tr != nil {
+		var ua *net.UDPAddr
+		if ua, err = net.ResolveUDPAddr("udp", addr); err == nil {
+			qc, err = tr.Dial(ctx, ua, tlsConf, qconf)
+		}
+	} else {
+		qc, err = quic.DialAddr(ctx, addr, tlsConf, qconf)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, addr, transportError(err))
+	}
+	stream, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		qc.CloseWithError(0, "")
+		return nil, nil, fmt.Errorf("%w: open stream to %s: %w", ErrUnavailable, addr, transportError(err))
+	}
+	return qc, stream, nil
 }
 
 // transportError turns a connection closed by the server with an
@@ -148,28 +246,6 @@ func (cn *conn) write(m protocol.Message) error {
 	return nil
 }
 
-// setID stamps a request with its ID.
-func setID(m protocol.Message, id uint64) {
-	switch m := m.(type) {
-	case *protocol.Get:
-		m.ID = id
-	case *protocol.Write:
-		m.ID = id
-	case *protocol.Renew:
-		m.ID = id
-	case *protocol.Release:
-		m.ID = id
-	case *protocol.Acquire:
-		m.ID = id
-	case *protocol.ReleaseWrite:
-		m.ID = id
-	case *protocol.Stats:
-		m.ID = id
-	case *protocol.Goodbye:
-		m.ID = id
-	}
-}
-
 // call sends a request and waits for its reply. If ctx ends first, the
 // request is forgotten: use start and awaitWrite for requests that change
 // state.
@@ -199,33 +275,35 @@ func (cn *conn) await(ctx context.Context, id uint64, ch chan protocol.Message) 
 // awaitWrite waits for the reply to a write or acquisition sent by start.
 // If ctx ends first, it asks the server to abandon the request and waits a
 // little for the verdict, so that the caller learns whether it committed.
-func (cn *conn) awaitWrite(ctx context.Context, id uint64, ch chan protocol.Message) (protocol.Message, error) {
+// lost reports that the connection was lost with the request in flight:
+// its outcome is unknown.
+func (cn *conn) awaitWrite(ctx context.Context, id uint64, ch chan protocol.Message) (m protocol.Message, lost bool, err error) {
 	select {
 	case m := <-ch:
-		return m, nil
+		return m, false, nil
 	case <-cn.done:
 		cn.forget(id)
-		return nil, fmt.Errorf("%w; the write may or may not have committed", cn.err)
+		return nil, true, fmt.Errorf("%w; the write may or may not have committed", cn.err)
 	case <-ctx.Done():
 	}
 	if err := cn.write(&protocol.Cancel{ID: id}); err != nil {
 		cn.forget(id)
-		return nil, fmt.Errorf("%w; the write may or may not have committed", err)
+		return nil, true, fmt.Errorf("%w; the write may or may not have committed", err)
 	}
 	t := time.NewTimer(cancelWait)
 	defer t.Stop()
 	select {
 	case m := <-ch:
 		if e, ok := m.(*protocol.Error); ok && e.Code == protocol.CodeCanceled {
-			return nil, fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())
+			return nil, false, fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())
 		}
-		return m, nil
+		return m, false, nil
 	case <-cn.done:
 		cn.forget(id)
-		return nil, fmt.Errorf("%w; the write may or may not have committed", cn.err)
+		return nil, true, fmt.Errorf("%w; the write may or may not have committed", cn.err)
 	case <-t.C:
 		cn.forget(id)
-		return nil, fmt.Errorf("%w: no answer to the cancellation; the write may or may not have committed: %w", ErrUnavailable, ctx.Err())
+		return nil, false, fmt.Errorf("%w: no answer to the cancellation; the write may or may not have committed: %w", ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -235,8 +313,11 @@ func (cn *conn) start(req protocol.Message) (uint64, chan protocol.Message, erro
 		return 0, nil, cn.err
 	default:
 	}
-	id := cn.nextID.Add(1)
-	setID(req, id)
+	id, _ := protocol.RequestID(req)
+	if id == 0 {
+		id = cn.c.nextID.Add(1)
+		protocol.SetRequestID(req, id)
+	}
 	ch := make(chan protocol.Message, 1)
 	cn.pmu.Lock()
 	cn.pending[id] = ch
@@ -319,14 +400,13 @@ func (cn *conn) batchLimit() int {
 	return max(cn.hello.MaxFrameSize/2, 4<<10)
 }
 
-// defaultTLS builds the client's TLS config from Config.
-func defaultTLS(cfg Config, serverName string) (*tls.Config, error) {
-	t := &tls.Config{ServerName: serverName}
+// defaultTLS builds the client's TLS config from Config. Its ServerName
+// is the one Config.TLSConfig gives, or empty: each dial then names the
+// host it dials.
+func defaultTLS(cfg Config) (*tls.Config, error) {
+	t := &tls.Config{}
 	if cfg.TLSConfig != nil {
 		t = cfg.TLSConfig.Clone()
-		if t.ServerName == "" {
-			t.ServerName = serverName
-		}
 	} else if cfg.CAFile != "" {
 		pool, err := loadCAFile(cfg.CAFile)
 		if err != nil {

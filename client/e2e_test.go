@@ -20,6 +20,7 @@ import (
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/netfault"
 	"github.com/leased/leased/internal/testkit/leaktest"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -101,13 +102,13 @@ func TestE2EUnresponsiveHolderBoundsWrite(t *testing.T) {
 	// The same through the wire: the WriteReply reports the wait and the
 	// number of holders.
 	h := dialRaw(t, srv)
-	g, sent, _ := h.get("k")
+	g, sent, _ := rawGet(t, h, "k")
 	if g.Term <= 0 || string(g.Value) != "new" {
 		t.Fatalf("raw holder read %+v", g)
 	}
 	wr := dialRaw(t, srv)
 	start := time.Now()
-	m := wr.write(&protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("raw")})
+	m := rawCall(t, wr, &protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("raw")})
 	took := time.Since(start)
 	rep, ok := m.(*protocol.WriteReply)
 	if !ok {
@@ -332,96 +333,6 @@ func TestE2EWriteLease(t *testing.T) {
 	}
 }
 
-// DESIGN.md §5: "If the holder does not answer, the conflicting request
-// waits until the write lease has expired", and the holder, once it wakes,
-// is fenced.
-func TestE2ESilentWriteLeaseHolder(t *testing.T) {
-	leaktest.Check(t)
-	const term = time.Second
-	srv := startServer(t, server.Config{LeaseTerm: term})
-	b := dial(t, srv, client.Config{})
-	c := dial(t, srv, client.Config{})
-	h := dialRaw(t, srv)
-	sent := time.Now()
-	m := h.call(&protocol.Acquire{Key: []byte("k")})
-	granted := time.Now()
-	ar, ok := m.(*protocol.AcquireReply)
-	if !ok || ar.Token == 0 || ar.Term != term {
-		t.Fatalf("raw acquire: %T %+v", m, m)
-	}
-	if it := mustGet(t, c, "k"); it.Cached {
-		t.Fatalf("read under another's write lease: %s", fmtItem(it))
-	}
-	recalls := srv.Stats().Recalls
-	start := time.Now()
-	_, other := timedPut(t, c, "other", "x")
-	ctx, cancel := context.WithTimeout(context.Background(), term+defaultEps+testTimeout) // bounds a correct wait
-	defer cancel()
-	v, err := b.Put(ctx, "k", []byte("b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
-	if since := time.Since(sent); since < term+defaultEps {
-		t.Errorf("the conflicting write committed %v after the grant, before term+ε", since)
-	}
-	if rest := granted.Add(term + defaultEps).Sub(start); took > rest+slack {
-		t.Errorf("the conflicting write waited %v; the rest of the write lease was %v", took, rest)
-	}
-	if other > term/4 {
-		t.Errorf("a write to another key took %v", other)
-	}
-	if got := srv.Stats().Recalls; got != recalls+1 {
-		t.Errorf("Recalls %d -> %d", recalls, got)
-	}
-	t.Logf("conflicting write waited %v for a silent write-lease holder (term+ε %v)", took, term+defaultEps)
-	m = h.write(&protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("late"), Token: ar.Token})
-	if e, ok := m.(*protocol.Error); !ok || e.Code != protocol.CodeFenced {
-		t.Fatalf("late write with the expired token: %T %+v, want CodeFenced", m, m)
-	}
-	if it := mustGet(t, c, "k"); string(it.Value) != "b" || it.Version != v {
-		t.Fatalf("after the fenced write: %s", fmtItem(it))
-	}
-}
-
-// DESIGN.md §5: a write lease is renewed like a read lease while its
-// holder's session lasts, and the holder reads the key from its cache.
-func TestE2EWriteLeaseRenewed(t *testing.T) {
-	leaktest.Check(t)
-	const term = 300 * time.Millisecond
-	srv := startServer(t, server.Config{LeaseTerm: term})
-	a := dial(t, srv, client.Config{})
-	b := dial(t, srv, client.Config{})
-	wl, err := a.AcquireWriteLease(stepCtx(t), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gets := msgsIn(srv, "get")
-	start := time.Now()
-	// Hold it for a few terms, reading from cache; bounded by the loop.
-	for time.Since(start) < 3*term+term/2 {
-		if !wl.Valid() {
-			t.Fatalf("write lease lost after %v (term %v)", time.Since(start), term)
-		}
-		if it := mustGet(t, a, "k"); !it.Cached {
-			t.Fatalf("holder's read after %v not cached", time.Since(start))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if g := msgsIn(srv, "get"); g != gets {
-		t.Errorf("holder's reads reached the server: get %d -> %d", gets, g)
-	}
-	if srv.Stats().WriteLeases != 1 {
-		t.Errorf("server counts %d write leases", srv.Stats().WriteLeases)
-	}
-	if _, err := wl.Put(stepCtx(t), []byte("still mine")); err != nil {
-		t.Fatalf("write under a renewed lease: %v", err)
-	}
-	if it := mustGet(t, b, "k"); string(it.Value) != "still mine" || it.Cached {
-		t.Fatalf("other reader: %s", fmtItem(it))
-	}
-}
-
 // DESIGN.md §7: a restart on the same data folder keeps values, the
 // revision and the growth of fencing tokens, serves reads at once, and holds
 // writes until leases granted before the restart can have run out.
@@ -563,12 +474,12 @@ func TestE2EShutdownAbandonsWaitingWrite(t *testing.T) {
 		_, err := b.Put(context.Background(), "k", []byte("new"))
 		errc <- err
 	}()
-	waitFor(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	wait.For(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	// The holder goes away without a goodbye: the server keeps its lease,
 	// so the write still waits, but no silent client is left for Shutdown
 	// to wait for.
 	h.Close()
-	waitFor(t, testTimeout, "the holder's session to end", func() bool { return srv.Stats().Sessions == 1 })
+	wait.For(t, testTimeout, "the holder's session to end", func() bool { return srv.Stats().Sessions == 1 })
 	if srv.Stats().WritesWaiting != 1 {
 		t.Fatal("the write stopped waiting when the holder's connection was lost")
 	}
@@ -670,168 +581,6 @@ func TestE2ENegativeCaching(t *testing.T) {
 	}
 }
 
-// DESIGN.md §3.5: entries read during the current term are renewed before
-// they expire, in batches, so hot keys never miss.
-func TestE2ERenewalKeepsHotKeys(t *testing.T) {
-	leaktest.Check(t)
-	const term = 300 * time.Millisecond
-	srv := startServer(t, server.Config{LeaseTerm: term})
-	ev := newEvents()
-	a := dial(t, srv, client.Config{OnEvent: ev.on})
-	for _, k := range []string{"h1", "h2", "h3"} {
-		mustGet(t, a, k)
-	}
-	gets, renews := msgsIn(srv, "get"), msgsIn(srv, "renew")
-	start := time.Now()
-	n := 0
-	// Read the hot keys for about three terms; this bounds the loop.
-	for time.Since(start) < 3*term+term/2 {
-		for _, k := range []string{"h1", "h2", "h3"} {
-			if it := mustGet(t, a, k); !it.Cached {
-				t.Fatalf("read %d of %q after %v is not cached: the lease was not renewed", n, k, time.Since(start))
-			}
-		}
-		n++
-		time.Sleep(5 * time.Millisecond)
-	}
-	if g := msgsIn(srv, "get"); g != gets {
-		t.Errorf("hot reads reached the server: get %d -> %d", gets, g)
-	}
-	r := msgsIn(srv, "renew") - renews
-	// One batch per term or so, for all three keys together.
-	if r < 3 || r > 12 {
-		t.Errorf("%d renew messages over %v, want about one per term (3 keys batched)", r, time.Since(start))
-	}
-	for _, e := range ev.snapshot() {
-		if e.Kind == client.EventLeasesExpired {
-			t.Errorf("leases expired while hot: %v", e.Keys)
-		}
-	}
-	t.Logf("%d rounds of cached reads over %v; %d renew messages", n, time.Since(start), r)
-}
-
-// DESIGN.md §3.5, §6: an entry not read during its term is not renewed, and
-// its expiry is reported.
-func TestE2EUnreadEntryExpires(t *testing.T) {
-	leaktest.Check(t)
-	const term = 400 * time.Millisecond
-	srv := startServer(t, server.Config{LeaseTerm: term})
-	ev := newEvents()
-	a := dial(t, srv, client.Config{OnEvent: ev.on})
-	start := time.Now()
-	mustGet(t, a, "cold")
-	mustGet(t, a, "hot")
-	// Keep reading "hot" (and so renewing it) until "cold" is reported
-	// expired. The lease runs out one term after the read; the client checks
-	// every eighth of a term; bounded by a few terms so a missing event
-	// fails the test.
-	var expiredAt time.Duration
-	deadline := time.Now().Add(4 * term)
-	for expiredAt == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no expiry of %q reported within %v", "cold", 4*term)
-		}
-		if it := mustGet(t, a, "hot"); !it.Cached {
-			t.Fatalf("hot key read after %v is not cached", time.Since(start))
-		}
-		select {
-		case e := <-ev.ch:
-			if e.Kind == client.EventLeasesExpired {
-				if hasKey(e, "hot") {
-					t.Fatalf("hot key reported expired: %v", e.Keys)
-				}
-				if hasKey(e, "cold") {
-					expiredAt = time.Since(start)
-				}
-			}
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	if expiredAt < term {
-		t.Errorf("%q reported expired after %v, before its term %v", "cold", expiredAt, term)
-	}
-	if expiredAt > term+term/8+slack {
-		t.Errorf("%q reported expired after %v, long after its term %v", "cold", expiredAt, term)
-	}
-	gets := msgsIn(srv, "get")
-	if it := mustGet(t, a, "cold"); it.Cached {
-		t.Errorf("expired entry served from cache: %s", fmtItem(it))
-	}
-	if g := msgsIn(srv, "get"); g != gets+1 {
-		t.Errorf("read of an expired entry: get %d -> %d, want one more", gets, g)
-	}
-	t.Logf("cold entry reported expired after %v (term %v)", expiredAt, term)
-}
-
-// DESIGN.md §6: while disconnected, entries are served until their leases
-// run out, then reads fail with ErrUnavailable; the loss is reported.
-func TestE2EDisconnectedServesUntilLeaseEnds(t *testing.T) {
-	leaktest.Check(t)
-	const term = time.Second
-	srv := startServer(t, server.Config{LeaseTerm: term})
-	ev := newEvents()
-	a := dial(t, srv, client.Config{OnEvent: ev.on, MaxReconnectDelay: 100 * time.Millisecond})
-	b := dial(t, srv, client.Config{})
-	v := mustPut(t, b, "k", "value")
-	before := time.Now()
-	it := mustGet(t, a, "k")
-	// A fetched k from the server: its lease counts from when the request
-	// was sent, between before and after.
-	after := time.Now()
-	if it.Cached || string(it.Value) != "value" {
-		t.Fatalf("first read: %s", fmtItem(it))
-	}
-	srv.Close()
-	ev.wait(t, client.EventDisconnected, testTimeout, nil)
-	if _, ok := a.Session(); ok {
-		t.Error("Session reports a session while disconnected")
-	}
-	if _, err := a.Get(stepCtx(t), "never-read"); !errors.Is(err, client.ErrUnavailable) {
-		t.Errorf("uncached read while disconnected: %v, want ErrUnavailable", err)
-	}
-	if _, err := a.Put(stepCtx(t), "k", []byte("v")); !errors.Is(err, client.ErrUnavailable) {
-		t.Errorf("write while disconnected: %v, want ErrUnavailable", err)
-	}
-	cachedReads := 0
-	// Poll until the lease has surely run out; bounded by the term.
-	for {
-		at := time.Now()
-		it, err := a.Get(stepCtx(t), "k")
-		switch {
-		case err == nil:
-			if !it.Cached || string(it.Value) != "value" || it.Version != v {
-				t.Fatalf("a read while disconnected: %s, want the cached value", fmtItem(it))
-			}
-			if !at.Before(after.Add(term)) {
-				t.Fatalf("cached read at %v after the request, past the term %v", at.Sub(before), term)
-			}
-			cachedReads++
-		case errors.Is(err, client.ErrUnavailable):
-			if at.Before(before.Add(term - 50*time.Millisecond)) {
-				t.Fatalf("read failed at %v, before the lease ran out: %v", at.Sub(before), err)
-			}
-		default:
-			t.Fatalf("read while disconnected: %v", err)
-		}
-		if err != nil {
-			break
-		}
-		if time.Since(before) > term+testTimeout {
-			t.Fatal("the cached entry never ran out")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if cachedReads < 10 {
-		t.Errorf("only %d cached reads while disconnected", cachedReads)
-	}
-	ev.wait(t, client.EventLeasesExpired, testTimeout, func(e client.Event) bool { return hasKey(e, "k") })
-	// Stale data only when asked for.
-	st, err := a.GetStale(stepCtx(t), "k")
-	if err != nil || !st.Stale || string(st.Value) != "value" {
-		t.Errorf("GetStale: %s, %v; want the stale value", fmtItem(st), err)
-	}
-}
-
 // DESIGN.md §6: the client reconnects in the background to a server that
 // comes back on the same address.
 func TestE2EReconnect(t *testing.T) {
@@ -859,7 +608,7 @@ func TestE2EReconnect(t *testing.T) {
 	_ = s1
 	// The entry's lease belonged to the old session: it has run out or runs
 	// out, and a fresh read comes from the new server.
-	waitFor(t, term+slack, "the old entry to run out", func() bool {
+	wait.For(t, term+slack, "the old entry to run out", func() bool {
 		it, err := a.Get(stepCtx(t), "k")
 		return err == nil && !it.Cached
 	})
@@ -893,7 +642,7 @@ func TestE2EEvictionReleasesLeases(t *testing.T) {
 	// would only expire after a full term, so seeing them gone well before
 	// shows the release.
 	start := time.Now()
-	waitFor(t, term/2, "the evicted leases to be released", func() bool { return srv.Stats().Leases <= 2 })
+	wait.For(t, term/2, "the evicted leases to be released", func() bool { return srv.Stats().Leases <= 2 })
 	if n := srv.Stats().Leases; n != 2 {
 		t.Errorf("server holds %d leases, want the 2 still cached", n)
 	}
@@ -1090,13 +839,13 @@ func TestE2EBadInput(t *testing.T) {
 		{Op: protocol.OpPut, Key: nil, Value: []byte("v")},
 		{Op: 99, Key: []byte("k")},
 	} {
-		m := raw.write(w)
+		m := rawCall(t, raw, w)
 		e, ok := m.(*protocol.Error)
 		if !ok || (e.Code != protocol.CodeTooLarge && e.Code != protocol.CodeInvalidArgument) {
 			t.Errorf("raw write of a %d-byte key, %d-byte value, op %d: %T %+v", len(w.Key), len(w.Value), w.Op, m, m)
 		}
 	}
-	if m := raw.call(&protocol.Stats{}); m.Type() != protocol.TypeStatsReply {
+	if m := rawCall(t, raw, &protocol.Stats{}); m.Type() != protocol.TypeStatsReply {
 		t.Errorf("raw session after refusals: %T %+v", m, m)
 	}
 	if it := mustGet(t, b, "k"); string(it.Value) != "old" || it.Version != v0 {

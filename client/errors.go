@@ -41,6 +41,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeClosed:            ErrClosed,
 	protocol.CodeInternal:          ErrInternal,
 	protocol.CodeCanceled:          ErrCanceled,
+	protocol.CodeNotLeader:         ErrUnavailable, // until the client follows the leader itself
 }
 
 // ServerError is an error reported by the server. It unwraps to the
@@ -48,6 +49,9 @@ var codeErrors = map[protocol.Code]error{
 type ServerError struct {
 	Code    protocol.Code
 	Message string
+	// Leader, with CodeNotLeader, is the client address of the node that
+	// leads the cluster, if the server knew it.
+	Leader string
 }
 
 func (e *ServerError) Error() string {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit/protoclient"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -173,20 +174,6 @@ func sumIn(srv *testServer) uint64 {
 	return n
 }
 
-// waitFor polls cond until it holds or within passes. Polling real state
-// with a bound is the only way to observe a background action (a batched
-// release, a reconnection) of the real library over a real network.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // events records the events a client emits through Config.OnEvent.
 type events struct {
 	mu  sync.Mutex
@@ -240,17 +227,12 @@ func hasKey(ev client.Event, key string) bool {
 	return false
 }
 
-// rawConn is a protocol-level client (internal/testkit/protoclient) that
-// sends requests one at a time and never answers its notices: it never
-// acknowledges an invalidation, so it is an unresponsive lease holder whose
-// connection is nevertheless alive (QUIC still acknowledges packets
-// underneath).
-type rawConn struct {
-	*protoclient.Client
-	t *testing.T
-}
-
-func dialRaw(t *testing.T, srv *testServer) *rawConn {
+// dialRaw opens a session of a raw protocol client
+// (internal/testkit/protoclient) that sends requests one at a time and
+// never reads its notices: it never acknowledges an invalidation, so it is
+// an unresponsive lease holder whose connection is nevertheless alive (QUIC
+// still acknowledges packets underneath). It is closed in t.Cleanup.
+func dialRaw(t *testing.T, srv *testServer) *protoclient.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -259,49 +241,44 @@ func dialRaw(t *testing.T, srv *testServer) *rawConn {
 		t.Fatalf("raw dial: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return &rawConn{Client: c, t: t}
+	return c
 }
 
-// call sends m with a fresh ID and returns its reply, within testTimeout.
-func (r *rawConn) call(m protocol.Message) protocol.Message {
-	r.t.Helper()
+// rawCall sends m from a raw client with a fresh ID and returns its reply,
+// within testTimeout.
+func rawCall(t *testing.T, c *protoclient.Client, m protocol.Message) protocol.Message {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	reply, err := r.Call(ctx, m)
+	reply, err := c.Call(ctx, m)
 	if err != nil {
-		r.t.Fatalf("raw %s: %v", m.Type(), err)
+		t.Fatalf("raw %s: %v", m.Type(), err)
 	}
 	return reply
 }
 
-// get reads key with a lease and returns the reply, with the times just
+// rawGet reads key with a lease and returns the reply, with the times just
 // before the request was sent and just after the reply arrived: the server
 // granted the lease in between.
-func (r *rawConn) get(key string) (reply *protocol.GetReply, sent, received time.Time) {
-	r.t.Helper()
+func rawGet(t *testing.T, c *protoclient.Client, key string) (reply *protocol.GetReply, sent, received time.Time) {
+	t.Helper()
 	sent = time.Now()
-	m := r.call(&protocol.Get{Key: []byte(key)})
+	m := rawCall(t, c, &protocol.Get{Key: []byte(key)})
 	received = time.Now()
 	g, ok := m.(*protocol.GetReply)
 	if !ok {
-		r.t.Fatalf("raw get %q: got %T %+v", key, m, m)
+		t.Fatalf("raw get %q: got %T %+v", key, m, m)
 	}
 	return g, sent, received
-}
-
-// write sends a write and returns its reply (a WriteReply or an Error).
-func (r *rawConn) write(w *protocol.Write) protocol.Message {
-	r.t.Helper()
-	return r.call(w)
 }
 
 // holdLease makes a raw holder that reads key, holds its lease and then
 // never answers. It returns the holder and the interval in which the server
 // granted the lease.
-func holdLease(t *testing.T, srv *testServer, key string) (h *rawConn, sent, received time.Time) {
+func holdLease(t *testing.T, srv *testServer, key string) (h *protoclient.Client, sent, received time.Time) {
 	t.Helper()
 	h = dialRaw(t, srv)
-	g, sent, received := h.get(key)
+	g, sent, received := rawGet(t, h, key)
 	if g.Term <= 0 {
 		t.Fatalf("raw holder got term %v for %q, want a lease", g.Term, key)
 	}
@@ -360,7 +337,7 @@ func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *
 	// The write is waiting once the server has sent its invalidation. On a
 	// loaded machine the write may be slow to get there; the bound only
 	// turns a write that never reaches the server into a failure.
-	waitFor(t, testTimeout, "the write to start waiting for the holder", func() bool {
+	wait.For(t, testTimeout, "the write to start waiting for the holder", func() bool {
 		st := srv.Stats()
 		return !stillWaiting() || (st.WritesWaiting >= 1 && st.InvalidationsSent > before.InvalidationsSent)
 	})
@@ -428,4 +405,17 @@ func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *
 
 func fmtItem(it client.Item) string {
 	return fmt.Sprintf("{found=%v value=%q version=%d cached=%v stale=%v}", it.Found, it.Value, it.Version, it.Cached, it.Stale)
+}
+
+// mustPutWithin puts value to key within d: for a write that may wait
+// for leases, such as the first one after a failover.
+func mustPutWithin(t *testing.T, c *client.Client, key, value string, d time.Duration) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	v, err := c.Put(ctx, key, []byte(value))
+	if err != nil {
+		t.Fatalf("Put %q: %v", key, err)
+	}
+	return v
 }

@@ -114,6 +114,16 @@ type scenario struct {
 	// readMostly: the writers mostly read too, so that leases live long
 	// enough to be renewed.
 	readMostly bool
+	// opTimeout bounds one operation of a worker; 0: opTimeout.
+	opTimeout time.Duration
+}
+
+// opLimit returns how long one operation of a worker may take.
+func (s scenario) opLimit() time.Duration {
+	if s.opTimeout > 0 {
+		return s.opTimeout
+	}
+	return opTimeout
 }
 
 func (s scenario) has(f faultKind) bool {
@@ -163,12 +173,19 @@ func positiveScenarios() []scenario {
 	}
 }
 
+// linParallel is how many histories of TestLinearizable run at once. Each
+// history lasts a fixed time, so running two side by side halves the
+// test's wall time; a correct server stays linearizable under the load.
+const linParallel = 2
+
 // TestLinearizable is the short form: 21 histories across the fault kinds,
-// each of which must be linearizable.
+// each of which must be linearizable. They run linParallel at a time.
 func TestLinearizable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes and real time")
 	}
+	leaktest.Check(t) // once every history has ended
+	slots := make(chan struct{}, linParallel)
 	runs := map[string]int{"none": 2, "network": 2, "partition-both": 2, "pause": 2, "drift-slow": 2, "crash": 2, "renewals": 2, "all": 4}
 	seed := firstSeed(t)
 	total := 0
@@ -178,6 +195,9 @@ func TestLinearizable(t *testing.T) {
 			total++
 			sc, seed := sc, seed+uint64(total)
 			t.Run(fmt.Sprintf("%s/%d", sc.name, i), func(t *testing.T) {
+				t.Parallel()
+				slots <- struct{}{}
+				defer func() { <-slots }()
 				res := runHistory(t, sc, seed)
 				if res.err != nil {
 					t.Fatalf("seed %d: %v", seed, res.err)
@@ -211,6 +231,7 @@ func TestLinearizableNegative(t *testing.T) {
 	seed := firstSeed(t)
 	for i, sc := range []scenario{ignore, drift} {
 		t.Run(sc.name, func(t *testing.T) {
+			leaktest.Check(t)
 			// A violation is expected; its visualisation goes to the
 			// test's folder, and the test checks that it was written.
 			res := runHistoryIn(t, sc, seed+uint64(i), t.TempDir())
@@ -235,48 +256,75 @@ func TestLinearizableLong(t *testing.T) {
 	if *linDuration <= 0 {
 		t.Skip("long form: set -lincheck.duration")
 	}
-	var scs []scenario
-	for _, sc := range positiveScenarios() {
-		if *linScenario == "" || sc.name == *linScenario {
-			scs = append(scs, sc)
+	runLongForm(t, positiveScenarios(), func(sc scenario) string { return sc.name }, *linDuration,
+		func(t *testing.T, sc scenario, seed uint64) historyResult { return runHistory(t, sc, seed) })
+}
+
+// runLongForm runs histories of each of scs whose name (-lincheck.scenario)
+// is chosen, in turn, with run, until d is up, and logs the totals: the
+// long form of the single-node and the cluster harnesses.
+func runLongForm[S any](t *testing.T, scs []S, name func(S) string, d time.Duration, run func(*testing.T, S, uint64) historyResult) {
+	var chosen []S
+	for _, sc := range scs {
+		if *linScenario == "" || name(sc) == *linScenario {
+			chosen = append(chosen, sc)
 		}
 	}
-	if len(scs) == 0 {
+	if len(chosen) == 0 {
 		t.Fatalf("no scenario %q", *linScenario)
 	}
 	seed := firstSeed(t)
-	end := time.Now().Add(*linDuration)
-	var histories, ops, violations, unknown int
-	faults := make(map[string]int)
-	var failed []string
+	end := time.Now().Add(d)
+	var tot linTotals
 	for i := 0; time.Now().Before(end); i++ {
-		sc := scs[i%len(scs)]
+		sc := chosen[i%len(chosen)]
 		s := seed + uint64(i)
 		var res historyResult
-		t.Run(fmt.Sprintf("%s/%d", sc.name, i), func(t *testing.T) {
-			res = runHistory(t, sc, s)
+		t.Run(fmt.Sprintf("%s/%d", name(sc), i), func(t *testing.T) {
+			leaktest.Check(t)
+			res = run(t, sc, s)
 			if res.err != nil {
 				t.Errorf("seed %d: %v", s, res.err)
 			} else if res.verdict != porcupine.Ok {
 				t.Errorf("seed %d: history is %s: %s", s, res.verdict, res.viz)
 			}
 		})
-		histories++
-		ops += res.summary.Ops
-		for k, n := range res.faults {
-			faults[k] += n
-		}
-		switch {
-		case res.verdict == porcupine.Illegal:
-			violations++
-			failed = append(failed, fmt.Sprintf("%s seed %d: %s", sc.name, s, res.viz))
-		case res.verdict == porcupine.Unknown:
-			unknown++
-		}
+		tot.add(name(sc), s, res)
 	}
-	t.Logf("long form: %v, %d histories checked, %d operations, %d violations, %d undecided", *linDuration, histories, ops, violations, unknown)
-	t.Logf("faults injected: %s", formatCounts(faults))
-	for _, f := range failed {
+	tot.log(t, d)
+}
+
+// linTotals adds up the histories of a long form.
+type linTotals struct {
+	histories, ops, violations, unknown int
+	faults                              map[string]int
+	failed                              []string // scenario, seed and visualisation of each violation
+}
+
+// add counts one history of scenario name, run with seed.
+func (tot *linTotals) add(name string, seed uint64, res historyResult) {
+	if tot.faults == nil {
+		tot.faults = make(map[string]int)
+	}
+	tot.histories++
+	tot.ops += res.summary.Ops
+	for k, n := range res.faults {
+		tot.faults[k] += n
+	}
+	switch res.verdict {
+	case porcupine.Illegal:
+		tot.violations++
+		tot.failed = append(tot.failed, fmt.Sprintf("%s seed %d: %s", name, seed, res.viz))
+	case porcupine.Unknown:
+		tot.unknown++
+	}
+}
+
+// log prints the totals of a long form that ran for d.
+func (tot *linTotals) log(t *testing.T, d time.Duration) {
+	t.Logf("long form: %v, %d histories checked, %d operations, %d violations, %d undecided", d, tot.histories, tot.ops, tot.violations, tot.unknown)
+	t.Logf("faults injected: %s", formatCounts(tot.faults))
+	for _, f := range tot.failed {
 		t.Logf("violation: %s", f)
 	}
 }
@@ -292,7 +340,8 @@ func firstSeed(t *testing.T) uint64 {
 
 func formatCounts(m map[string]int) string {
 	var parts []string
-	for _, k := range []string{"network-clients", "partitions", "pauses", "drifting-clients", "crashes", "packets-dropped", "packets-duplicated", "packets-delayed"} {
+	for _, k := range []string{"network-clients", "partitions", "pauses", "drifting-clients", "crashes",
+		"leader-kills", "leader-stops", "leader-cuts", "follower-restarts", "transfers", "transfers-refused", "packets-dropped", "packets-duplicated", "packets-delayed"} {
 		if n, ok := m[k]; ok {
 			parts = append(parts, fmt.Sprintf("%s %d", k, n))
 		}
@@ -333,9 +382,11 @@ type linKV interface {
 
 // runHistoryIn runs one history of sc and checks it. A visualisation of a
 // violation goes to the folder out.
+//
+// It leaves the leak check to its caller: histories that run side by side
+// share the process's goroutines.
 func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyResult {
 	t.Helper()
-	leaktest.Check(t)
 	b := linBinaries(t)
 	rng := rand.New(rand.NewPCG(seed, 0x1ea5ed))
 	dir := t.TempDir()
@@ -395,31 +446,56 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	}
 
 	rec := lincheck.NewRecorder()
+	// The nemesis runs on the test's goroutine, since a failed restart
+	// fails the test.
+	runClients(clients, sc, rec, seed, func() {
+		runNemesis(t, sc, rng, clients, res.faults, time.Now().Add(*linHistory), &srv)
+	})
+	served := serverSummary(clients)
+	closeClients(clients, res.faults)
+	checked := checkHistory(t, &res, rec, seed, out)
+	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; server since its last start: %s",
+		sc.name, seed, res.verdict, res.summary, checked, formatCounts(res.faults), served)
+	return res
+}
+
+// runClients runs a worker and a reader on every client, recording their
+// operations in rec, until nemesis returns; then it stops them and waits
+// for them. nemesis runs on the caller's goroutine and may fail the test.
+func runClients(clients []*linClient, sc scenario, rec *lincheck.Recorder, seed uint64, nemesis func()) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, lc := range clients {
 		wg.Go(func() { runWorker(lc, sc, rec, seed, stop) })
 		wg.Go(func() { runReader(lc, sc, rec, seed, stop) })
 	}
-	// Every operation is bounded (opTimeout, and the client's wait for an
+	// Every operation is bounded (sc.opLimit, and the client's wait for an
 	// answer to a cancellation), so the workers end soon after stop.
 	stopWorkers := sync.OnceFunc(func() { close(stop); wg.Wait() })
-	defer stopWorkers()
-	// The nemesis runs on the test's goroutine, since a failed restart
-	// fails the test.
-	runNemesis(t, sc, rng, clients, res.faults, time.Now().Add(*linHistory), &srv)
+	defer stopWorkers() // also when nemesis fails the test
+	nemesis()
 	stopWorkers()
-	served := serverSummary(clients)
+}
+
+// closeClients closes the clients and adds their packet faults to faults.
+func closeClients(clients []*linClient, faults map[string]int) {
 	for _, lc := range clients {
 		lc.kv.Close()
 	}
 	for _, lc := range clients {
 		st := lc.pc.Stats()
-		res.faults["packets-dropped"] += int(st.Dropped)
-		res.faults["packets-duplicated"] += int(st.Duplicated)
-		res.faults["packets-delayed"] += int(st.Delayed)
+		faults["packets-dropped"] += int(st.Dropped)
+		faults["packets-duplicated"] += int(st.Duplicated)
+		faults["packets-delayed"] += int(st.Delayed)
 	}
+}
 
+// checkHistory checks the history recorded in rec and sets res's verdict,
+// summary, visualisation (written to the folder out unless the history is
+// linearizable) and, if the history is too thin to mean anything, err. It
+// returns how long the check took.
+func checkHistory(t *testing.T, res *historyResult, rec *lincheck.Recorder, seed uint64, out string) time.Duration {
+	t.Helper()
 	history, summary := rec.History()
 	res.summary = summary
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
@@ -432,12 +508,10 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	} else {
 		t.Log(err) // names the visualisation, or why it could not be written
 	}
-	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; server since its last start: %s",
-		sc.name, seed, res.verdict, summary, time.Since(start).Round(time.Millisecond), formatCounts(res.faults), served)
 	if summary.Reads == 0 || summary.Writes == 0 {
 		res.err = fmt.Errorf("history too thin to mean anything: %s", summary)
 	}
-	return res
+	return time.Since(start).Round(time.Millisecond)
 }
 
 // serverSummary describes what the server did since it last started: the
@@ -514,7 +588,7 @@ func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 	seen := make(map[string]uint64) // key → last version this worker saw
 	for pace(rng, stop) {
 		key := fmt.Sprintf("k%d", rng.IntN(sc.keys))
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), sc.opLimit())
 		p := rng.IntN(100)
 		if sc.readMostly && rng.IntN(10) != 0 {
 			p = 0

@@ -8,10 +8,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/leaktest"
+	"github.com/leased/leased/internal/testkit/protoclient"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -40,7 +44,7 @@ func TestReleaseAfterReRead(t *testing.T) {
 	}
 	// The next flush of releases sends k2's (evicted when k1 came back),
 	// and must leave out k1's, which is cached again.
-	waitFor(t, testTimeout, "the batched release", func() bool { return msgsIn(srv, "release") > releases })
+	wait.For(t, testTimeout, "the batched release", func() bool { return msgsIn(srv, "release") > releases })
 	var rep client.WriteResult
 	if _, err := b.Put(stepCtx(t), "k1", []byte("new"), client.Result(&rep)); err != nil {
 		t.Fatal(err)
@@ -109,7 +113,7 @@ func TestAckAfterReRead(t *testing.T) {
 	})
 	// A write that invalidates A and is abandoned at once, before A's
 	// acknowledgement arrives.
-	if e, ok := raw.write(&protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("zzz"), Timeout: 1}).(*protocol.Error); !ok || e.Code != protocol.CodeCanceled {
+	if e, ok := rawCall(t, raw, &protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("zzz"), Timeout: 1}).(*protocol.Error); !ok || e.Code != protocol.CodeCanceled {
 		t.Fatalf("the raw write was not abandoned: %+v", e)
 	}
 	markAbandoned()
@@ -124,7 +128,7 @@ func TestAckAfterReRead(t *testing.T) {
 	}
 	// C holds a lease on k too (its own write's), so A's acknowledgement
 	// is in once every invalidation sent is acknowledged.
-	waitFor(t, testTimeout, "A's acknowledgement", func() bool {
+	wait.For(t, testTimeout, "A's acknowledgement", func() bool {
 		st := srv.Stats()
 		return st.InvalidationsSent == 2 && st.MessagesIn["ack"] == st.InvalidationsSent
 	})
@@ -140,49 +144,53 @@ func TestAckAfterReRead(t *testing.T) {
 // overtake the grant's reply on its own stream; the holder must still
 // release, so the waiting writer does not wait out the write lease.
 func TestRecallBeforeGrantReply(t *testing.T) {
-	leaktest.Check(t)
-	const term = 2 * time.Second
-	srv := startServer(t, server.Config{LeaseTerm: term})
-	a := dial(t, srv, client.Config{})
-	b := dial(t, srv, client.Config{})
-	holdLease(t, srv, "k") // a silent reader, so A's acquisition waits
-	type result struct {
-		wl  *client.WriteLease
-		err error
-	}
-	acquired := make(chan result, 1)
-	go func() {
-		// Bounded by the silent holder's lease plus slack.
-		ctx, cancel := context.WithTimeout(context.Background(), 3*term)
-		defer cancel()
-		wl, err := a.AcquireWriteLease(ctx, "k")
-		acquired <- result{wl, err}
-	}()
-	waitFor(t, testTimeout, "the acquisition to wait", func() bool { return srv.Stats().WritesWaiting >= 1 })
-	put := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*term)
-		defer cancel()
-		_, err := b.Put(ctx, "k", []byte("b"))
-		put <- err
-	}()
-	waitFor(t, testTimeout, "B's write to queue", func() bool { return srv.Stats().WritesWaiting >= 2 })
-	r := <-acquired
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	granted := time.Now()
-	if err := <-put; err != nil {
-		t.Fatal(err)
-	}
-	if waited := time.Since(granted); waited > term/2 {
-		t.Errorf("B waited %v after A's grant: the recall was lost and the write lease ran out (term %v)", waited, term)
-	}
-	select {
-	case <-r.wl.Done():
-	default:
-		t.Error("A's write lease is not marked lost after its recall")
-	}
+	bubble(t, nil, func(t *testing.T, srv *testkit.Server) {
+		a := srv.Dial(client.Config{})
+		b := srv.Dial(client.Config{})
+		// A silent reader, so that A's acquisition waits for its lease.
+		h := srv.Raw(protoclient.Options{Name: "silent"})
+		if g, ok := rawCall(t, h, &protocol.Get{Key: []byte("k")}).(*protocol.GetReply); !ok || g.Term != timeTerm {
+			t.Fatalf("silent holder's read: %+v", g)
+		}
+		type result struct {
+			wl  *client.WriteLease
+			err error
+		}
+		acquired := make(chan result, 1)
+		go func() {
+			wl, err := a.AcquireWriteLease(context.Background(), "k")
+			acquired <- result{wl, err}
+		}()
+		synctest.Wait()
+		if n := srv.Stats().WritesWaiting; n != 1 {
+			t.Fatalf("WritesWaiting = %d, want A's acquisition waiting", n)
+		}
+		put := make(chan error, 1)
+		go func() {
+			_, err := b.Put(context.Background(), "k", []byte("b"))
+			put <- err
+		}()
+		synctest.Wait()
+		if n := srv.Stats().WritesWaiting; n != 2 {
+			t.Fatalf("WritesWaiting = %d, want B's write queued behind A's acquisition", n)
+		}
+		r := <-acquired
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		granted := time.Now()
+		if err := <-put; err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(granted); waited != 0 {
+			t.Errorf("B waited %v after A's grant: the recall was lost and the write lease ran out (term %v)", waited, timeTerm)
+		}
+		select {
+		case <-r.wl.Done():
+		default:
+			t.Error("A's write lease is not marked lost after its recall")
+		}
+	})
 }
 
 // TestServeEndsWithItsContext: Serve returns, and the server closes, when
@@ -276,7 +284,7 @@ func TestHotKeyCachedAgain(t *testing.T) {
 	for i := range 20 {
 		mustPut(t, b, "hot", fmt.Sprintf("v%d", i+2))
 	}
-	waitFor(t, testTimeout, "the hot key to be cached again", func() bool {
+	wait.For(t, testTimeout, "the hot key to be cached again", func() bool {
 		it, err := a.Get(context.Background(), "hot")
 		return err == nil && it.Cached && string(it.Value) == "v21"
 	})

@@ -53,7 +53,7 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 	f, sent, id, ch, err := c.send(cn, key, req, true)
 	var m protocol.Message
 	if err == nil {
-		m, err = cn.awaitWrite(ctx, id, ch)
+		m, _, err = cn.awaitWrite(ctx, id, ch)
 	}
 	r, ok := m.(*protocol.AcquireReply)
 	if err == nil && !ok {

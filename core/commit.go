@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -27,7 +28,11 @@ func (c *Core) command(j job) store.Command {
 	case r.Acquire:
 		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Term: c.cfg.WriteTermFor(string(r.Key))}
 	}
-	return store.Command{Op: r.Op, Key: r.Key, Value: r.Value, Expect: r.Expect}
+	cmd := store.Command{Op: r.Op, Key: r.Key, Value: r.Value, Expect: r.Expect}
+	if r.Client != 0 {
+		cmd.Client, cmd.Request, cmd.Acked, cmd.At = r.Client, r.ID, r.Acked, c.clock.Now()
+	}
+	return cmd
 }
 
 // commitLoop persists queued jobs in batches, one Apply each, and ends
@@ -121,10 +126,10 @@ func (c *Core) commit(batch []job) {
 				err = res.Err
 			}
 			term := c.cfg.TermFor(string(r.Key))
-			if horizonErr != nil {
+			if horizonErr != nil || res.Duplicate || c.handingOff.Load() {
 				term = 0
 			}
-			o := Outcome{Err: err, Version: res.Version, Waited: max(0, r.ready.Sub(r.received)), Holders: r.op.Holders}
+			o := Outcome{Err: err, Version: res.Version, Waited: max(0, r.ready.Sub(r.received)), Holders: r.op.Holders, Duplicate: res.Duplicate}
 			o.Term, eff = c.table.Done(&r.op, err == nil, term, now)
 			outs[i] = o
 		}
@@ -170,7 +175,11 @@ func (c *Core) apply(cmds []store.Command) ([]store.Result, error) {
 		}
 	}
 	if err != nil {
-		return rs, c.down.fail(c, err)
+		ferr := c.down.fail(c, err)
+		if errors.Is(err, store.ErrNotLeader) {
+			return rs, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		return rs, ferr
 	}
 	return rs, nil
 }

@@ -37,6 +37,14 @@ var (
 	ErrClosed = errors.New("closed")
 	// ErrInternal: the store failed.
 	ErrInternal = errors.New("internal error")
+	// ErrUnavailable: a replicated core cannot show that it still leads
+	// (it cannot persist a horizon, and the last one has passed), so it
+	// serves no read: another node may lead and have changed the value.
+	ErrUnavailable = errors.New("unavailable: this node cannot show that it still leads")
+	// ErrNotLeader: the node stopped leading while the change was being
+	// committed. It may or may not take effect: the next leader may still
+	// apply it.
+	ErrNotLeader = errors.New("this node stopped leading the cluster; the change may or may not take effect")
 )
 
 // PrefixTerm sets the lease term of the keys that start with Prefix.
@@ -63,6 +71,34 @@ type Config struct {
 	// HorizonStep is how far past the longest lease the lease horizon moves
 	// each time it is persisted. It must be positive.
 	HorizonStep time.Duration
+	// Replicated says that the store is replicated, so that another node
+	// may come to lead while this one still believes it does. Every read
+	// then needs a horizon this core persisted that covers it: once none
+	// can be persisted and the last one has passed, reads fail with
+	// ErrUnavailable instead of being served without a lease, because a
+	// new leader writes only after that horizon (DESIGN §13). A store of
+	// one node alone may leave it false: reads then go on, without
+	// leases, while the store is down.
+	Replicated bool
+	// RetryWindow is how long the outcomes of a client's writes are kept
+	// after its last write, so that a write it retries within that time is
+	// applied once (Request.Client). Every quarter of it, the core forgets
+	// the clients idle for longer. 0 means they are never forgotten.
+	RetryWindow time.Duration
+	// Inherited are the keys that writes of an earlier leader's term
+	// changed as this node took the lead (replica.Node.Inherited): raft
+	// committed them with the new leader's first entry, but their writers
+	// may not have been told, and the old leader may have taken them for
+	// failed and may serve the keys' old values, cached or not, until its
+	// horizon. Until the write barrier, reads of these keys fail with
+	// ErrUnavailable, and retries of those writes wait for the barrier.
+	Inherited []string
+	// UnsafeSkipHorizonWait lets a new core write at once, without waiting
+	// for the leases an earlier run or leader may have granted: it breaks
+	// the promise of every such lease. It exists for the negative control
+	// of the linearizability tests, which must find the stale reads it
+	// causes. Never set it otherwise.
+	UnsafeSkipHorizonWait bool
 	// Clock reads time for every lease decision. Nil means the system
 	// clock.
 	Clock clock.Clock
@@ -117,8 +153,19 @@ type Core struct {
 	store  store.Store
 	notify Notifier
 
-	mu    sync.Mutex // guards table; see the package comment
+	mu    sync.Mutex // guards table, clients and handed; see the package comment
 	table *leasetable.Table
+	// clients maps open sessions to the client identities they gave
+	// (SetClient), and handed maps client identities to the closed
+	// sessions that hold the leases an earlier leader handed over for
+	// them (handoff.go).
+	clients map[SessionID]uint64
+	handed  map[uint64]SessionID
+	// handingOff is set, under mu and readMu, while HandOff holds grants,
+	// reads and writes; it is read without. Reads hold readMu for reading
+	// while they run, so that HandOff can wait for the ones in progress.
+	handingOff atomic.Bool
+	readMu     sync.RWMutex
 	// stopping is set, under mu, when the core begins to stop; Submit
 	// refuses new writes from then on.
 	stopping atomic.Bool
@@ -129,7 +176,11 @@ type Core struct {
 	horizonMu   sync.Mutex    // serializes persisting it
 	horizonKick chan struct{} // asks horizonLoop to move it ahead; capacity 1
 	barrier     time.Time     // the bound of an earlier run's leases; writes wait for it
+	inherited   time.Time     // the end of the leases handed over by an earlier leader
 	started     time.Time
+	// held are Config.Inherited, until the barrier; set in restore, and
+	// read-only after New returns.
+	held map[string]struct{}
 
 	// The store's health; see commit.go.
 	down downState
@@ -164,6 +215,8 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		store:       st,
 		notify:      notify,
 		table:       leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon}),
+		clients:     make(map[SessionID]uint64),
+		handed:      make(map[uint64]SessionID),
 		life:        cfg.MaxTerm() + cfg.Epsilon,
 		horizonKick: make(chan struct{}, 1),
 		wake:        make(chan struct{}, 1),
@@ -176,7 +229,49 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 	go c.timerLoop()
 	go c.commitLoop()
 	go c.horizonLoop()
+	if cfg.RetryWindow > 0 {
+		c.loops.Add(1)
+		go c.forgetLoop()
+	}
 	return c, nil
+}
+
+// forgetLoop forgets, every quarter of the retry window, the write
+// outcomes of the clients that have not written for a whole window.
+func (c *Core) forgetLoop() {
+	defer c.loops.Done()
+	for {
+		t := c.clock.NewTimer(c.cfg.RetryWindow / 4)
+		select {
+		case <-c.queue.closed:
+			t.Stop()
+			return
+		case <-t.Chan():
+		}
+		c.forgetIdleClients(c.clock.Now())
+	}
+}
+
+// forgetBatch is the most clients one OpForgetClients names.
+const forgetBatch = 1024
+
+// forgetIdleClients forgets the clients whose last write was more than the
+// retry window before now.
+func (c *Core) forgetIdleClients(now time.Time) {
+	cutoff := now.Add(-c.cfg.RetryWindow)
+	for {
+		ids, err := c.store.IdleClients(cutoff, forgetBatch)
+		if err == nil && len(ids) > 0 {
+			_, err = c.apply([]store.Command{{Op: store.OpForgetClients, Clients: ids, At: cutoff}})
+		}
+		if err != nil {
+			c.log.Warn("cannot forget idle clients; trying again later", "err", err)
+			return
+		}
+		if len(ids) < forgetBatch {
+			return
+		}
+	}
 }
 
 // OpenSession registers a session.
@@ -194,6 +289,7 @@ func (c *Core) OpenSession(id SessionID) {
 // free for other sessions.
 func (c *Core) CloseSession(id SessionID, relinquish bool, done func()) {
 	c.mu.Lock()
+	delete(c.clients, id)
 	eff := c.table.CloseSession(id, relinquish, c.clock.Now())
 	c.enqueueReady(eff)
 	c.mu.Unlock()
@@ -208,13 +304,29 @@ func (c *Core) CloseSession(id SessionID, relinquish bool, done func()) {
 // The lease is recorded before the value is read, so a write that commits
 // in between must invalidate it.
 func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, error) {
+	c.readMu.RLock()
+	defer c.readMu.RUnlock()
+	if c.handingOff.Load() {
+		// The next leader may write as soon as it leads: no read here
+		// may see the value before its write after that.
+		return store.Record{}, 0, fmt.Errorf("%w: read %q: this node is handing the lead over", ErrUnavailable, key)
+	}
 	now := c.clock.Now()
 	k := string(key)
+	if c.isHeld(k, now) {
+		return store.Record{}, 0, fmt.Errorf("%w: read %q: a write of the last leader's term is settling on this key until %v", ErrUnavailable, key, c.barrier.Format(time.RFC3339Nano))
+	}
 	term := c.cfg.TermFor(k)
-	if term > 0 && c.ensureHorizon(now) != nil {
+	if (term > 0 || c.cfg.Replicated) && c.ensureHorizon(now) != nil {
+		if c.cfg.Replicated && now.UnixNano() >= c.horizon.Load() {
+			return store.Record{}, 0, fmt.Errorf("%w: read %q", ErrUnavailable, key)
+		}
 		term = 0 // served, but not cached
 	}
 	c.mu.Lock()
+	if c.handingOff.Load() {
+		term = 0
+	}
 	term = c.table.Grant(id, k, term, now)
 	c.mu.Unlock()
 	if term > 0 {
@@ -238,6 +350,9 @@ func (c *Core) Renew(id SessionID, keys []string) []time.Duration {
 		}
 	}
 	c.mu.Lock()
+	if c.handingOff.Load() {
+		clear(terms)
+	}
 	c.table.Renew(id, keys, terms, now)
 	c.mu.Unlock()
 	c.poke()
@@ -354,12 +469,25 @@ func (c *Core) Close() error {
 		c.BeginStop()
 		c.queue.close()
 		c.loops.Wait()
-		if err := c.lowerHorizon(); err != nil {
+		if c.handingOff.Load() {
+			// The handoff is the last word on this core's leases: a lower
+			// horizon after it would clear it.
+		} else if err := c.lowerHorizon(); err != nil {
 			c.log.Warn("cannot lower the lease horizon; the next start holds writes until it", "err", err)
 		}
 		c.closeErr = c.store.Close()
 	})
 	return c.closeErr
+}
+
+// isHeld reports whether key is one of Config.Inherited and the barrier
+// has not passed at now.
+func (c *Core) isHeld(key string, now time.Time) bool {
+	if len(c.held) == 0 || !now.Before(c.barrier) {
+		return false
+	}
+	_, ok := c.held[key]
+	return ok
 }
 
 // poke tells the timer loop that the next deadline may have moved.

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -264,6 +265,143 @@ func TestFailedCommitLeavesNoTrace(t *testing.T) {
 			if rec, _, _ := c.Read(1, []byte(k)); rec.Found {
 				t.Fatalf("the failed put of %q is visible: %+v", k, rec)
 			}
+		}
+	})
+}
+
+// A write retried under the same client and request ID, as a client does
+// after its connection to a leader was lost, is applied once: the retry
+// gets the first outcome back, marked Duplicate, with no lease, because
+// the key may have changed since. Clients idle for a retry window are
+// forgotten, and their request IDs are new writes again.
+func TestRetriedWriteAppliedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = time.Minute
+		st := store.NewMemory()
+		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, RetryWindow: window,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.OpenSession(1)
+		c.OpenSession(2)
+		put := func(session SessionID, value string, client, id uint64) Outcome {
+			return submit(t, c, &Request{Session: session, Op: store.OpPut, Key: []byte("k"), Value: []byte(value), Client: client, ID: id, Acked: id}).must(t)
+		}
+		first := put(1, "v1", 42, 7)
+		if first.Duplicate || first.Term != term {
+			t.Fatalf("first write: %+v", first)
+		}
+		c.Relinquish(1, []string{"k"})
+		put(2, "v2", 0, 1) // another writer changes k
+		// The retry comes on another session, as after a reconnection, and
+		// gets its outcome at once: it does not wait for session 1, which
+		// holds a lease on k and never answers invalidations.
+		if _, _, err := c.Read(1, []byte("k")); err != nil {
+			t.Fatal(err)
+		}
+		retry := put(2, "v1-again", 42, 7)
+		if !retry.Duplicate || retry.Version != first.Version || retry.Term != 0 {
+			t.Errorf("retry: %+v; want a duplicate of version %d with no lease", retry, first.Version)
+		}
+		if rec, _ := st.Get([]byte("k")); string(rec.Value) != "v2" {
+			t.Errorf("k = %q after the retry, want v2", rec.Value)
+		}
+		// Idle for a window and a quarter: forgotten.
+		time.Sleep(window + window/4 + time.Second)
+		synctest.Wait()
+		if ids, err := st.IdleClients(time.Now(), 10); err != nil || len(ids) != 0 {
+			t.Errorf("clients kept after the retry window: %v, %v", ids, err)
+		}
+		if o := put(1, "v3", 42, 7); o.Duplicate {
+			t.Errorf("request 7 after the client was forgotten: %+v, want a new write", o)
+		}
+	})
+}
+
+// The unsafe option skips the wait for an earlier run's leases, which a
+// core otherwise holds writes for.
+func TestUnsafeSkipHorizonWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := store.NewMemory()
+		now := time.Now()
+		if _, err := st.Apply([]store.Command{{Op: store.OpSetHorizon, Horizon: now.Add(5 * time.Second), Span: 5 * time.Second}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, unsafe := range []bool{false, true} {
+			c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, UnsafeSkipHorizonWait: unsafe,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, durable{st}, &notices{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held := c.Stats().WritesAllowedIn; (held == 0) != unsafe {
+				t.Errorf("unsafe %v: writes held for %v", unsafe, held)
+			}
+			c.BeginStop() // keep the horizon as it is for the next core
+			c.Close()
+		}
+	})
+}
+
+// A write whose store reports that the node stopped leading has an unknown
+// outcome, ErrNotLeader, not a storage failure.
+func TestLostLeadOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := faultstore.New(store.NewMemory())
+		c, _ := newCore(t, fs)
+		defer c.Close()
+		c.OpenSession(1)
+		fs.Fail(fmt.Errorf("replica: %w: leadership lost while committing log", store.ErrNotLeader))
+		p := submit(t, c, &Request{Session: 1, Op: store.OpPut, Key: []byte("k"), Value: []byte("v")})
+		o, ok := p.outcome()
+		if !ok || !errors.Is(o.Err, ErrNotLeader) || errors.Is(o.Err, ErrInternal) {
+			t.Fatalf("outcome %+v, %v; want ErrNotLeader, not ErrInternal", o, ok)
+		}
+	})
+}
+
+// A new leader's core holds the keys it inherited writes on: until the
+// barrier, reads of them fail, and a retry of such a write waits for the
+// barrier although its outcome is kept; other keys are served at once.
+func TestInheritedKeysHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := store.NewMemory()
+		now := time.Now()
+		// The old leader's horizon, and its last write, whose writer was
+		// not told.
+		_, err := st.Apply([]store.Command{
+			{Op: store.OpSetHorizon, Horizon: now.Add(3 * time.Second), Span: 3 * time.Second},
+			{Op: store.OpPut, Key: []byte("k"), Value: []byte("new"), Client: 7, Request: 1, Acked: 1, At: now},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Inherited: []string{"k"},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, durable{st}, &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		barrier := now.Add(3 * time.Second)
+		c.OpenSession(1)
+		if _, _, err := c.Read(1, []byte("k")); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("read of an inherited key before the barrier: %v, want ErrUnavailable", err)
+		}
+		if _, _, err := c.Read(1, []byte("other")); err != nil {
+			t.Errorf("read of another key: %v", err)
+		}
+		retry := submit(t, c, &Request{Session: 1, Op: store.OpPut, Key: []byte("k"), Value: []byte("new"), Client: 7, ID: 1, Acked: 1})
+		if o, ok := retry.outcome(); ok {
+			t.Fatalf("the retry of the inherited write ended before the barrier: %+v", o)
+		}
+		time.Sleep(time.Until(barrier))
+		o := retry.must(t)
+		if !o.Duplicate || time.Now().Before(barrier) {
+			t.Errorf("retry: %+v at %v; want the kept outcome, at the barrier %v", o, time.Now(), barrier)
+		}
+		if rec, _, err := c.Read(1, []byte("k")); err != nil || string(rec.Value) != "new" {
+			t.Errorf("read after the barrier: %q, %v", rec.Value, err)
 		}
 	})
 }

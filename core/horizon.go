@@ -25,17 +25,36 @@ func (c *Core) restore() error {
 	}
 	c.started = c.clock.Now()
 	c.revision.Store(st.Revision)
+	if st.HandedOff && !st.HorizonApplied.IsZero() {
+		return c.restoreHandoff(st)
+	}
 	var hold time.Duration
-	if !st.Horizon.IsZero() {
-		// Bounded by how far ahead the horizon reached when it was
-		// written, so a wall clock that stepped back cannot stretch it.
+	switch {
+	case c.cfg.UnsafeSkipHorizonWait:
+		c.log.Warn("unsafe: not waiting for the leases an earlier run or leader may have granted")
+	case !st.HorizonApplied.IsZero():
+		// A replica that applied the horizon entry while it ran: the
+		// leader that appended it granted no lease past its span from
+		// then, and this node applied it later. ε covers the drift of the
+		// two clocks over the span (DESIGN §13).
+		hold = max(st.HorizonApplied.Add(st.Span+c.cfg.Epsilon).Sub(c.started), 0)
+	case !st.Horizon.IsZero():
+		// After a restart, on the wall clock: bounded by how far ahead
+		// the horizon reached when it was written, so a wall clock that
+		// stepped back cannot stretch it.
 		hold = max(min(st.Horizon.Sub(c.started), st.Span), 0)
 	}
 	if hold > 0 {
-		// Only the part of the old horizon trusted here: if the wall clock
-		// stepped back, the old horizon looks further ahead than it
-		// reached, and must not spare this run from persisting its own.
-		c.horizon.Store(c.started.Add(hold).UnixNano())
+		if len(c.cfg.Inherited) > 0 {
+			c.held = make(map[string]struct{}, len(c.cfg.Inherited))
+			for _, k := range c.cfg.Inherited {
+				c.held[k] = struct{}{}
+			}
+			c.log.Info("holding reads of keys the last leader was writing", "keys", len(c.held), "wait", hold)
+		}
+		// The old horizon holds writes back, but grants no lease here:
+		// this run grants only under horizons it persisted itself, which
+		// every later leader learns of before it writes (DESIGN §13).
 		c.barrier = c.started.Add(hold)
 		c.table.SetWriteBarrier(c.barrier)
 		c.log.Info("restarted: holding writes until leases granted before the restart have expired",
@@ -88,9 +107,12 @@ func (c *Core) advanceHorizon(now time.Time, ahead time.Duration) error {
 	if now.Add(c.life+ahead).UnixNano() <= c.horizon.Load() {
 		return nil
 	}
+	if c.handingOff.Load() {
+		return fmt.Errorf("%w: the leases are being handed over to the next leader", ErrUnavailable)
+	}
 	h := now.Add(c.life + c.cfg.HorizonStep)
-	if c.barrier.After(h) {
-		h = now.Add(c.barrier.Sub(now)) // on the monotonic clock, as in lowerHorizon
+	if cover := maxTime(c.barrier, c.inherited); cover.After(h) {
+		h = now.Add(cover.Sub(now)) // on the monotonic clock, as in lowerHorizon
 	}
 	if err := c.setHorizon(h, now); err != nil {
 		return fmt.Errorf("persist the lease horizon: %w", err)

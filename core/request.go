@@ -24,6 +24,11 @@ type Request struct {
 	Value   []byte
 	Expect  uint64 // OpCAS: the expected version (0: absent)
 	Token   uint64 // a write under a write lease: its fencing token, or 0
+	// Client, ID and Acked make a write idempotent: with a Client, the
+	// write is applied once per (Client, ID), and a retry gets the first
+	// outcome back (Outcome.Duplicate). Acked says that the client has
+	// the outcomes of its writes with lower IDs. See store.Command.
+	Client, ID, Acked uint64
 	// Timeout abandons the request if it has not started to commit by then;
 	// 0 means never.
 	Timeout time.Duration
@@ -62,6 +67,11 @@ type Outcome struct {
 	// committed value when it was granted.
 	Token  uint64
 	Record store.Record
+	// Duplicate says that the write had been applied before, under the
+	// same Client and ID, and that this is that outcome: nothing changed
+	// now, and the writer gets no lease (Term 0), because the key may
+	// have changed since.
+	Duplicate bool
 }
 
 func (r *Request) finish(o Outcome) { r.once.Do(func() { r.Done(o) }) }
@@ -73,6 +83,18 @@ func (r *Request) finish(o Outcome) { r.once.Do(func() { r.Done(o) }) }
 // and recalls another session's write lease, and commits when they are
 // gone. Its outcome comes later, through r.Done.
 func (c *Core) Submit(r *Request) error {
+	if r.Client != 0 && !r.Acquire && !c.isHeld(string(r.Key), c.clock.Now()) {
+		// A retry of a write that was applied gets its outcome at once:
+		// it must not wait for holders, such as the session it was sent
+		// on first, whose client has given it up. One whose first copy is
+		// still on its way is found when it is applied (store.Command).
+		// One that a new leader inherited waits for the barrier, as its
+		// key's readers do (Config.Inherited).
+		if res, ok, err := c.store.Kept(c.command(job{req: r})); err == nil && ok {
+			r.finish(Outcome{Err: res.Err, Version: res.Version, Duplicate: true})
+			return nil
+		}
+	}
 	now := c.clock.Now()
 	r.received = now
 	r.op = leasetable.Op{Kind: leasetable.OpWrite, Session: r.Session, Key: string(r.Key), Token: r.Token, Data: r}

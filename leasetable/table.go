@@ -290,17 +290,7 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 // fenced write or a release, takes it over: its writes need not wait for
 // the write barrier, because no other session can hold a lease on the key.
 func (t *Table) RestoreWriteLease(key string, token uint64, expiry time.Time) {
-	s := t.sessions[RestoredSession]
-	if s == nil {
-		s = &session{
-			id:     RestoredSession,
-			leases: make(map[string]*lease),
-			wrlses: make(map[string]*lease),
-			ops:    make(map[*Op]struct{}),
-			closed: true,
-		}
-		t.sessions[RestoredSession] = s
-	}
+	s := t.closedSession(RestoredSession)
 	k := t.key(key)
 	if old := k.wlease; old != nil {
 		delete(old.session.wrlses, key)
@@ -312,6 +302,106 @@ func (t *Table) RestoreWriteLease(key string, token uint64, expiry time.Time) {
 	k.wlease = l
 	s.wrlses[key] = l
 	heap.Push(&t.leases, l)
+}
+
+// RestoreReadLease brings back a read lease that another node granted
+// before it handed its leases over (DESIGN §13), held until expiry by the
+// session holder, which is closed: nobody speaks for it until AdoptSession
+// gives its leases to the session of the same client. A write on key
+// invalidates the lease as any other, and waits for it.
+func (t *Table) RestoreReadLease(holder SessionID, key string, expiry time.Time) {
+	s := t.closedSession(holder)
+	if l := s.leases[key]; l != nil {
+		if expiry.After(l.expiry) {
+			l.expiry = expiry
+			heap.Fix(&t.leases, l.heapIndex)
+		}
+		return
+	}
+	k := t.key(key)
+	l := &lease{key: k, session: s, expiry: expiry}
+	s.leases[key] = l
+	k.holders[holder] = l
+	heap.Push(&t.leases, l)
+}
+
+// AdoptSession gives the read leases of the closed session from, which
+// RestoreReadLease made, to the open session to: its client came back,
+// and now answers for them. Leases a write has invalidated meanwhile are
+// invalidated again, on to. It does nothing if from is not closed or to
+// is not open.
+func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
+	var eff Effects
+	f, s := t.sessions[from], t.openSession(to)
+	if f == nil || !f.closed || s == nil || f == s {
+		return eff
+	}
+	for key, l := range f.leases {
+		delete(f.leases, key)
+		k := l.key
+		delete(k.holders, from)
+		if mine := s.leases[key]; mine != nil {
+			// to holds a lease of its own: keep the later expiry on it.
+			if l.expiry.After(mine.expiry) {
+				mine.expiry = l.expiry
+				heap.Fix(&t.leases, mine.heapIndex)
+			}
+			mine.invalidated = mine.invalidated || l.invalidated
+			heap.Remove(&t.leases, l.heapIndex)
+			if mine.invalidated {
+				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: key})
+			}
+			continue
+		}
+		l.session = s
+		s.leases[key] = l
+		k.holders[to] = l
+		if l.invalidated {
+			eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: key})
+		}
+	}
+	t.gcSession(f)
+	return eff
+}
+
+// LeaseInfo describes one live lease (Leases).
+type LeaseInfo struct {
+	Session SessionID
+	Key     string
+	Expiry  time.Time
+	Write   bool
+	Token   uint64 // a write lease's
+}
+
+// Leases returns every lease in the table, for a handoff to another node.
+// It walks every lease: it is not for a hot path.
+func (t *Table) Leases() []LeaseInfo {
+	out := make([]LeaseInfo, 0, len(t.leases))
+	for _, l := range t.leases {
+		if l.write && l.ending {
+			continue
+		}
+		out = append(out, LeaseInfo{Session: l.session.id, Key: l.key.name, Expiry: l.expiry, Write: l.write, Token: l.token})
+	}
+	return out
+}
+
+// closedSession returns session id, made closed if it does not exist: the
+// holder of leases restored from an earlier run or leader, for which no
+// client speaks.
+func (t *Table) closedSession(id SessionID) *session {
+	s := t.sessions[id]
+	if s == nil {
+		s = &session{
+			id:     id,
+			leases: make(map[string]*lease),
+			wrlses: make(map[string]*lease),
+			ops:    make(map[*Op]struct{}),
+			closed: true,
+		}
+		t.sessions[id] = s
+	}
+	return s
 }
 
 // adopt moves a restored write lease to s, which presented its token.

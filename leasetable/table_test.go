@@ -1352,3 +1352,63 @@ func TestLatestExpiry(t *testing.T) {
 		t.Fatalf("after every lease was relinquished: %v", got)
 	}
 }
+
+// A read lease handed over from another node is held by a closed session
+// until its client comes back: a write waits for it to run out, or, once
+// a session of its client adopts it, for that session's acknowledgement.
+func TestHandedOverReadLease(t *testing.T) {
+	const handed SessionID = 1 << 63
+	h := newHarness(t, sA, sB, sW)
+	h.tab.RestoreReadLease(handed, "k", t0.Add(time.Second))
+	h.tab.RestoreReadLease(handed, "j", t0.Add(2*time.Second))
+	checkInvariants(t, h.tab)
+	if st := h.tab.Stats(); st.Leases != 2 || st.Sessions != 3 {
+		t.Errorf("stats %+v; want 2 leases, the handed-over holder not counted as a session", st)
+	}
+	// Nobody answers for k: the write waits until the lease runs out.
+	op, eff := h.write(sW, "k")
+	h.wantReady(op, false)
+	if got := sessionsOf(eff.Invalidate); len(got) != 1 || got[0] != handed {
+		t.Fatalf("invalidations %v, want one to the handed-over holder", eff.Invalidate)
+	}
+	h.wantNextDeadline(t0.Add(time.Second))
+	h.now = t0.Add(time.Second)
+	h.tick()
+	h.wantReady(op, true)
+	h.done(op, true)
+	// j: the client comes back as sA and adopts the lease; a write that
+	// invalidated it before is invalidated again on sA, whose
+	// acknowledgement frees the key before the lease would run out.
+	op, _ = h.write(sW, "j")
+	h.wantReady(op, false)
+	eff = h.record(h.tab.AdoptSession(handed, sA, h.now))
+	checkInvariants(t, h.tab)
+	if len(eff.Invalidate) != 1 || eff.Invalidate[0] != (Notice{Session: sA, Key: "j"}) {
+		t.Fatalf("adoption: invalidations %+v, want j on sA", eff.Invalidate)
+	}
+	h.relinquish(sA, "j")
+	h.wantReady(op, true)
+	h.done(op, true)
+	for _, l := range h.tab.Leases() {
+		if l.Session != sW {
+			t.Errorf("lease %+v after the adoption; want only the writer's, on k and j", l)
+		}
+	}
+	// Adopting into a closed or unknown session, or from an open one, does
+	// nothing.
+	h.tab.RestoreReadLease(handed, "m", t0.Add(3*time.Second))
+	for _, to := range []SessionID{99, sB} {
+		if to == sB {
+			h.close(sB, true)
+		}
+		if eff := h.tab.AdoptSession(handed, to, h.now); len(eff.Invalidate) != 0 {
+			t.Errorf("adoption into %d: %+v", to, eff)
+		}
+	}
+	if eff := h.tab.AdoptSession(sA, sW, h.now); len(eff.Invalidate) != 0 {
+		t.Errorf("adoption from an open session: %+v", eff)
+	}
+	if ls := h.tab.Leases(); len(ls) != 3 {
+		t.Errorf("leases %+v; want m still with the handed-over holder, and the writer's two", ls)
+	}
+}

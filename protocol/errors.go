@@ -20,7 +20,8 @@ const (
 	CodeClosed            Code = 10 // the server or session is closing
 	CodeInternal          Code = 11 // a fault inside the server, such as a storage error
 	CodeCanceled          Code = 12 // the write was abandoned before it committed; nothing changed
-	codeLimit             Code = 13
+	CodeNotLeader         Code = 13 // this node does not lead its cluster; Error.Leader names the one that does, if known
+	codeLimit             Code = 14
 )
 
 var codeNames = [...]string{
@@ -37,6 +38,7 @@ var codeNames = [...]string{
 	CodeClosed:            "closed",
 	CodeInternal:          "internal error",
 	CodeCanceled:          "canceled",
+	CodeNotLeader:         "not the leader",
 }
 
 // String returns the code's name.

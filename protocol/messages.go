@@ -31,34 +31,52 @@ const (
 	TypeError        Type = 19 // reply carrying an error code
 	TypeInvalidate   Type = 20 // server → client, on the invalidation stream
 	TypeRecall       Type = 21 // server → client, on the invalidation stream
+
+	// Cluster administration, in an admin session (Hello.Admin): any node
+	// answers the first two; only the leader changes the membership.
+	TypeMemberList          Type = 22 // the members of the cluster
+	TypeMemberListReply     Type = 23 //
+	TypeMemberAdd           Type = 24 // add a voter; reply OK
+	TypeMemberRemove        Type = 25 // remove a member; reply OK
+	TypeMemberTransfer      Type = 26 // hand the lead to another voter; reply OK
+	TypeEndpointStatus      Type = 27 // this node's role, term and indexes
+	TypeEndpointStatusReply Type = 28 //
 )
 
 // registry describes every message type, indexed by its Type. It is the only
-// list of the types: New, Decode, RequestID, Type.String, Type.Valid and
-// NumTypes all read it. A new message type needs a Type constant, its struct
+// list of the types: New, Decode, RequestID, SetRequestID, Type.String,
+// Type.Valid and NumTypes all read it. A new message type needs a Type constant, its struct
 // with a Type method, and an entry here.
 var registry = [...]entry{
 	TypeHello:        withoutID[Hello]("hello"),
 	TypeHelloReply:   withoutID[HelloReply]("hello_reply"),
-	TypeGet:          withID("get", func(m *Get) uint64 { return m.ID }),
-	TypeGetReply:     withID("get_reply", func(m *GetReply) uint64 { return m.ID }),
-	TypeWrite:        withID("write", func(m *Write) uint64 { return m.ID }),
-	TypeWriteReply:   withID("write_reply", func(m *WriteReply) uint64 { return m.ID }),
-	TypeRenew:        withID("renew", func(m *Renew) uint64 { return m.ID }),
-	TypeRenewReply:   withID("renew_reply", func(m *RenewReply) uint64 { return m.ID }),
-	TypeRelease:      withID("release", func(m *Release) uint64 { return m.ID }),
-	TypeAcquire:      withID("acquire", func(m *Acquire) uint64 { return m.ID }),
-	TypeAcquireReply: withID("acquire_reply", func(m *AcquireReply) uint64 { return m.ID }),
-	TypeReleaseWrite: withID("release_write", func(m *ReleaseWrite) uint64 { return m.ID }),
-	TypeCancel:       withID("cancel", func(m *Cancel) uint64 { return m.ID }),
+	TypeGet:          withID("get", func(m *Get) *uint64 { return &m.ID }),
+	TypeGetReply:     withID("get_reply", func(m *GetReply) *uint64 { return &m.ID }),
+	TypeWrite:        withID("write", func(m *Write) *uint64 { return &m.ID }),
+	TypeWriteReply:   withID("write_reply", func(m *WriteReply) *uint64 { return &m.ID }),
+	TypeRenew:        withID("renew", func(m *Renew) *uint64 { return &m.ID }),
+	TypeRenewReply:   withID("renew_reply", func(m *RenewReply) *uint64 { return &m.ID }),
+	TypeRelease:      withID("release", func(m *Release) *uint64 { return &m.ID }),
+	TypeAcquire:      withID("acquire", func(m *Acquire) *uint64 { return &m.ID }),
+	TypeAcquireReply: withID("acquire_reply", func(m *AcquireReply) *uint64 { return &m.ID }),
+	TypeReleaseWrite: withID("release_write", func(m *ReleaseWrite) *uint64 { return &m.ID }),
+	TypeCancel:       withID("cancel", func(m *Cancel) *uint64 { return &m.ID }),
 	TypeAck:          withoutID[Ack]("ack"),
-	TypeStats:        withID("stats", func(m *Stats) uint64 { return m.ID }),
-	TypeStatsReply:   withID("stats_reply", func(m *StatsReply) uint64 { return m.ID }),
-	TypeGoodbye:      withID("goodbye", func(m *Goodbye) uint64 { return m.ID }),
-	TypeOK:           withID("ok", func(m *OK) uint64 { return m.ID }),
-	TypeError:        withID("error", func(m *Error) uint64 { return m.ID }),
+	TypeStats:        withID("stats", func(m *Stats) *uint64 { return &m.ID }),
+	TypeStatsReply:   withID("stats_reply", func(m *StatsReply) *uint64 { return &m.ID }),
+	TypeGoodbye:      withID("goodbye", func(m *Goodbye) *uint64 { return &m.ID }),
+	TypeOK:           withID("ok", func(m *OK) *uint64 { return &m.ID }),
+	TypeError:        withID("error", func(m *Error) *uint64 { return &m.ID }),
 	TypeInvalidate:   withoutID[Invalidate]("invalidate"),
 	TypeRecall:       withoutID[Recall]("recall"),
+
+	TypeMemberList:          withID("member_list", func(m *MemberList) *uint64 { return &m.ID }),
+	TypeMemberListReply:     withID("member_list_reply", func(m *MemberListReply) *uint64 { return &m.ID }),
+	TypeMemberAdd:           withID("member_add", func(m *MemberAdd) *uint64 { return &m.ID }),
+	TypeMemberRemove:        withID("member_remove", func(m *MemberRemove) *uint64 { return &m.ID }),
+	TypeMemberTransfer:      withID("member_transfer", func(m *MemberTransfer) *uint64 { return &m.ID }),
+	TypeEndpointStatus:      withID("endpoint_status", func(m *EndpointStatus) *uint64 { return &m.ID }),
+	TypeEndpointStatusReply: withID("endpoint_status_reply", func(m *EndpointStatusReply) *uint64 { return &m.ID }),
 }
 
 // entry is a message type's row in the registry. The zero entry, at the
@@ -66,10 +84,10 @@ var registry = [...]entry{
 type entry struct {
 	name string         // in stats and error messages
 	new  func() Message // a new zero message of the type
-	// id returns the request ID that a message of the type carries. It is
-	// nil for types that carry none, and reports false for a Message of
-	// the type's tag that is not the package's struct.
-	id func(Message) (uint64, bool)
+	// id returns the request ID field of a message of the type. It is nil
+	// for types that carry none, and returns nil for a Message of the
+	// type's tag that is not the package's struct.
+	id func(Message) *uint64
 }
 
 // withoutID returns the entry of a message type whose struct is T and that
@@ -82,17 +100,18 @@ func withoutID[T any, M interface {
 }
 
 // withID returns the entry of a message type whose struct is T and that
-// carries the request ID that id reads: a request, or the reply to one.
+// carries the request ID field that id points to: a request, or the reply
+// to one.
 func withID[T any, M interface {
 	*T
 	Message
-}](name string, id func(M) uint64) entry {
+}](name string, id func(M) *uint64) entry {
 	e := withoutID[T, M](name)
-	e.id = func(m Message) (uint64, bool) {
+	e.id = func(m Message) *uint64 {
 		if m, ok := m.(M); ok {
-			return id(m), true
+			return id(m)
 		}
-		return 0, false
+		return nil
 	}
 	return e
 }
@@ -121,6 +140,16 @@ type Message interface {
 type Hello struct {
 	Version uint16 `msgpack:"v"`
 	Client  string `msgpack:"c,omitempty"` // free-form client name, for logs
+	// ClientID is the client's identity, the same on every session it
+	// opens, on any node: random, and not 0. With it, each of its writes
+	// is applied once per request ID, so the client may send a write again
+	// on a new session when it lost the first one's reply; it must then
+	// never use a request ID twice for different writes. 0: no identity.
+	ClientID uint64 `msgpack:"ci,omitempty"`
+	// Admin opens an admin session, which any node of a cluster accepts:
+	// it carries only the cluster administration messages (MemberList and
+	// the rest) and Goodbye, and gets no notice stream.
+	Admin bool `msgpack:"adm,omitempty"`
 }
 
 // HelloReply accepts a session and tells the client the server's settings.
@@ -133,6 +162,10 @@ type HelloReply struct {
 	MaxValueSize int           `msgpack:"mv"` // bytes
 	MaxFrameSize int           `msgpack:"mf"` // bytes, type byte and body
 	MaxInflight  int           `msgpack:"mi"` // requests in flight per connection
+	// RetryWindow is how long after a client's last write the server
+	// keeps the outcomes of its writes: a write sent again within it is
+	// applied once (Hello.ClientID). 0: writes are not de-duplicated.
+	RetryWindow time.Duration `msgpack:"rw,omitempty"`
 }
 
 // Get reads a key. If Revalidate is set and Known is still the key's version,
@@ -176,6 +209,10 @@ type Write struct {
 	Expect  uint64        `msgpack:"x,omitempty"`
 	Token   uint64        `msgpack:"tok,omitempty"`
 	Timeout time.Duration `msgpack:"to,omitempty"`
+	// Acked, from a client with a Hello.ClientID, says that it has the
+	// outcome of each of its writes with an ID below Acked and will not
+	// send them again, so the server may forget those outcomes.
+	Acked uint64 `msgpack:"a,omitempty"`
 }
 
 // WriteReply reports a committed write. Waited is how long the write waited
@@ -187,6 +224,9 @@ type WriteReply struct {
 	Waited  time.Duration `msgpack:"w"` // from receipt until holders let it commit; the commit itself not counted
 	Holders int           `msgpack:"h"`
 	Term    time.Duration `msgpack:"t"`
+	// Duplicate says that the write was a retry of one that had committed,
+	// and this is that commit: nothing changed now, and Term is 0.
+	Duplicate bool `msgpack:"d,omitempty"`
 }
 
 // Renew extends the session's leases on Keys.
@@ -291,6 +331,9 @@ type Error struct {
 	ID      uint64 `msgpack:"i"`
 	Code    Code   `msgpack:"c"`
 	Message string `msgpack:"m"`
+	// Leader, with CodeNotLeader, is the client address of the node that
+	// leads the cluster, if this node knows it.
+	Leader string `msgpack:"l,omitempty"`
 }
 
 // Invalidate asks the client to drop Keys from its cache and acknowledge.
@@ -327,6 +370,14 @@ func (*Error) Type() Type        { return TypeError }
 func (*Invalidate) Type() Type   { return TypeInvalidate }
 func (*Recall) Type() Type       { return TypeRecall }
 
+func (*MemberList) Type() Type          { return TypeMemberList }
+func (*MemberListReply) Type() Type     { return TypeMemberListReply }
+func (*MemberAdd) Type() Type           { return TypeMemberAdd }
+func (*MemberRemove) Type() Type        { return TypeMemberRemove }
+func (*MemberTransfer) Type() Type      { return TypeMemberTransfer }
+func (*EndpointStatus) Type() Type      { return TypeEndpointStatus }
+func (*EndpointStatusReply) Type() Type { return TypeEndpointStatusReply }
+
 // New returns a new zero message of type t, or nil if t is not a known type.
 func New(t Type) Message {
 	if !t.Valid() {
@@ -338,12 +389,30 @@ func New(t Type) Message {
 // RequestID returns the request or reply ID that m carries, and false for
 // messages that have none (Hello, HelloReply, Ack, Invalidate, Recall).
 func RequestID(m Message) (uint64, bool) {
+	if p := idField(m); p != nil {
+		return *p, true
+	}
+	return 0, false
+}
+
+// SetRequestID stamps m with the request ID id, and reports false, leaving
+// m alone, for messages that carry none. Clients call it as they send.
+func SetRequestID(m Message, id uint64) bool {
+	if p := idField(m); p != nil {
+		*p = id
+		return true
+	}
+	return false
+}
+
+// idField returns m's request ID field, or nil if it has none.
+func idField(m Message) *uint64 {
 	if m == nil {
-		return 0, false
+		return nil
 	}
 	t := m.Type()
 	if !t.Valid() || registry[t].id == nil {
-		return 0, false
+		return nil
 	}
 	return registry[t].id(m)
 }

@@ -135,6 +135,20 @@ func samples() []sample {
 		{name: "invalidate/empty keys", msg: &protocol.Invalidate{Keys: [][]byte{}}},
 		{name: "recall", msg: &protocol.Recall{Key: []byte("lock"), Token: math.MaxUint64}},
 		{name: "recall/nil key", msg: &protocol.Recall{Token: 1}},
+		{name: "hello/admin", msg: &protocol.Hello{Version: protocol.Version, Client: "leasectl", Admin: true}},
+		{name: "member_list", msg: &protocol.MemberList{ID: 40}},
+		{name: "member_list_reply", msg: &protocol.MemberListReply{ID: 41, Members: []protocol.Member{
+			{Name: "n1", PeerAddr: "10.0.0.1:7410", Voter: true, Leads: true}, {Name: "n2 ✓", PeerAddr: "[::1]:7411"}, {}}}},
+		{name: "member_list_reply/nil members", msg: &protocol.MemberListReply{ID: math.MaxUint64}},
+		{name: "member_add", msg: &protocol.MemberAdd{ID: 42, Name: "n4", PeerAddr: "10.0.0.4:7410"}},
+		{name: "member_remove", msg: &protocol.MemberRemove{ID: 43, Name: "n2"}},
+		{name: "member_transfer", msg: &protocol.MemberTransfer{ID: 44, To: "n3"}},
+		{name: "member_transfer/any", msg: &protocol.MemberTransfer{ID: 45}},
+		{name: "endpoint_status", msg: &protocol.EndpointStatus{ID: 46}},
+		{name: "endpoint_status_reply", msg: &protocol.EndpointStatusReply{ID: 47, Name: "n1", ClientAddr: "10.0.0.1:7400",
+			PeerAddr: "10.0.0.1:7410", Role: protocol.RoleLeader, RaftTerm: math.MaxUint64, CommitIndex: 9, AppliedIndex: 8,
+			Leader: "n1", LeaderAddr: "10.0.0.1:7400", WritesHeldFor: maxDuration}},
+		{name: "endpoint_status_reply/follower", msg: &protocol.EndpointStatusReply{ID: 48, Role: protocol.RoleFollower, WritesHeldFor: minDuration}},
 	}
 }
 
@@ -275,8 +289,8 @@ func TestStream(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
-	if protocol.NumTypes != 22 {
-		t.Errorf("NumTypes = %d, want 22", protocol.NumTypes)
+	if protocol.NumTypes != 29 {
+		t.Errorf("NumTypes = %d, want 29", protocol.NumTypes)
 	}
 	names := make(map[string]protocol.Type)
 	for i := 1; i < protocol.NumTypes; i++ {
@@ -356,6 +370,9 @@ func TestRequestID(t *testing.T) {
 			if id, ok := protocol.RequestID(m); ok || id != 0 {
 				t.Errorf("RequestID(%s) = %d, %v; want 0, false", typ, id, ok)
 			}
+			if protocol.SetRequestID(m, 9) {
+				t.Errorf("SetRequestID(%s) reports an ID field", typ)
+			}
 			continue
 		}
 		if !f.IsValid() {
@@ -363,6 +380,9 @@ func TestRequestID(t *testing.T) {
 			continue
 		}
 		for _, want := range []uint64{0, 1, 0xdeadbeef, math.MaxUint64} {
+			if !protocol.SetRequestID(m, want) || f.Uint() != want {
+				t.Errorf("SetRequestID(%s, %d) left ID %d", typ, want, f.Uint())
+			}
 			f.SetUint(want)
 			if id, ok := protocol.RequestID(m); !ok || id != want {
 				t.Errorf("RequestID(%s with ID %d) = %d, %v", typ, want, id, ok)
@@ -962,6 +982,7 @@ func TestCode(t *testing.T) {
 		{protocol.CodeClosed, "closed"},
 		{protocol.CodeInternal, "internal error"},
 		{protocol.CodeCanceled, "canceled"},
+		{protocol.CodeNotLeader, "not the leader"},
 	}
 	for i, w := range want {
 		if int(w.code) != i {
@@ -982,9 +1003,13 @@ func TestCode(t *testing.T) {
 			t.Errorf("Code(%d).String() = %q, want %q", c, got, "unknown code")
 		}
 	}
-	// An Error reply carries any code, known or not, unchanged.
-	for _, c := range []protocol.Code{protocol.CodeCanceled, math.MaxUint16} {
+	// An Error reply carries any code, known or not, unchanged, and a
+	// not-the-leader reply the leader's address.
+	for _, c := range []protocol.Code{protocol.CodeCanceled, protocol.CodeNotLeader, math.MaxUint16} {
 		m := &protocol.Error{ID: 1, Code: c, Message: c.String()}
+		if c == protocol.CodeNotLeader {
+			m.Leader = "10.0.0.2:7400"
+		}
 		got, err := protocol.NewFrameReader(bytes.NewReader(appendFrame(t, nil, m)), 0).ReadMessage()
 		if err != nil || !reflect.DeepEqual(got, m) {
 			t.Errorf("Error with code %d: %#v, %v", c, got, err)

@@ -68,4 +68,8 @@ func TestRequestIDOfForeignMessage(t *testing.T) {
 	if id, ok := RequestID(otherGet{ID: 7}); ok || id != 0 {
 		t.Errorf("RequestID(otherGet) = %d, %v; want 0, false", id, ok)
 	}
+	o := &otherGet{ID: 7}
+	if SetRequestID(o, 8) || o.ID != 7 {
+		t.Errorf("SetRequestID(otherGet) changed it to %d", o.ID)
+	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,6 +29,8 @@ const (
 	DefaultMaxInflightBytes = 64 << 20
 	// DefaultHelloTimeout is the default of Config.HelloTimeout.
 	DefaultHelloTimeout = 10 * time.Second
+	// DefaultRetryWindow is the default of Config.RetryWindow.
+	DefaultRetryWindow = 5 * time.Minute
 	// MaxKeySize is the largest key, in bytes. Keys are 1 to MaxKeySize bytes.
 	MaxKeySize = protocol.MaxKeySize
 )
@@ -51,7 +54,10 @@ type Config struct {
 	// server until t+ε after it was granted. Default DefaultEpsilon.
 	Epsilon time.Duration
 	// MaxValueSize is the largest value, in bytes. Default
-	// DefaultMaxValueSize.
+	// DefaultMaxValueSize (1 MiB). A value is replicated whole: one larger
+	// than raft's suggested entry (512 KiB) goes in a log entry of its own,
+	// so a limit far above the default makes large writes slow every write
+	// behind them.
 	MaxValueSize int
 	// MaxInflight is how many requests one connection may have waiting for
 	// a reply. Default DefaultMaxInflight.
@@ -63,6 +69,16 @@ type Config struct {
 	// would not. It must be at least MaxValueSize plus MaxKeySize. Zero
 	// means DefaultMaxInflightBytes, or that sum if it is larger.
 	MaxInflightBytes int
+	// RetryWindow is how long after a client's last write the server keeps
+	// the outcomes of its writes, so that a write the client sends again
+	// within it, after it lost the reply, is applied once. Default
+	// DefaultRetryWindow.
+	RetryWindow time.Duration
+	// UnsafeSkipHorizonWait makes the server write at once after a start
+	// or a failover, breaking the promise of the leases granted before
+	// (core.Config.UnsafeSkipHorizonWait). Only the negative control of
+	// the linearizability tests sets it.
+	UnsafeSkipHorizonWait bool
 	// MaxSessions is how many sessions the server holds at once. Default
 	// DefaultMaxSessions.
 	MaxSessions int
@@ -91,6 +107,10 @@ type Config struct {
 	// binding Addr: for example an in-memory network in tests. The caller
 	// owns it and closes it after Close has returned.
 	PacketConn net.PacketConn
+	// Cluster, if set, makes the server one node of a replicated cluster:
+	// it serves clients only while it leads. Store must then be nil. Nil
+	// means a cluster of this node alone, with no peer port.
+	Cluster *Cluster
 	// TLSConfig, if set, is used instead of the self-signed files under Dir.
 	// The server sets MinVersion to TLS 1.3 and NextProtos to protocol.ALPN.
 	TLSConfig *tls.Config
@@ -125,6 +145,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSessions == 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.RetryWindow == 0 {
+		c.RetryWindow = DefaultRetryWindow
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
@@ -163,6 +186,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("max inflight %d is negative", c.MaxInflight)
 	case c.MaxSessions < 0:
 		return fmt.Errorf("max sessions %d is negative", c.MaxSessions)
+	case c.RetryWindow < 0:
+		return fmt.Errorf("retry window %v is negative", c.RetryWindow)
 	case c.IdleTimeout < 0:
 		return fmt.Errorf("idle timeout %v is negative", c.IdleTimeout)
 	case c.MaxInflightBytes < c.MaxValueSize+MaxKeySize:
@@ -171,6 +196,14 @@ func (c Config) validate() error {
 		return fmt.Errorf("hello timeout %v is negative", c.HelloTimeout)
 	case c.HorizonStep < 10*time.Millisecond:
 		return fmt.Errorf("horizon step %v is shorter than 10ms: the horizon would be persisted for almost every lease", c.HorizonStep)
+	}
+	if c.Cluster != nil {
+		if c.Store != nil {
+			return errors.New("cluster: a node of a cluster keeps its state in its data folder; Store must be nil")
+		}
+		if err := c.Cluster.validate(); err != nil {
+			return err
+		}
 	}
 	seen := make(map[string]bool)
 	for _, p := range c.PrefixTerms {
@@ -199,8 +232,11 @@ func (c Config) coreConfig() core.Config {
 		PrefixTerms: c.PrefixTerms,
 		Epsilon:     c.Epsilon,
 		HorizonStep: c.HorizonStep,
+		RetryWindow: c.RetryWindow,
 		Clock:       c.Clock,
-		Logger:      c.Logger,
+
+		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
+		Logger:                c.Logger,
 	}
 }
 

@@ -28,24 +28,27 @@ func TestConfigDefaults(t *testing.T) {
 		set  any // a valid non-zero value, kept as it is
 		zero any // what the zero value becomes; nil: it stays zero
 	}{
-		"Dir":              {"data", DefaultDir},
-		"Addr":             {"127.0.0.1:1", DefaultAddr},
-		"LeaseTerm":        {time.Minute, DefaultLeaseTerm},
-		"PrefixTerms":      {[]PrefixTerm{{Prefix: "/a", Term: time.Second}}, nil},
-		"Epsilon":          {time.Second, DefaultEpsilon},
-		"MaxValueSize":     {1 << 10, DefaultMaxValueSize},
-		"MaxInflight":      {10, DefaultMaxInflight},
-		"MaxInflightBytes": {8 << 20, DefaultMaxInflightBytes},
-		"MaxSessions":      {5, DefaultMaxSessions},
-		"HorizonStep":      {time.Second, (DefaultLeaseTerm + DefaultEpsilon) / 4},
-		"IdleTimeout":      {time.Minute, DefaultIdleTimeout},
-		"HelloTimeout":     {time.Second, DefaultHelloTimeout},
-		"Store":            {store.Store(mem), nil},
-		"PacketConn":       {pc, nil},
-		"TLSConfig":        {tlsConf, nil},
-		"TLSHosts":         {[]string{"db1"}, nil},
-		"Clock":            {clock.Clock(fc), "real"},
-		"Logger":           {logger, slog.Default()},
+		"Dir":                   {"data", DefaultDir},
+		"Addr":                  {"127.0.0.1:1", DefaultAddr},
+		"LeaseTerm":             {time.Minute, DefaultLeaseTerm},
+		"PrefixTerms":           {[]PrefixTerm{{Prefix: "/a", Term: time.Second}}, nil},
+		"Epsilon":               {time.Second, DefaultEpsilon},
+		"MaxValueSize":          {1 << 10, DefaultMaxValueSize},
+		"MaxInflight":           {10, DefaultMaxInflight},
+		"MaxInflightBytes":      {8 << 20, DefaultMaxInflightBytes},
+		"MaxSessions":           {5, DefaultMaxSessions},
+		"RetryWindow":           {time.Minute, DefaultRetryWindow},
+		"UnsafeSkipHorizonWait": {true, nil},
+		"HorizonStep":           {time.Second, (DefaultLeaseTerm + DefaultEpsilon) / 4},
+		"IdleTimeout":           {time.Minute, DefaultIdleTimeout},
+		"HelloTimeout":          {time.Second, DefaultHelloTimeout},
+		"Store":                 {store.Store(mem), nil},
+		"PacketConn":            {pc, nil},
+		"Cluster":               {&Cluster{Name: "n1", PeerAddr: "127.0.0.1:1", PeerTLS: tlsConf, PeerClientTLS: tlsConf}, nil},
+		"TLSConfig":             {tlsConf, nil},
+		"TLSHosts":              {[]string{"db1"}, nil},
+		"Clock":                 {clock.Clock(fc), "real"},
+		"Logger":                {logger, slog.Default()},
 	}
 	typ := reflect.TypeFor[Config]()
 	for i := range typ.NumField() {
@@ -96,6 +99,7 @@ func TestConfigValidate(t *testing.T) {
 		{Config{MaxValueSize: -1}, "max value size"},
 		{Config{MaxInflight: -1}, "max inflight"},
 		{Config{MaxSessions: -1}, "max sessions"},
+		{Config{RetryWindow: -time.Second}, "retry window"},
 		{Config{IdleTimeout: -time.Second}, "idle timeout"},
 		{Config{HelloTimeout: -time.Second}, "hello timeout"},
 		{Config{HorizonStep: time.Millisecond}, "horizon step"},
@@ -121,5 +125,47 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("New: %v, want the config error", err)
 			}
 		})
+	}
+}
+
+// TestClusterConfigValidate: each bad cluster setting is an error that
+// names it.
+func TestClusterConfigValidate(t *testing.T) {
+	tlsConf := &tls.Config{}
+	good := func() *Cluster {
+		return &Cluster{Name: "n1", PeerAddr: "127.0.0.1:7501", PeerTLS: tlsConf, PeerClientTLS: tlsConf,
+			Peers: []Peer{{"n1", "127.0.0.1:7501"}, {"n2", "127.0.0.1:7502"}, {"n3", "127.0.0.1:7503"}}}
+	}
+	if err := (Config{Cluster: good()}).Validate(); err != nil {
+		t.Fatalf("a good cluster: %v", err)
+	}
+	routed := good()
+	routed.PeerRoutes = map[string]string{"n2": "127.0.0.1:9002", "n9": "tunnel.example:9"}
+	if err := (Config{Cluster: routed}).Validate(); err != nil {
+		t.Fatalf("a good cluster with peer routes: %v", err)
+	}
+	for _, tc := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.Cluster.Name = "" }, "Name is empty"},
+		{func(c *Config) { c.Cluster.PeerAddr = "" }, "PeerAddr is empty"},
+		{func(c *Config) { c.Cluster.PeerAddr = "nohost" }, "PeerAddr"},
+		{func(c *Config) { c.Cluster.PeerTLS = nil }, "PeerTLS"},
+		{func(c *Config) { c.Cluster.Peers[0].Addr = "127.0.0.1:9" }, "its PeerAddr is"},
+		{func(c *Config) { c.Cluster.Peers = c.Cluster.Peers[1:] }, "does not name this node"},
+		{func(c *Config) { c.Cluster.Peers[2].Name = "n2" }, "named twice"},
+		{func(c *Config) { c.Cluster.Peers[1].Addr = "" }, "needs a name and an address"},
+		{func(c *Config) { c.Cluster.Join = true }, "takes no initial Peers"},
+		{func(c *Config) { c.Store = store.NewMemory() }, "Store must be nil"},
+		{func(c *Config) { c.Cluster.PeerRoutes = map[string]string{"n1": "127.0.0.1:9"} }, "does not dial itself"},
+		{func(c *Config) { c.Cluster.PeerRoutes = map[string]string{"": "127.0.0.1:9"} }, "names no peer"},
+		{func(c *Config) { c.Cluster.PeerRoutes = map[string]string{"n2": "nohost"} }, "peer route n2"},
+	} {
+		cfg := Config{Cluster: good()}
+		tc.change(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate = %v, want an error naming %q", err, tc.want)
+		}
 	}
 }

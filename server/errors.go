@@ -23,6 +23,7 @@ var (
 	errCanceled          = core.ErrCanceled
 	errClosed            = core.ErrClosed
 	errInternal          = core.ErrInternal
+	errUnavailable       = core.ErrUnavailable
 )
 
 // errorCodes maps domain errors to wire codes. Errors not listed are
@@ -41,9 +42,13 @@ var errorCodes = []struct {
 	{errResourceExhausted, protocol.CodeResourceExhausted},
 	{errProtocol, protocol.CodeProtocol},
 	{protocol.ErrMalformed, protocol.CodeProtocol},
+	{core.ErrNotLeader, protocol.CodeNotLeader},
 	{errCanceled, protocol.CodeCanceled},
 	{errClosed, protocol.CodeClosed},
 	{errInternal, protocol.CodeInternal},
+	{errUnavailable, protocol.CodeUnavailable},
+	{errNotLeader, protocol.CodeNotLeader},
+	{errUnknownMember, protocol.CodeNotFound},
 }
 
 // codeOf returns the wire code for err.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/testkit/faultstore"
+	"github.com/leased/leased/internal/testkit/protoclient"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
 )
@@ -17,19 +19,15 @@ import (
 // returns.
 var errDiskFull = syscall.ENOSPC
 
-func (rc *rawClient) writeOp(op protocol.WriteOp, key, value string, token uint64) protocol.Message {
-	rc.t.Helper()
-	id := rc.id()
-	m := &protocol.Write{ID: id, Op: op, Key: []byte(key), Token: token}
+// writeOp writes key with op under token and returns the reply, whatever
+// it is.
+func writeOp(t *testing.T, c *protoclient.Client, op protocol.WriteOp, key, value string, token uint64) protocol.Message {
+	t.Helper()
+	m := &protocol.Write{Op: op, Key: []byte(key), Token: token}
 	if op != protocol.OpDelete {
 		m.Value = []byte(value)
 	}
-	rc.send(m)
-	r := rc.recv()
-	if got, _ := protocol.RequestID(r); got != id {
-		rc.t.Fatalf("reply to request %d: %#v", id, r)
-	}
-	return r
+	return call(t, c, m)
 }
 
 func wantStorageError(t *testing.T, what string, r protocol.Message) {
@@ -63,43 +61,43 @@ func TestStorageFault(t *testing.T) {
 	c := dialRaw(t, srv)
 	other := dialRaw(t, srv)
 
-	if r, ok := c.writeOp(protocol.OpPut, "k", "v1", 0).(*protocol.WriteReply); !ok || r.Version != 1 {
+	if r, ok := writeOp(t, c, protocol.OpPut, "k", "v1", 0).(*protocol.WriteReply); !ok || r.Version != 1 {
 		t.Fatalf("put before the fault: %#v", r)
 	}
-	c.send(&protocol.Acquire{ID: 100, Key: []byte("w")})
-	ar, ok := c.recv().(*protocol.AcquireReply)
+	send(t, c, &protocol.Acquire{ID: 100, Key: []byte("w")})
+	ar, ok := recv(t, c).(*protocol.AcquireReply)
 	if !ok || ar.Token != 1 {
 		t.Fatalf("acquire before the fault: %#v", ar)
 	}
-	c.send(&protocol.ReleaseWrite{ID: 101, Key: []byte("w"), Token: ar.Token})
-	if _, ok := c.recv().(*protocol.OK); !ok {
+	send(t, c, &protocol.ReleaseWrite{ID: 101, Key: []byte("w"), Token: ar.Token})
+	if _, ok := recv(t, c).(*protocol.OK); !ok {
 		t.Fatal("release of the write lease failed")
 	}
 	// The release ends the write lease once its end is durable.
-	waitFor(t, "the released write lease to end in the store", func() bool { return len(storedState(t, srv).WriteLeases) == 0 })
+	wait.For(t, testTimeout, "the released write lease to end in the store", func() bool { return len(storedState(t, srv).WriteLeases) == 0 })
 	horizon := persistedHorizon(t, srv)
 
 	fs.Fail(errDiskFull)
-	wantStorageError(t, "put", c.writeOp(protocol.OpPut, "k", "v2", 0))
-	wantStorageError(t, "delete", c.writeOp(protocol.OpDelete, "k", "", 0))
-	wantStorageError(t, "put of a new key", other.writeOp(protocol.OpPut, "new", "x", 0))
-	c.send(&protocol.Acquire{ID: 102, Key: []byte("w")})
-	wantStorageError(t, "acquire", c.recv())
+	wantStorageError(t, "put", writeOp(t, c, protocol.OpPut, "k", "v2", 0))
+	wantStorageError(t, "delete", writeOp(t, c, protocol.OpDelete, "k", "", 0))
+	wantStorageError(t, "put of a new key", writeOp(t, other, protocol.OpPut, "new", "x", 0))
+	send(t, c, &protocol.Acquire{ID: 102, Key: []byte("w")})
+	wantStorageError(t, "acquire", recv(t, c))
 	if st := srv.Stats(); st.WriteLeases != 0 || st.WritesWaiting != 0 || st.Revision != 1 {
 		t.Fatalf("after failed commits: %d write leases, %d writes waiting, revision %d; want 0, 0, 1", st.WriteLeases, st.WritesWaiting, st.Revision)
 	}
 
 	// Reads go on, and see only what was acknowledged. Within the horizon
 	// they are leased.
-	if r := other.get("k"); !r.Found || string(r.Value) != "v1" || r.Version != 1 || r.Term != term {
+	if r := get(t, other, "k"); !r.Found || string(r.Value) != "v1" || r.Version != 1 || r.Term != term {
 		t.Fatalf("read under the fault: %+v, want v1 at version 1 with a lease", r)
 	}
-	if r := other.get("new"); r.Found {
+	if r := get(t, other, "new"); r.Found {
 		t.Fatalf("a failed put is visible: %+v", r)
 	}
 	// Past the horizon no lease can be promised: reads are served uncached.
 	fc.Advance(horizon.Sub(fc.Now()))
-	if r := other.get("k"); !r.Found || string(r.Value) != "v1" || r.Term != 0 {
+	if r := get(t, other, "k"); !r.Found || string(r.Value) != "v1" || r.Term != 0 {
 		t.Fatalf("read past the horizon under the fault: %+v, want v1 with no lease", r)
 	}
 	if got := persistedHorizon(t, srv); !got.Equal(horizon) {
@@ -112,7 +110,7 @@ func TestStorageFault(t *testing.T) {
 	// they do not try to persist the horizon at all.
 	tries := fs.Faults()
 	for range 20 {
-		if r := other.get("k"); r.Term != 0 {
+		if r := get(t, other, "k"); r.Term != 0 {
 			t.Fatalf("read with a lease past the horizon: %+v", r)
 		}
 	}
@@ -124,29 +122,29 @@ func TestStorageFault(t *testing.T) {
 	// writes go on; reads are leased again.
 	fs.Heal()
 	fc.Advance(srv.cfg.HorizonStep / 2)
-	r, ok := c.writeOp(protocol.OpPut, "k", "v3", 0).(*protocol.WriteReply)
+	r, ok := writeOp(t, c, protocol.OpPut, "k", "v3", 0).(*protocol.WriteReply)
 	if !ok || r.Version <= 1 {
 		t.Fatalf("put after the fault: %#v", r)
 	}
-	if g := other.get("k"); string(g.Value) != "v3" || g.Version != r.Version || g.Term != term {
+	if g := get(t, other, "k"); string(g.Value) != "v3" || g.Version != r.Version || g.Term != term {
 		t.Fatalf("read after the fault: %+v, want v3 at %d with a lease", g, r.Version)
 	}
-	c.send(&protocol.Acquire{ID: 103, Key: []byte("w")})
-	if ar2, ok := c.recv().(*protocol.AcquireReply); !ok || ar2.Token <= ar.Token {
+	send(t, c, &protocol.Acquire{ID: 103, Key: []byte("w")})
+	if ar2, ok := recv(t, c).(*protocol.AcquireReply); !ok || ar2.Token <= ar.Token {
 		t.Fatalf("acquire after the fault: %#v, want a token above %d", ar2, ar.Token)
 	}
 
-	c.qc.CloseWithError(0, "")
-	other.qc.CloseWithError(0, "")
+	c.Close()
+	other.Close()
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
 	srv = startServer(t, dir, fc, term) // on badger alone, as after a restart
 	c = dialRaw(t, srv)
-	if g := c.get("k"); string(g.Value) != "v3" || g.Version != r.Version {
+	if g := get(t, c, "k"); string(g.Value) != "v3" || g.Version != r.Version {
 		t.Fatalf("after a restart: %+v, want v3 at %d", g, r.Version)
 	}
-	if g := c.get("new"); g.Found {
+	if g := get(t, c, "new"); g.Found {
 		t.Fatalf("a failed put appeared after a restart: %+v", g)
 	}
 }

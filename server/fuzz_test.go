@@ -20,6 +20,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/testkit/protoclient"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
 )
 
@@ -159,15 +161,12 @@ func newFuzzFixture() (*fuzzFixture, error) {
 func (fx *fuzzFixture) close() error {
 	done := make(chan error, 1)
 	go func() { done <- fx.srv.Close() }()
-	t := time.NewTimer(fuzzWait)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		os.RemoveAll(fx.dir)
-		return err
-	case <-t.C:
+	err, ok := wait.Recv(done, fuzzWait)
+	if !ok {
 		return fmt.Errorf("Close did not return within %v; %s is left", fuzzWait, fx.dir)
 	}
+	os.RemoveAll(fx.dir)
+	return err
 }
 
 // run runs one input. See FuzzSession.
@@ -179,14 +178,14 @@ func (fx *fuzzFixture) run(t *testing.T, data []byte, hello bool) {
 		t.Fatalf("revision went back from %d to %d between inputs", fx.lastRev, rev0)
 	}
 
-	holder, err := dialMem(srv)
+	holder, holderConn, err := dialMem(srv)
 	if err != nil {
 		t.Fatalf("holder: %v", err)
 	}
-	if _, err := holder.call(&protocol.Get{Key: []byte(heldKey)}); err != nil {
+	if _, err := callMem(holder, &protocol.Get{Key: []byte(heldKey)}); err != nil {
 		t.Fatalf("holder: %v", err)
 	}
-	r, err := holder.call(&protocol.Acquire{Key: []byte(lockKey)})
+	r, err := callMem(holder, &protocol.Acquire{Key: []byte(lockKey)})
 	if err != nil {
 		t.Fatalf("holder: %v", err)
 	}
@@ -220,7 +219,7 @@ func (fx *fuzzFixture) run(t *testing.T, data []byte, hello bool) {
 		t.Fatalf("session hung: its reply stream did not end within %v after the request stream ended\n%s", fuzzWait, goroutineDump())
 	}
 	c.closeClient()
-	if !waitUntil(func() bool { return !sessionOn(srv, c) }) {
+	if !wait.Until(fuzzWait, func() bool { return !sessionOn(srv, c) }) {
 		t.Fatalf("session hung: still open %v after its client closed the connection\n%s", fuzzWait, goroutineDump())
 	}
 	if !notices.wait() {
@@ -236,11 +235,17 @@ func (fx *fuzzFixture) run(t *testing.T, data []byte, hello bool) {
 		t.Errorf("notice %#v to a session no other session wrote under", m)
 	}
 
-	if err := holder.goodbye(); err != nil {
+	if err := goodbyeMem(srv, holder, holderConn); err != nil {
 		t.Fatalf("holder: %v", err)
 	}
-	checkStreamEnd(t, "holder's notice", holder.notices.err)
-	for _, m := range holder.notices.msgs {
+	// Its notice stream has ended: RecvNotice returns what it queued, then
+	// why it ended.
+	for {
+		m, err := holder.RecvNotice(context.Background())
+		if err != nil {
+			checkStreamEnd(t, "holder's notice", err)
+			break
+		}
 		switch m := m.(type) {
 		case *protocol.Invalidate:
 			if len(m.Keys) != 1 || string(m.Keys[0]) != heldKey {
@@ -256,14 +261,14 @@ func (fx *fuzzFixture) run(t *testing.T, data []byte, hello bool) {
 	}
 
 	// The server still serves.
-	health, err := dialMem(srv)
+	health, healthConn, err := dialMem(srv)
 	if err != nil {
 		t.Fatalf("after the input: %v", err)
 	}
-	if _, err := health.call(&protocol.Get{Key: []byte(healthKey)}); err != nil {
+	if _, err := callMem(health, &protocol.Get{Key: []byte(healthKey)}); err != nil {
 		t.Fatalf("after the input: %v", err)
 	}
-	if err := health.goodbye(); err != nil {
+	if err := goodbyeMem(srv, health, healthConn); err != nil {
 		t.Fatalf("after the input: %v", err)
 	}
 
@@ -282,7 +287,7 @@ func (fx *fuzzFixture) run(t *testing.T, data []byte, hello bool) {
 	}
 	fx.lastRev = st.Revision
 
-	if !waitUntil(func() bool { return runtime.NumGoroutine() <= goroutines }) {
+	if !wait.Until(fuzzWait, func() bool { return runtime.NumGoroutine() <= goroutines }) {
 		t.Fatalf("%d goroutines %v after the input, %d before\n%s", runtime.NumGoroutine(), fuzzWait, goroutines, goroutineDump())
 	}
 }
@@ -369,15 +374,15 @@ func (fx *fuzzFixture) settle(t *testing.T) {
 	t.Helper()
 	srv := fx.srv
 	now := fx.clock.Now()
-	if !waitUntil(func() bool {
+	if !wait.Until(fuzzWait, func() bool {
 		next, ok := srv.core.NextDeadline()
 		return !ok || next.After(now)
 	}) {
 		t.Fatalf("lease timer did not tick within %v\n%s", fuzzWait, goroutineDump())
 	}
-	drained := make(chan struct{})
-	go func() { srv.core.Drain(); close(drained) }()
-	if !waitChan(drained) {
+	drained := make(chan struct{}, 1)
+	go func() { srv.core.Drain(); drained <- struct{}{} }()
+	if _, ok := wait.Recv(drained, fuzzWait); !ok {
 		t.Fatalf("committer hung\n%s", goroutineDump())
 	}
 }
@@ -624,31 +629,6 @@ func sessionOn(srv *Server, c conn) bool {
 	return false
 }
 
-// waitUntil polls cond for at most fuzzWait of real time: the server's
-// goroutines need it to run. It reports whether cond held.
-func waitUntil(cond func() bool) bool {
-	deadline := time.Now().Add(fuzzWait)
-	for pause := time.Microsecond; !cond(); pause = min(2*pause, time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(pause)
-	}
-	return true
-}
-
-// waitChan waits at most fuzzWait for ch to yield or close.
-func waitChan[T any](ch <-chan T) bool {
-	t := time.NewTimer(fuzzWait)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
 func goroutineDump() string {
 	var b strings.Builder
 	pprof.Lookup("goroutine").WriteTo(&b, 1)
@@ -687,8 +667,17 @@ func drain(r io.Reader, max int) *drained {
 	return d
 }
 
-// wait waits at most fuzzWait for the stream to end.
-func (d *drained) wait() bool { return waitChan(d.done) }
+// wait waits at most fuzzWait for the stream to end, and reports whether
+// it did.
+func (d *drained) wait() bool {
+	wait.Recv(d.done, fuzzWait) // done is only ever closed
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
 
 type replyWait int
 
@@ -839,101 +828,71 @@ func (c *memConn) closedWith() (protocol.Code, string, bool) {
 func (c *memConn) Context() context.Context { return c.ctx }
 func (c *memConn) RemoteAddr() net.Addr     { return c.reqSrv.RemoteAddr() }
 
-// memClient is a well-behaved client of a session over a memConn: it sends
-// one request at a time and waits for its reply.
-type memClient struct {
-	srv     *Server
-	c       *memConn
-	fr      *protocol.FrameReader
-	notices *drained
-	nextID  uint64
-}
-
-// dialMem opens a session and says hello.
-func dialMem(srv *Server) (*memClient, error) {
+// dialMem opens a session over a new memConn and says hello, as a
+// well-behaved client: one that sends a request at a time and waits for
+// its reply. It reads its notices and acknowledges none.
+func dialMem(srv *Server) (*protoclient.Client, *memConn, error) {
 	c := newMemConn()
 	srv.admit(c)
-	mc := &memClient{srv: srv, c: c, fr: protocol.NewFrameReader(c.repCli, clientFrameLimit(srv)),
-		notices: drain(c.noteCli, clientFrameLimit(srv))}
-	if err := mc.send(&protocol.Hello{Version: protocol.Version}); err != nil {
-		return nil, err
-	}
-	m, err := mc.recv()
+	ctx, cancel := context.WithTimeout(context.Background(), fuzzWait)
+	defer cancel()
+	pc, err := protoclient.NewStreams(ctx, protoclient.Streams{
+		Requests: deadlineWriter{c.reqCli},
+		Replies:  c.repCli,
+		Notices:  func(context.Context) (io.Reader, error) { return c.noteCli, nil },
+		Close: func(protocol.Code, string) error {
+			c.closeClient()
+			return nil
+		},
+	}, protoclient.Options{MaxFrameSize: clientFrameLimit(srv)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, ok := m.(*protocol.HelloReply); !ok {
-		return nil, fmt.Errorf("hello answered with %#v", m)
-	}
-	return mc, nil
+	return pc, c, nil
 }
 
-func (mc *memClient) send(m protocol.Message) error {
-	b, err := protocol.AppendFrame(nil, m)
-	if err != nil {
-		return err
-	}
-	mc.c.reqCli.SetWriteDeadline(time.Now().Add(fuzzWait))
-	if _, err := mc.c.reqCli.Write(b); err != nil {
-		return fmt.Errorf("send %s: %w", m.Type(), err)
-	}
-	return nil
+// deadlineWriter bounds each write to a pipe by fuzzWait, so that a
+// session that stops reading its requests fails a send instead of hanging
+// it.
+type deadlineWriter struct{ c net.Conn }
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	w.c.SetWriteDeadline(time.Now().Add(fuzzWait))
+	return w.c.Write(p)
 }
 
-func (mc *memClient) recv() (protocol.Message, error) {
-	mc.c.repCli.SetReadDeadline(time.Now().Add(fuzzWait))
-	m, err := mc.fr.ReadMessage()
+// callMem sends req with a fresh ID and returns its reply, which must be
+// of the kind that answers it.
+func callMem(pc *protoclient.Client, req protocol.Message) (protocol.Message, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), fuzzWait)
+	defer cancel()
+	r, err := pc.Call(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("read reply: %w", err)
-	}
-	return m, nil
-}
-
-// call sends a request with a fresh ID and returns its reply, which must
-// be of the kind that answers it.
-func (mc *memClient) call(m protocol.Message) (protocol.Message, error) {
-	mc.nextID++
-	switch m := m.(type) {
-	case *protocol.Get:
-		m.ID = mc.nextID
-	case *protocol.Acquire:
-		m.ID = mc.nextID
-	case *protocol.Goodbye:
-		m.ID = mc.nextID
-	}
-	if err := mc.send(m); err != nil {
-		return nil, err
-	}
-	r, err := mc.recv()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", m.Type(), err)
-	}
-	if id, _ := protocol.RequestID(r); id != mc.nextID {
-		return nil, fmt.Errorf("%s with ID %d answered with %#v", m.Type(), mc.nextID, r)
+		return nil, fmt.Errorf("%s: %w", req.Type(), err)
 	}
 	for _, rt := range answers[r.Type()] {
-		if rt == m.Type() {
+		if rt == req.Type() {
 			return r, nil
 		}
 	}
-	return nil, fmt.Errorf("%s answered with %#v", m.Type(), r)
+	return nil, fmt.Errorf("%s answered with %#v", req.Type(), r)
 }
 
-// goodbye ends the session gracefully, and closes the connection once the
-// server has ended the reply stream.
-func (mc *memClient) goodbye() error {
-	if _, err := mc.call(&protocol.Goodbye{}); err != nil {
+// goodbyeMem ends a session of dialMem gracefully: goodbye, then the end of
+// the reply stream; the client then closes its connection, which ends its
+// notice stream, and the session ends.
+func goodbyeMem(srv *Server, pc *protoclient.Client, c *memConn) error {
+	if _, err := callMem(pc, &protocol.Goodbye{}); err != nil {
 		return err
 	}
-	if _, err := mc.recv(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("after goodbye: %v, want the end of the reply stream", err)
+	ctx, cancel := context.WithTimeout(context.Background(), fuzzWait)
+	defer cancel()
+	if m, err := pc.Recv(ctx); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("after goodbye: %#v, %v; want the end of the reply stream", m, err)
 	}
-	mc.c.closeClient()
-	if !waitUntil(func() bool { return !sessionOn(mc.srv, mc.c) }) {
+	pc.Close()
+	if !wait.Until(fuzzWait, func() bool { return !sessionOn(srv, c) }) {
 		return fmt.Errorf("session still open %v after goodbye", fuzzWait)
-	}
-	if !mc.notices.wait() {
-		return errors.New("notice stream did not end")
 	}
 	return nil
 }
@@ -974,9 +933,9 @@ func sessionSeeds(tb testing.TB) []sessionSeed {
 	put := func(id uint64, key []byte, v string) *protocol.Write {
 		return &protocol.Write{ID: id, Op: protocol.OpPut, Key: key, Value: []byte(v)}
 	}
-	// barrier waits for the replies before it; wait also lets time pass.
+	// barrier waits for the replies before it; pass also lets time pass.
 	barrier := &protocol.Stats{ID: 1 << 20}
-	wait := func(d time.Duration) *protocol.Stats { return &protocol.Stats{ID: uint64(d / time.Millisecond)} }
+	pass := func(d time.Duration) *protocol.Stats { return &protocol.Stats{ID: uint64(d / time.Millisecond)} }
 	seeds := []sessionSeed{
 		{data: nil},
 		{data: seq(&protocol.Get{ID: 1, Key: a}, &protocol.Get{ID: 2, Key: k}, &protocol.Get{ID: 3, Key: a, Revalidate: true, Known: 1},
@@ -1000,7 +959,7 @@ func sessionSeeds(tb testing.TB) []sessionSeed {
 		{data: seq(put(1, k, "v"), &protocol.Get{ID: 2, Key: k}, &protocol.Cancel{ID: 1}, &protocol.Cancel{ID: 99},
 			&protocol.Write{ID: 3, Op: protocol.OpPut, Key: k, Value: []byte("v"), Timeout: 500 * time.Millisecond},
 			put(3, k, "dup"), &protocol.Get{ID: 3, Key: a}, put(4, k, "4"), put(5, k, "5"), put(6, k, "6"), put(7, a, "7"),
-			wait(600*time.Millisecond), &protocol.Renew{ID: 8, Keys: [][]byte{k}}, wait(600*time.Millisecond), &protocol.Get{ID: 9, Key: k})},
+			pass(600*time.Millisecond), &protocol.Renew{ID: 8, Keys: [][]byte{k}}, pass(600*time.Millisecond), &protocol.Get{ID: 9, Key: k})},
 		// Acquire, write under the token, release; fenced writes after.
 		{data: seq(&protocol.Acquire{ID: 1, Key: lock2, Timeout: time.Second}, barrier,
 			&protocol.Write{ID: 2, Op: protocol.OpPut, Key: lock2, Value: []byte("v"), Token: 2},
@@ -1018,7 +977,7 @@ func sessionSeeds(tb testing.TB) []sessionSeed {
 			&protocol.ReleaseWrite{ID: 3, Key: lock, Token: 1},
 			&protocol.Acquire{ID: 4, Key: lock, Timeout: -1}, &protocol.Acquire{ID: 5},
 			&protocol.ReleaseWrite{ID: 6, Key: bigKey, Token: 1},
-			&protocol.Acquire{ID: 7, Key: lock, Timeout: 10 * time.Second}, wait(1200*time.Millisecond),
+			&protocol.Acquire{ID: 7, Key: lock, Timeout: 10 * time.Second}, pass(1200*time.Millisecond),
 			&protocol.Write{ID: 8, Op: protocol.OpPut, Key: lock, Value: []byte("w"), Token: 2},
 			&protocol.ReleaseWrite{ID: 9, Key: lock, Token: 2})},
 		// Leases read, renewed, released and acknowledged.

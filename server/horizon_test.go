@@ -7,6 +7,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
 )
@@ -48,8 +49,8 @@ func TestHorizonCoversEveryGrant(t *testing.T) {
 	const term = 2 * time.Second
 	srv := startServer(t, t.TempDir(), fc, term)
 	c := dialRaw(t, srv)
-	c.send(&protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
-	if _, ok := c.recv().(*protocol.WriteReply); !ok {
+	send(t, c, &protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
+	if _, ok := recv(t, c).(*protocol.WriteReply); !ok {
 		t.Fatal("want a write reply")
 	}
 	// The writer got a fresh lease with its write, so a horizon exists.
@@ -64,7 +65,7 @@ func TestHorizonCoversEveryGrant(t *testing.T) {
 	last := persistedHorizon(t, srv)
 	for i := range grants {
 		now := fc.Now()
-		if r := c.get("k"); r.Term != term {
+		if r := get(t, c, "k"); r.Term != term {
 			t.Fatalf("grant %d: term %v", i, r.Term)
 		}
 		h := persistedHorizon(t, srv)
@@ -95,7 +96,7 @@ func TestHorizonNotPersistedWithoutLeases(t *testing.T) {
 		PrefixTerms: []PrefixTerm{{Prefix: "", Term: 0}}})
 	serve(t, srv)
 	c := dialRaw(t, srv)
-	if r := c.get("k"); r.Term != 0 {
+	if r := get(t, c, "k"); r.Term != 0 {
 		t.Fatalf("term %v for an uncached key", r.Term)
 	}
 	if h := persistedHorizon(t, srv); !h.IsZero() {
@@ -124,12 +125,12 @@ func TestRestartAfterCrash(t *testing.T) {
 		serve(t, srv)
 		c := dialRaw(t, srv)
 		granted := fc.Now()
-		c.get("k")
+		get(t, c, "k")
 		h := persistedHorizon(t, srv)
 		if h.Before(granted.Add(term + eps)) {
 			t.Fatalf("horizon %v before the lease's end %v", h, granted.Add(term+eps))
 		}
-		c.qc.CloseWithError(0, "")
+		c.Close()
 		srv.Close()
 		crashedAt(t, dir, h, granted)
 		return dir, fc, h
@@ -137,18 +138,18 @@ func TestRestartAfterCrash(t *testing.T) {
 	writeAt := func(t *testing.T, srv *Server, fc *clock.Fake, h time.Time) {
 		t.Helper()
 		c := dialRaw(t, srv)
-		if r := c.get("k"); r.Term == 0 {
+		if r := get(t, c, "k"); r.Term == 0 {
 			t.Fatal("reads after a restart must be served with leases")
 		}
-		c.send(&protocol.Write{ID: 9, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("v")})
-		waitFor(t, "the write to be held", func() bool { return srv.Stats().WritesWaiting == 1 })
+		send(t, c, &protocol.Write{ID: 9, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("v")})
+		wait.For(t, testTimeout, "the write to be held", func() bool { return srv.Stats().WritesWaiting == 1 })
 		fc.Advance(h.Sub(fc.Now()) - time.Millisecond)
 		settle(t, srv, fc)
 		if n := srv.Stats().WritesWaiting; n != 1 {
 			t.Fatalf("a write committed before the horizon %v", h)
 		}
 		fc.Advance(time.Millisecond)
-		if r, ok := c.recv().(*protocol.WriteReply); !ok || r.ID != 9 {
+		if r, ok := recv(t, c).(*protocol.WriteReply); !ok || r.ID != 9 {
 			t.Fatalf("want the write reply, got %#v", r)
 		}
 	}
@@ -175,8 +176,8 @@ func TestRestartAfterCrash(t *testing.T) {
 			t.Fatalf("writes held for %v after the horizon passed", left)
 		}
 		c := dialRaw(t, srv)
-		c.send(&protocol.Write{ID: 9, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
-		if r, ok := c.recv().(*protocol.WriteReply); !ok || r.Waited != 0 {
+		send(t, c, &protocol.Write{ID: 9, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
+		if r, ok := recv(t, c).(*protocol.WriteReply); !ok || r.Waited != 0 {
 			t.Fatalf("want an immediate write reply, got %#v", r)
 		}
 	})
@@ -203,7 +204,7 @@ func TestCloseLowersHorizon(t *testing.T) {
 		serve(t, srv)
 		c := dialRaw(t, srv)
 		granted := fc.Now()
-		c.get("k")
+		get(t, c, "k")
 		fc.Advance(3 * time.Second)
 		srv.Close()
 		srv = startServer(t, dir, fc, term)
@@ -216,12 +217,11 @@ func TestCloseLowersHorizon(t *testing.T) {
 		srv := newServer(t, dir, fc, term)
 		serve(t, srv)
 		c := dialRaw(t, srv)
-		c.get("k")
-		c.send(&protocol.Goodbye{ID: c.id()})
-		if _, ok := c.recv().(*protocol.OK); !ok {
+		get(t, c, "k")
+		if _, ok := call(t, c, &protocol.Goodbye{}).(*protocol.OK); !ok {
 			t.Fatal("want OK to goodbye")
 		}
-		waitFor(t, "the lease to be relinquished", func() bool { return srv.Stats().Leases == 0 })
+		wait.For(t, testTimeout, "the lease to be relinquished", func() bool { return srv.Stats().Leases == 0 })
 		srv.Close()
 		srv = startServer(t, dir, fc, term)
 		if left := srv.Stats().WritesAllowedIn; left != 0 {
@@ -245,7 +245,7 @@ func TestHorizonAfterClockStepBack(t *testing.T) {
 	fc := clock.NewFake()
 	a := newServer(t, dir, fc, time.Second)
 	serve(t, a)
-	dialRaw(t, a).get("k")
+	get(t, dialRaw(t, a), "k")
 	fc.Advance(500 * time.Millisecond)
 	a.Close() // lowers the horizon to the live lease: about 0.6 s ahead
 
@@ -254,7 +254,7 @@ func TestHorizonAfterClockStepBack(t *testing.T) {
 	b := newServer(t, dir, back, longTerm)
 	serve(t, b)
 	granted := back.Now()
-	if r := dialRaw(t, b).get("k"); r.Term != longTerm {
+	if r := get(t, dialRaw(t, b), "k"); r.Term != longTerm {
 		t.Fatalf("grant after the step back: term %v", r.Term)
 	}
 	h, span := persistedHorizon(t, b), persistedSpan(t, b)

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +20,8 @@ import (
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/testkit/leaktest"
+	"github.com/leased/leased/internal/testkit/protoclient"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
 )
@@ -59,28 +63,69 @@ func hostileServer(t *testing.T, cfg Config) (*Server, *clock.Fake) {
 }
 
 // dialBare opens a connection and its request stream, and says nothing.
-func dialBare(t *testing.T, srv *Server, qconf *quic.Config) *rawClient {
+// Nil qconf means protoclient's default.
+func dialBare(t *testing.T, srv *Server, qconf *quic.Config) *protoclient.Client {
 	t.Helper()
-	qc := dialQUIC(t, srv, qconf)
+	return dial(t, srv, protoclient.Options{QUICConfig: qconf, NoHello: true})
+}
+
+// dialHello opens a session and returns its hello reply. Nil qconf means
+// protoclient's default.
+func dialHello(t *testing.T, srv *Server, qconf *quic.Config) (*protoclient.Client, *protocol.HelloReply) {
+	t.Helper()
+	c := dial(t, srv, protoclient.Options{QUICConfig: qconf})
+	return c, c.Hello()
+}
+
+// stallReader reads r until stall is closed; from then on a read waits
+// until closed is, as a client that stopped reading. A read already under
+// way when stall closes takes what arrives first, at most one buffer of
+// the frame reader above it.
+type stallReader struct {
+	r      io.Reader
+	stall  chan struct{}
+	closed chan struct{}
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	select {
+	case <-s.stall:
+		<-s.closed
+		return 0, net.ErrClosed
+	default:
+		return s.r.Read(p)
+	}
+}
+
+// dialStalling opens a session whose client reads its replies until stall
+// is called, and then reads nothing more: the server's replies back up in
+// QUIC's flow-control window and then in its queue. It never accepts its
+// notice stream either. It returns the QUIC connection too, to watch for
+// its close.
+func dialStalling(t *testing.T, srv *Server) (c *protoclient.Client, qc *quic.Conn, stall func()) {
+	t.Helper()
+	qc = dialQUIC(t, srv, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	stream, err := qc.OpenStreamSync(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rawClient{t: t, qc: qc, stream: stream, fr: protocol.NewFrameReader(stream, 64<<20)}
-}
-
-// dialHello opens a session and returns its hello reply.
-func dialHello(t *testing.T, srv *Server, qconf *quic.Config) (*rawClient, *protocol.HelloReply) {
-	t.Helper()
-	rc := dialBare(t, srv, qconf)
-	rc.send(&protocol.Hello{Version: protocol.Version})
-	h, ok := rc.recv().(*protocol.HelloReply)
-	if !ok {
-		t.Fatal("no hello reply")
+	r := &stallReader{r: stream, stall: make(chan struct{}), closed: make(chan struct{})}
+	c, err = protoclient.NewStreams(ctx, protoclient.Streams{
+		Requests: stream,
+		Replies:  r,
+		Close: func(code protocol.Code, msg string) error {
+			close(r.closed)
+			return qc.CloseWithError(quic.ApplicationErrorCode(code), msg)
+		},
+	}, protoclient.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return rc, h
+	t.Cleanup(func() { c.Close() })
+	var once sync.Once
+	return c, qc, func() { once.Do(func() { close(r.stall) }) }
 }
 
 // anyFrame builds a frame of type byte typ around body, as a hostile client
@@ -100,80 +145,67 @@ func frameOf(t *testing.T, m protocol.Message) []byte {
 	return b
 }
 
-// sendBytes writes b on the request stream. The write may fail if the
-// server already closed the connection; the caller checks for the close.
-func (rc *rawClient) sendBytes(b []byte) error {
-	_, err := rc.stream.Write(b)
-	return err
-}
-
 // expectError reads the next reply and checks that it is an Error for
 // request id with code.
-func (rc *rawClient) expectError(id uint64, code protocol.Code) *protocol.Error {
-	rc.t.Helper()
-	m := rc.recv()
+func expectError(t *testing.T, c *protoclient.Client, id uint64, code protocol.Code) *protocol.Error {
+	t.Helper()
+	m := recv(t, c)
 	e, ok := m.(*protocol.Error)
 	if !ok || e.ID != id || e.Code != code || e.Message == "" {
-		rc.t.Fatalf("got %#v, want an error with a message for request %d with code %s", m, id, code)
+		t.Fatalf("got %#v, want an error with a message for request %d with code %s", m, id, code)
 	}
 	return e
 }
 
-// expectClosed checks that the server closes rc's connection with code,
+// expectClosed checks that the server closes c's connection with code,
 // and a message that contains what. Before the close it may send Error
 // frames with code; any other frame fails the test.
-func (rc *rawClient) expectClosed(code protocol.Code, what string) {
-	rc.t.Helper()
-	if rc.stream != nil {
-		rc.stream.SetReadDeadline(time.Now().Add(testTimeout))
-		for {
-			m, err := rc.fr.ReadMessage()
-			if err != nil {
-				break
-			}
-			if e, ok := m.(*protocol.Error); !ok || e.Code != code {
-				rc.t.Fatalf("before the close: got %#v, want nothing but an error with code %s", m, code)
-			}
+func expectClosed(t *testing.T, c *protoclient.Client, code protocol.Code, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for {
+		m, err := c.Recv(ctx)
+		if err != nil {
+			break
+		}
+		if e, ok := m.(*protocol.Error); !ok || e.Code != code {
+			t.Fatalf("before the close: got %#v, want nothing but an error with code %s", m, code)
 		}
 	}
-	rc.expectGone(code, what)
+	expectGone(t, c.Conn(), code, what)
 }
 
-// expectGone waits, without reading, until rc's connection is closed by
-// the server with code and a message that contains what.
-func (rc *rawClient) expectGone(code protocol.Code, what string) {
-	rc.t.Helper()
-	select {
-	case <-rc.qc.Context().Done():
-	case <-time.After(testTimeout):
-		rc.t.Fatalf("the server did not close the connection (want code %s)", code)
-	}
+// expectGone waits, without reading, until qc is closed by the server with
+// code and a message that contains what.
+func expectGone(t *testing.T, qc *quic.Conn, code protocol.Code, what string) {
+	t.Helper()
+	wait.Chan(t, qc.Context().Done(), testTimeout, fmt.Sprintf("the server to close the connection with code %s", code))
 	var ae *quic.ApplicationError
-	err := context.Cause(rc.qc.Context())
+	err := context.Cause(qc.Context())
 	if !errors.As(err, &ae) || !ae.Remote || protocol.Code(ae.ErrorCode) != code || !strings.Contains(ae.ErrorMessage, what) {
-		rc.t.Fatalf("connection closed with %v, want the server's close with code %s and a message about %q", err, code, what)
+		t.Fatalf("connection closed with %v, want the server's close with code %s and a message about %q", err, code, what)
 	}
 }
 
 // put writes key and waits for the reply.
-func (rc *rawClient) put(key string, value []byte) *protocol.WriteReply {
-	rc.t.Helper()
-	id := rc.id()
-	rc.send(&protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte(key), Value: value})
-	r, ok := rc.recv().(*protocol.WriteReply)
-	if !ok || r.ID != id {
-		rc.t.Fatalf("put %q: got %#v", key, r)
+func put(t *testing.T, c *protoclient.Client, key string, value []byte) *protocol.WriteReply {
+	t.Helper()
+	m := call(t, c, &protocol.Write{Op: protocol.OpPut, Key: []byte(key), Value: value})
+	r, ok := m.(*protocol.WriteReply)
+	if !ok {
+		t.Fatalf("put %q: got %#v", key, m)
 	}
 	return r
 }
 
 // checkOthers checks that another client's Put and Get work, within prompt.
-func checkOthers(t *testing.T, other *rawClient) {
+func checkOthers(t *testing.T, other *protoclient.Client) {
 	t.Helper()
 	start := time.Now()
-	key := fmt.Sprintf("other-%d", other.id())
-	v := other.put(key, []byte("v")).Version
-	if r := other.get(key); !r.Found || string(r.Value) != "v" || r.Version != v {
+	key := fmt.Sprintf("other-%d", other.NextID())
+	v := put(t, other, key, []byte("v")).Version
+	if r := get(t, other, key); !r.Found || string(r.Value) != "v" || r.Version != v {
 		t.Fatalf("another client read %+v after writing version %d", r, v)
 	}
 	if d := time.Since(start); d > prompt {
@@ -189,7 +221,7 @@ func tableStats(srv *Server) leasetable.Stats {
 // waitSessions waits until the server holds n sessions.
 func waitSessions(t *testing.T, srv *Server, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d sessions", n), func() bool { return srv.Stats().Sessions == n })
+	wait.For(t, testTimeout, fmt.Sprintf("%d sessions", n), func() bool { return srv.Stats().Sessions == n })
 }
 
 // TestHostileMessages: bad messages on an open session get an Error with a
@@ -225,12 +257,12 @@ func TestHostileMessages(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialRaw(t, srv)
-			if err := c.sendBytes(tc.frame); err != nil {
+			if err := c.SendFrame(tc.frame); err != nil {
 				t.Fatal(err)
 			}
-			c.expectError(tc.id, tc.code)
+			expectError(t, c, tc.id, tc.code)
 			// The session goes on.
-			if r := c.get("k"); r.Term != hostileTerm {
+			if r := get(t, c, "k"); r.Term != hostileTerm {
 				t.Fatalf("get after the bad message: %+v", r)
 			}
 			checkOthers(t, other)
@@ -254,35 +286,40 @@ func TestHostileHandshake(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		qconf *quic.Config
-		open  func(rc *rawClient) // nil: open no stream at all
+		open  func(c *protoclient.Client) // nil: open no stream at all
 		code  protocol.Code
 		what  string
 	}{
-		{"request before hello", nil, func(rc *rawClient) { rc.sendBytes(frameOf(t, &protocol.Get{ID: 3, Key: []byte("k")})) },
+		{"request before hello", nil, func(c *protoclient.Client) { c.SendFrame(frameOf(t, &protocol.Get{ID: 3, Key: []byte("k")})) },
 			protocol.CodeProtocol, "before hello"},
-		{"wrong protocol version", nil, func(rc *rawClient) { rc.sendBytes(frameOf(t, &protocol.Hello{Version: protocol.Version + 1})) },
+		{"wrong protocol version", nil, func(c *protoclient.Client) { c.SendFrame(frameOf(t, &protocol.Hello{Version: protocol.Version + 1})) },
 			protocol.CodeProtocol, "version"},
-		{"malformed hello", nil, func(rc *rawClient) { rc.sendBytes(anyFrame(byte(protocol.TypeHello), []byte{0xc1})) },
+		{"malformed hello", nil, func(c *protoclient.Client) { c.SendFrame(anyFrame(byte(protocol.TypeHello), []byte{0xc1})) },
 			protocol.CodeProtocol, "reading hello"},
-		{"frame over the limit before hello", nil, func(rc *rawClient) { rc.sendBytes(gib) },
+		{"frame over the limit before hello", nil, func(c *protoclient.Client) { c.SendFrame(gib) },
 			protocol.CodeTooLarge, "too large"},
 		{"no request stream", nil, nil, protocol.CodeProtocol, "no request stream"},
-		{"hello cut short", nil, func(rc *rawClient) { rc.sendBytes([]byte{0, 0}) },
+		{"hello cut short", nil, func(c *protoclient.Client) { c.SendFrame([]byte{0, 0}) },
 			protocol.CodeProtocol, "reading hello"},
 		{"no room for the notice stream", &quic.Config{MaxIncomingUniStreams: -1},
-			func(rc *rawClient) { rc.sendBytes(frameOf(t, &protocol.Hello{Version: protocol.Version})) },
+			func(c *protoclient.Client) { c.SendFrame(frameOf(t, &protocol.Hello{Version: protocol.Version})) },
 			protocol.CodeProtocol, "notice stream"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var rc *rawClient
+			var c *protoclient.Client
+			var qc *quic.Conn
 			if tc.open == nil {
-				rc = &rawClient{t: t, qc: dialQUIC(t, srv, tc.qconf)}
+				qc = dialQUIC(t, srv, tc.qconf)
 			} else {
-				rc = dialBare(t, srv, tc.qconf)
-				tc.open(rc)
+				c = dialBare(t, srv, tc.qconf)
+				tc.open(c)
 			}
 			start := time.Now()
-			rc.expectClosed(tc.code, tc.what)
+			if c != nil {
+				expectClosed(t, c, tc.code, tc.what)
+			} else {
+				expectGone(t, qc, tc.code, tc.what)
+			}
 			if d := time.Since(start); d > shortHello+prompt {
 				t.Fatalf("closed after %v, want within the hello timeout of %v", d, shortHello)
 			}
@@ -306,10 +343,10 @@ func TestHostileFrameTooLarge(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		start := time.Now()
-		if err := c.sendBytes(append(oneGiB, byte(protocol.TypeWrite), 0x80)); err != nil {
+		if err := c.SendFrame(append(oneGiB, byte(protocol.TypeWrite), 0x80)); err != nil {
 			t.Fatal(err)
 		}
-		c.expectClosed(protocol.CodeTooLarge, "too large")
+		expectClosed(t, c, protocol.CodeTooLarge, "too large")
 		if d := time.Since(start); d > prompt {
 			t.Fatalf("closed after %v", d)
 		}
@@ -322,23 +359,24 @@ func TestHostileFrameTooLarge(t *testing.T) {
 	})
 
 	t.Run("client not reading its replies", func(t *testing.T) {
-		c := dialRaw(t, srv)
+		c, qc, stall := dialStalling(t, srv)
 		big := bytes.Repeat([]byte("b"), srv.cfg.MaxValueSize)
-		c.put("big", big)
-		// 8 MiB of replies: more than QUIC lets in flight to a reader that
-		// does not read, less than the queue's cap.
+		put(t, c, "big", big)
+		// It stops reading. 8 MiB of replies: more than QUIC lets in flight
+		// to a reader that does not read, less than the queue's cap.
+		stall()
 		gets := srv.msgsIn[protocol.TypeGet].Load()
 		for range 8 {
-			c.send(&protocol.Get{ID: c.id(), Key: []byte("big")})
+			send(t, c, &protocol.Get{ID: c.NextID(), Key: []byte("big")})
 		}
-		waitFor(t, "the gets to be served", func() bool { return srv.msgsIn[protocol.TypeGet].Load() == gets+8 })
+		wait.For(t, testTimeout, "the gets to be served", func() bool { return srv.msgsIn[protocol.TypeGet].Load() == gets+8 })
 		start := time.Now()
-		if err := c.sendBytes(oneGiB); err != nil {
+		if err := c.SendFrame(oneGiB); err != nil {
 			t.Fatal(err)
 		}
 		// The error reply cannot reach it; the close must not wait for it
 		// longer than the hello timeout.
-		c.expectGone(protocol.CodeTooLarge, "too large")
+		expectGone(t, qc, protocol.CodeTooLarge, "too large")
 		if d := time.Since(start); d > shortHello+prompt {
 			t.Fatalf("closed after %v, want within the hello timeout of %v", d, shortHello)
 		}
@@ -382,17 +420,17 @@ func TestHostileKeys(t *testing.T) {
 	}
 	check := func(t *testing.T, m protocol.Message, id uint64, code protocol.Code, what string) {
 		t.Helper()
-		c.send(m)
-		if e := c.expectError(id, code); !strings.Contains(e.Message, what) {
+		send(t, c, m)
+		if e := expectError(t, c, id, code); !strings.Contains(e.Message, what) {
 			t.Fatalf("error %q does not say %q", e.Message, what)
 		}
-		if r := c.get("k"); r.Term == 0 { // the session goes on
+		if r := get(t, c, "k"); r.Term == 0 { // the session goes on
 			t.Fatalf("get after the bad request: %+v", r)
 		}
 	}
 	for _, rq := range requests {
 		t.Run(rq.name+" with an empty key", func(t *testing.T) {
-			id := c.id()
+			id := c.NextID()
 			m := rq.req(id, empty)
 			if rq.noID {
 				id = 0
@@ -400,7 +438,7 @@ func TestHostileKeys(t *testing.T) {
 			check(t, m, id, protocol.CodeInvalidArgument, "empty")
 		})
 		t.Run(rq.name+" with an oversized key", func(t *testing.T) {
-			id := c.id()
+			id := c.NextID()
 			m := rq.req(id, long)
 			if rq.noID {
 				id = 0
@@ -409,17 +447,17 @@ func TestHostileKeys(t *testing.T) {
 		})
 	}
 	t.Run("put with an oversized value", func(t *testing.T) {
-		id := c.id()
+		id := c.NextID()
 		check(t, &protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte("v"), Value: longValue}, id, protocol.CodeTooLarge, fmt.Sprint(srv.cfg.MaxValueSize))
 	})
 	t.Run("cas with an oversized value", func(t *testing.T) {
-		id := c.id()
+		id := c.NextID()
 		check(t, &protocol.Write{ID: id, Op: protocol.OpCAS, Key: []byte("v"), Value: longValue}, id, protocol.CodeTooLarge, fmt.Sprint(srv.cfg.MaxValueSize))
 	})
 	t.Run("largest key and value", func(t *testing.T) {
 		key := string(long[:MaxKeySize])
-		c.put(key, longValue[:srv.cfg.MaxValueSize])
-		if r := c.get(key); !r.Found || len(r.Value) != srv.cfg.MaxValueSize {
+		put(t, c, key, longValue[:srv.cfg.MaxValueSize])
+		if r := get(t, c, key); !r.Found || len(r.Value) != srv.cfg.MaxValueSize {
 			t.Fatalf("get of the largest key: found %v, %d bytes", r.Found, len(r.Value))
 		}
 	})
@@ -443,21 +481,27 @@ func TestHostileMaxInflight(t *testing.T) {
 	other := dialRaw(t, srv)
 	holder := dialRaw(t, srv)
 	for i := range 4 {
-		holder.get(fmt.Sprint("k", i))
+		get(t, holder, fmt.Sprint("k", i))
 	}
 	w := dialRaw(t, srv)
+	// IDs of requests sent by hand come from w, so that its calls never
+	// reuse one still in flight.
+	taken := make(map[uint64]bool)
 	for i := range 3 {
-		w.send(&protocol.Write{ID: uint64(i + 1), Op: protocol.OpPut, Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")})
+		id := w.NextID()
+		taken[id] = true
+		send(t, w, &protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")})
 	}
-	waitFor(t, "three writes to wait", func() bool { return srv.Stats().WritesWaiting == 3 })
-	w.send(&protocol.Write{ID: 4, Op: protocol.OpPut, Key: []byte("k3"), Value: []byte("v")})
-	if e := w.expectError(4, protocol.CodeResourceExhausted); !strings.Contains(e.Message, "limit 3") {
+	wait.For(t, testTimeout, "three writes to wait", func() bool { return srv.Stats().WritesWaiting == 3 })
+	over := w.NextID()
+	send(t, w, &protocol.Write{ID: over, Op: protocol.OpPut, Key: []byte("k3"), Value: []byte("v")})
+	if e := expectError(t, w, over, protocol.CodeResourceExhausted); !strings.Contains(e.Message, "limit 3") {
 		t.Fatalf("error %q does not name the limit", e.Message)
 	}
-	w.send(&protocol.Acquire{ID: 5, Key: []byte("k3")})
-	w.expectError(5, protocol.CodeResourceExhausted)
-	w.nextID = 10
-	if r := w.get("k3"); r.Term != hostileTerm { // reads are not limited
+	acquire := w.NextID()
+	send(t, w, &protocol.Acquire{ID: acquire, Key: []byte("k3")})
+	expectError(t, w, acquire, protocol.CodeResourceExhausted)
+	if r := get(t, w, "k3"); r.Term != hostileTerm { // reads are not limited
 		t.Fatalf("get while at the limit: %+v", r)
 	}
 	checkOthers(t, other)
@@ -466,16 +510,15 @@ func TestHostileMaxInflight(t *testing.T) {
 	}
 
 	fc.Advance(hostileTerm + hostileEps)
-	got := map[uint64]bool{}
 	for range 3 {
-		r, ok := w.recv().(*protocol.WriteReply)
-		if !ok || r.ID < 1 || r.ID > 3 || got[r.ID] {
-			t.Fatalf("want the replies of writes 1 to 3, got %#v", r)
+		r, ok := recv(t, w).(*protocol.WriteReply)
+		if !ok || !taken[r.ID] {
+			t.Fatalf("want the replies of the 3 writes taken, got %#v", r)
 		}
-		got[r.ID] = true
+		delete(taken, r.ID)
 	}
 	// The slots are free again.
-	w.put("k3", []byte("v"))
+	put(t, w, "k3", []byte("v"))
 }
 
 // sessionOf returns the server's session with id.
@@ -505,25 +548,25 @@ func TestHostileInflightBytes(t *testing.T) {
 	other := dialRaw(t, srv)
 	holder := dialRaw(t, srv)
 	for i := range 5 {
-		holder.get(fmt.Sprint("k", i))
+		get(t, holder, fmt.Sprint("k", i))
 	}
 	w, hello := dialHello(t, srv, nil)
 	ss := sessionOf(t, srv, hello.SessionID)
 	full := make([]byte, maxValue)
 	write := func(id uint64, key string, value []byte) {
-		w.send(&protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte(key), Value: value})
+		send(t, w, &protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte(key), Value: value})
 	}
 	write(1, "k0", full)
 	write(2, "k1", full)
-	waitFor(t, "two writes to wait", func() bool { return srv.Stats().WritesWaiting == 2 })
+	wait.For(t, testTimeout, "two writes to wait", func() bool { return srv.Stats().WritesWaiting == 2 })
 	write(3, "k2", full)
-	e := w.expectError(3, protocol.CodeResourceExhausted)
+	e := expectError(t, w, 3, protocol.CodeResourceExhausted)
 	if !strings.Contains(e.Message, "MaxInflightBytes") || !strings.Contains(e.Message, fmt.Sprint(budget)) {
 		t.Fatalf("error %q does not name the budget", e.Message)
 	}
 	write(4, "k3", make([]byte, 64<<10)) // still fits
-	w.send(&protocol.Write{ID: 5, Op: protocol.OpDelete, Key: []byte("k4")})
-	waitFor(t, "four writes to wait", func() bool { return srv.Stats().WritesWaiting == 4 })
+	send(t, w, &protocol.Write{ID: 5, Op: protocol.OpDelete, Key: []byte("k4")})
+	wait.For(t, testTimeout, "four writes to wait", func() bool { return srv.Stats().WritesWaiting == 4 })
 	if n, want := ss.waitingBytes(), 2*(2+maxValue)+2+64<<10+2; n != want {
 		t.Fatalf("%d bytes counted, want %d: each write's key and value", n, want)
 	}
@@ -531,10 +574,10 @@ func TestHostileInflightBytes(t *testing.T) {
 
 	// A canceled write returns its bytes, and a write that did not fit
 	// before fits now.
-	w.send(&protocol.Cancel{ID: 2})
-	w.expectError(2, protocol.CodeCanceled)
+	send(t, w, &protocol.Cancel{ID: 2})
+	expectError(t, w, 2, protocol.CodeCanceled)
 	write(6, "k2", full)
-	waitFor(t, "four writes to wait", func() bool { return srv.Stats().WritesWaiting == 4 })
+	wait.For(t, testTimeout, "four writes to wait", func() bool { return srv.Stats().WritesWaiting == 4 })
 	if n, want := ss.waitingBytes(), 2*(2+maxValue)+2+64<<10+2; n != want {
 		t.Fatalf("%d bytes counted, want %d: each write's key and value", n, want)
 	}
@@ -543,7 +586,7 @@ func TestHostileInflightBytes(t *testing.T) {
 	fc.Advance(hostileTerm + hostileEps)
 	got := map[uint64]bool{}
 	for range 4 {
-		r, ok := w.recv().(*protocol.WriteReply)
+		r, ok := recv(t, w).(*protocol.WriteReply)
 		if !ok || got[r.ID] || (r.ID != 1 && r.ID != 4 && r.ID != 5 && r.ID != 6) {
 			t.Fatalf("want the replies of writes 1, 4, 5 and 6, got %#v", r)
 		}
@@ -554,14 +597,14 @@ func TestHostileInflightBytes(t *testing.T) {
 	}
 
 	// So does a write abandoned at its deadline.
-	holder.get("k0")
-	w.send(&protocol.Write{ID: 7, Op: protocol.OpPut, Key: []byte("k0"), Value: full, Timeout: time.Second})
-	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	get(t, holder, "k0")
+	send(t, w, &protocol.Write{ID: 7, Op: protocol.OpPut, Key: []byte("k0"), Value: full, Timeout: time.Second})
+	wait.For(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	if n := ss.waitingBytes(); n != 2+maxValue {
 		t.Fatalf("%d bytes counted, want %d", n, 2+maxValue)
 	}
 	fc.Advance(time.Second)
-	w.expectError(7, protocol.CodeCanceled)
+	expectError(t, w, 7, protocol.CodeCanceled)
 	if n := ss.waitingBytes(); n != 0 {
 		t.Fatalf("%d bytes counted after the write was abandoned", n)
 	}
@@ -579,8 +622,7 @@ func TestHostileMaxSessions(t *testing.T) {
 
 	// The server refuses the connection as soon as it is accepted, maybe
 	// before the client could open a stream, so only the close is checked.
-	extra := &rawClient{t: t, qc: dialQUIC(t, srv, nil)}
-	extra.expectGone(protocol.CodeResourceExhausted, "maximum of 2 sessions")
+	expectGone(t, dialQUIC(t, srv, nil), protocol.CodeResourceExhausted, "maximum of 2 sessions")
 
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -595,15 +637,15 @@ func TestHostileMaxSessions(t *testing.T) {
 	if n := srv.Stats().Sessions; n != 2 {
 		t.Fatalf("%d sessions, want 2", n)
 	}
-	if r := a.get("k"); r.Term != hostileTerm {
+	if r := get(t, a, "k"); r.Term != hostileTerm {
 		t.Fatalf("a session held: %+v", r)
 	}
 	checkOthers(t, other)
 
-	a.qc.CloseWithError(0, "")
+	a.Close()
 	waitSessions(t, srv, 1)
 	b := dialRaw(t, srv)
-	if r := b.get("k2"); r.Term != hostileTerm {
+	if r := get(t, b, "k2"); r.Term != hostileTerm {
 		t.Fatalf("a session taken after one ended: %+v", r)
 	}
 }
@@ -623,45 +665,48 @@ func TestHostileNoticesNotRead(t *testing.T) {
 	n := maxQueuedBytes/MaxKeySize + 2*first
 	srv, fc := hostileServer(t, Config{MaxInflight: n})
 	other := dialRaw(t, srv)
-	holder := dialRaw(t, srv) // a raw client never accepts the notice stream
+	holder := dial(t, srv, protoclient.Options{NoNotices: true}) // never accepts the notice stream
 	key := func(i int) []byte {
 		k := bytes.Repeat([]byte("x"), MaxKeySize)
 		copy(k, fmt.Sprint(i, "/"))
 		return k
 	}
 	for i := range n {
-		holder.send(&protocol.Get{ID: uint64(i + 1), Key: key(i)})
+		send(t, holder, &protocol.Get{ID: holder.NextID(), Key: key(i)})
 	}
 	for range n {
-		if r, ok := holder.recv().(*protocol.GetReply); !ok || r.Term != hostileTerm {
+		if r, ok := recv(t, holder).(*protocol.GetReply); !ok || r.Term != hostileTerm {
 			t.Fatalf("holder's get: %#v", r)
 		}
 	}
-	holder.nextID = uint64(n)
 	w := dialRaw(t, srv)
+	// IDs of writes sent by hand come from w, so that its calls never reuse
+	// one still in flight. Those of the first writes are up to lastFirst,
+	// those of the rest above it.
+	var lastFirst uint64
 	for i := range first {
-		w.send(&protocol.Write{ID: uint64(i + 1), Op: protocol.OpPut, Key: key(i), Value: []byte("v")})
+		lastFirst = w.NextID()
+		send(t, w, &protocol.Write{ID: lastFirst, Op: protocol.OpPut, Key: key(i), Value: []byte("v")})
 	}
-	waitFor(t, "the writes to wait", func() bool { return srv.Stats().WritesWaiting == first })
-	w.nextID = uint64(n)
-	w.put("free", []byte("v")) // other keys go on
+	wait.For(t, testTimeout, "the writes to wait", func() bool { return srv.Stats().WritesWaiting == first })
+	put(t, w, "free", []byte("v")) // other keys go on
 	checkOthers(t, other)
-	if r := holder.get("h"); r.Term != hostileTerm { // and the holder's own requests
+	if r := get(t, holder, "h"); r.Term != hostileTerm { // and the holder's own requests
 		t.Fatalf("holder's get: %+v", r)
 	}
 
 	// The rest pass the cap: the holder's session is closed. They give up
 	// after a second, so that only the first ones commit.
 	for i := first; i < n; i++ {
-		w.send(&protocol.Write{ID: uint64(i + 1), Op: protocol.OpPut, Key: key(i), Value: []byte("v"), Timeout: time.Second})
+		send(t, w, &protocol.Write{ID: w.NextID(), Op: protocol.OpPut, Key: key(i), Value: []byte("v"), Timeout: time.Second})
 	}
-	holder.expectGone(protocol.CodeResourceExhausted, "invalidations")
+	expectGone(t, holder.Conn(), protocol.CodeResourceExhausted, "invalidations")
 	waitSessions(t, srv, 2)
 	checkOthers(t, other)
-	waitFor(t, "the writes to wait", func() bool { return srv.Stats().WritesWaiting == n })
+	wait.For(t, testTimeout, "the writes to wait", func() bool { return srv.Stats().WritesWaiting == n })
 	fc.Advance(time.Second)
 	for range n - first {
-		if r, ok := w.recv().(*protocol.Error); !ok || r.ID <= first || r.Code != protocol.CodeCanceled {
+		if r, ok := recv(t, w).(*protocol.Error); !ok || r.ID <= lastFirst || r.Code != protocol.CodeCanceled {
 			t.Fatalf("want the later writes abandoned at their deadline, got %#v", r)
 		}
 	}
@@ -675,8 +720,8 @@ func TestHostileNoticesNotRead(t *testing.T) {
 	}
 	fc.Advance(time.Millisecond)
 	for range first {
-		r, ok := w.recv().(*protocol.WriteReply)
-		if !ok || r.ID > first || r.Holders != 1 || r.Waited != hostileTerm+hostileEps {
+		r, ok := recv(t, w).(*protocol.WriteReply)
+		if !ok || r.ID > lastFirst || r.Holders != 1 || r.Waited != hostileTerm+hostileEps {
 			t.Fatalf("want a write that waited out one holder's lease, got %#v", r)
 		}
 	}
@@ -693,24 +738,24 @@ func TestHostileRepliesNotRead(t *testing.T) {
 	srv, fc := hostileServer(t, Config{MaxValueSize: value})
 	other := dialRaw(t, srv)
 	w := dialRaw(t, srv)
-	w.put("big", make([]byte, value))
-	holder := dialRaw(t, srv)
-	holder.get("k")
+	put(t, w, "big", make([]byte, value))
+	holder, holderConn, stall := dialStalling(t, srv)
+	get(t, holder, "k")
 
 	// It stops reading. Three large replies: more than QUIC lets in flight
 	// to it, under the cap.
+	stall()
 	gets := srv.msgsIn[protocol.TypeGet].Load()
 	for range 3 {
-		holder.send(&protocol.Get{ID: holder.id(), Key: []byte("big")})
+		send(t, holder, &protocol.Get{ID: holder.NextID(), Key: []byte("big")})
 	}
-	waitFor(t, "the gets to be served", func() bool { return srv.msgsIn[protocol.TypeGet].Load() == gets+3 })
+	wait.For(t, testTimeout, "the gets to be served", func() bool { return srv.msgsIn[protocol.TypeGet].Load() == gets+3 })
 	checkOthers(t, other)
-	w.send(&protocol.Write{ID: 1000, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
-	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
-	w.nextID = 1000
-	w.put("free", []byte("v"))
+	send(t, w, &protocol.Write{ID: 1000, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
+	wait.For(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	put(t, w, "free", []byte("v"))
 	fc.Advance(hostileTerm + hostileEps)
-	if r, ok := w.recv().(*protocol.WriteReply); !ok || r.ID != 1000 || r.Holders != 1 || r.Waited != hostileTerm+hostileEps {
+	if r, ok := recv(t, w).(*protocol.WriteReply); !ok || r.ID != 1000 || r.Holders != 1 || r.Waited != hostileTerm+hostileEps {
 		t.Fatalf("want the write to k after the holder's lease expired, got %#v", r)
 	}
 	if n := srv.Stats().Sessions; n != 3 {
@@ -719,26 +764,26 @@ func TestHostileRepliesNotRead(t *testing.T) {
 
 	// It takes a lease on k2, and more large replies pass the cap.
 	leases := tableStats(srv).Leases
-	holder.send(&protocol.Get{ID: holder.id(), Key: []byte("k2")})
-	waitFor(t, "the lease on k2", func() bool { return tableStats(srv).Leases == leases+1 })
+	send(t, holder, &protocol.Get{ID: holder.NextID(), Key: []byte("k2")})
+	wait.For(t, testTimeout, "the lease on k2", func() bool { return tableStats(srv).Leases == leases+1 })
 	// Past the cap even if the sender took all of the first ones to write.
 	for range 5 {
-		holder.send(&protocol.Get{ID: holder.id(), Key: []byte("big")})
+		send(t, holder, &protocol.Get{ID: holder.NextID(), Key: []byte("big")})
 	}
-	holder.expectGone(protocol.CodeResourceExhausted, "replies")
+	expectGone(t, holderConn, protocol.CodeResourceExhausted, "replies")
 	waitSessions(t, srv, 2)
 	checkOthers(t, other)
 
 	// Its lease on k2 lives on until it expires.
-	w.send(&protocol.Write{ID: 2000, Op: protocol.OpPut, Key: []byte("k2"), Value: []byte("v")})
-	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	send(t, w, &protocol.Write{ID: 2000, Op: protocol.OpPut, Key: []byte("k2"), Value: []byte("v")})
+	wait.For(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	fc.Advance(hostileTerm + hostileEps - time.Millisecond)
 	settle(t, srv, fc)
 	if srv.Stats().WritesWaiting != 1 {
 		t.Fatal("the write committed before the closed session's lease expired")
 	}
 	fc.Advance(time.Millisecond)
-	if r, ok := w.recv().(*protocol.WriteReply); !ok || r.ID != 2000 || r.Holders != 1 {
+	if r, ok := recv(t, w).(*protocol.WriteReply); !ok || r.ID != 2000 || r.Holders != 1 {
 		t.Fatalf("want the write to k2, got %#v", r)
 	}
 	checkOthers(t, other)
@@ -753,8 +798,9 @@ func TestHostileIdle(t *testing.T) {
 	srv, fc := hostileServer(t, Config{IdleTimeout: idle})
 	other, _ := dialHello(t, srv, &quic.Config{KeepAlivePeriod: idle / 3})
 
-	silent := dialRaw(t, srv)
-	silent.get("k")
+	// No keep-alive: it is silent once it has its lease.
+	silent := dial(t, srv, protoclient.Options{QUICConfig: &quic.Config{}})
+	get(t, silent, "k")
 	dialQUIC(t, srv, nil) // never opens a stream
 	start := time.Now()
 	// An idle timeout closes a connection silently: the clients learn of it
@@ -770,10 +816,10 @@ func TestHostileIdle(t *testing.T) {
 	if n := tableStats(srv).Leases; n < 1 {
 		t.Fatal("the lost session's lease is gone")
 	}
-	other.send(&protocol.Write{ID: 1000, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
-	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	send(t, other, &protocol.Write{ID: 1000, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v")})
+	wait.For(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	fc.Advance(hostileTerm + hostileEps)
-	if r, ok := other.recv().(*protocol.WriteReply); !ok || r.ID != 1000 || r.Holders != 1 {
+	if r, ok := recv(t, other).(*protocol.WriteReply); !ok || r.ID != 1000 || r.Holders != 1 {
 		t.Fatalf("want the write to k, got %#v", r)
 	}
 }
@@ -786,7 +832,7 @@ func TestHostileFlood(t *testing.T) {
 	const batches, perBatch = 200, 1000
 	srv, _ := hostileServer(t, Config{})
 	other := dialRaw(t, srv)
-	other.get("shared")
+	get(t, other, "shared")
 	f := dialRaw(t, srv)
 	before := tableStats(srv)
 	checks := 0
@@ -796,11 +842,11 @@ func TestHostileFlood(t *testing.T) {
 			keys[i] = []byte(fmt.Sprintf("f/%d/%d", b, i))
 		}
 		keys[b%perBatch] = []byte("shared") // held by the other client, not by f
-		renew, release := f.id(), f.id()
-		f.send(&protocol.Renew{ID: renew, Keys: keys})
-		f.send(&protocol.Release{ID: release, Keys: keys})
-		f.send(&protocol.Ack{Keys: keys})
-		r, ok := f.recv().(*protocol.RenewReply)
+		renew, release := f.NextID(), f.NextID()
+		send(t, f, &protocol.Renew{ID: renew, Keys: keys})
+		send(t, f, &protocol.Release{ID: release, Keys: keys})
+		send(t, f, &protocol.Ack{Keys: keys})
+		r, ok := recv(t, f).(*protocol.RenewReply)
 		if !ok || r.ID != renew || len(r.Terms) != perBatch {
 			t.Fatalf("renew of %d unheld keys: %#v", perBatch, r)
 		}
@@ -809,7 +855,7 @@ func TestHostileFlood(t *testing.T) {
 				t.Fatalf("renew of unheld key %q: term %v, want 0", keys[i], term)
 			}
 		}
-		if ok, isOK := f.recv().(*protocol.OK); !isOK || ok.ID != release {
+		if ok, isOK := recv(t, f).(*protocol.OK); !isOK || ok.ID != release {
 			t.Fatalf("release of unheld keys: %#v", ok)
 		}
 		if b%50 == 0 {
@@ -822,8 +868,8 @@ func TestHostileFlood(t *testing.T) {
 	if after.Keys != before.Keys+checks || after.Leases != before.Leases+checks || after.Sessions != before.Sessions {
 		t.Fatalf("lease table grew: %+v before, %+v after, want %d keys and leases more", before, after, checks)
 	}
-	other.send(&protocol.Renew{ID: 999999, Keys: [][]byte{[]byte("shared")}})
-	if r, ok := other.recv().(*protocol.RenewReply); !ok || r.Terms[0] != hostileTerm {
+	send(t, other, &protocol.Renew{ID: 999999, Keys: [][]byte{[]byte("shared")}})
+	if r, ok := recv(t, other).(*protocol.RenewReply); !ok || r.Terms[0] != hostileTerm {
 		t.Fatalf("the other client's lease on shared: %#v", r)
 	}
 }
@@ -835,24 +881,24 @@ func TestHostileDuplicateID(t *testing.T) {
 	srv, fc := hostileServer(t, Config{})
 	other := dialRaw(t, srv)
 	holder := dialRaw(t, srv)
-	holder.get("k")
+	get(t, holder, "k")
 	w := dialRaw(t, srv)
-	w.send(&protocol.Write{ID: 5, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v1")})
-	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	id := w.NextID() // one that w's calls do not use
+	send(t, w, &protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v1")})
+	wait.For(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	for _, m := range []protocol.Message{
-		&protocol.Write{ID: 5, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("x")},
-		&protocol.Acquire{ID: 5, Key: []byte("other")},
-		&protocol.Get{ID: 5, Key: []byte("other")},
-		&protocol.Renew{ID: 5, Keys: [][]byte{[]byte("other")}},
-		&protocol.Stats{ID: 5},
+		&protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("x")},
+		&protocol.Acquire{ID: id, Key: []byte("other")},
+		&protocol.Get{ID: id, Key: []byte("other")},
+		&protocol.Renew{ID: id, Keys: [][]byte{[]byte("other")}},
+		&protocol.Stats{ID: id},
 	} {
-		w.send(m)
-		if e := w.expectError(5, protocol.CodeProtocol); !strings.Contains(e.Message, "in flight") {
-			t.Fatalf("%s reusing id 5: error %q", m.Type(), e.Message)
+		send(t, w, m)
+		if e := expectError(t, w, id, protocol.CodeProtocol); !strings.Contains(e.Message, "in flight") {
+			t.Fatalf("%s reusing id %d: error %q", m.Type(), id, e.Message)
 		}
 	}
-	w.nextID = 5
-	if r := w.get("other"); r.Found || r.Term != hostileTerm {
+	if r := get(t, w, "other"); r.Found || r.Term != hostileTerm {
 		t.Fatalf("get after the duplicates: %+v", r)
 	}
 	if st := srv.Stats(); st.WritesWaiting != 1 || st.WriteLeases != 0 {
@@ -860,14 +906,14 @@ func TestHostileDuplicateID(t *testing.T) {
 	}
 	checkOthers(t, other)
 	fc.Advance(hostileTerm + hostileEps)
-	if r, ok := w.recv().(*protocol.WriteReply); !ok || r.ID != 5 || r.Version != 2 {
+	if r, ok := recv(t, w).(*protocol.WriteReply); !ok || r.ID != id || r.Version != 2 {
 		// Version 1 is the other client's put.
-		t.Fatalf("want the reply of write 5, got %#v", r)
+		t.Fatalf("want the reply of write %d, got %#v", id, r)
 	}
 	// Once answered, the ID is free again.
-	w.nextID = 4
-	if r := w.put("k", []byte("v2")); r.Version != 3 {
-		t.Fatalf("put reusing an answered id: %+v", r)
+	send(t, w, &protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v2")})
+	if r, ok := recv(t, w).(*protocol.WriteReply); !ok || r.ID != id || r.Version != 3 {
+		t.Fatalf("put reusing an answered id: %#v", r)
 	}
 }
 
@@ -879,15 +925,17 @@ func TestHostileGoodbyeNoClose(t *testing.T) {
 	srv, _ := hostileServer(t, Config{HelloTimeout: shortHello})
 	other := dialRaw(t, srv)
 	c := dialRaw(t, srv)
-	c.get("k")
-	c.send(&protocol.Goodbye{ID: 7})
-	if r, ok := c.recv().(*protocol.OK); !ok || r.ID != 7 {
+	get(t, c, "k")
+	send(t, c, &protocol.Goodbye{ID: 7})
+	if r, ok := recv(t, c).(*protocol.OK); !ok || r.ID != 7 {
 		t.Fatalf("want OK to goodbye, got %#v", r)
 	}
-	if _, err := c.fr.ReadMessage(); err == nil {
-		t.Fatal("the request stream goes on after goodbye")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if m, err := c.Recv(ctx); err == nil {
+		t.Fatalf("the request stream goes on after goodbye: %#v", m)
 	}
-	c.expectGone(protocol.CodeClosed, "goodbye")
+	expectGone(t, c.Conn(), protocol.CodeClosed, "goodbye")
 	waitSessions(t, srv, 1)
 	if n := tableStats(srv).Leases; n != 0 {
 		t.Fatalf("%d leases after goodbye, want 0", n)
@@ -967,11 +1015,7 @@ func TestSenderOverflow(t *testing.T) {
 	if queued != 0 {
 		t.Fatalf("%d bytes still queued after the overflow", queued)
 	}
-	select {
-	case <-done:
-	case <-time.After(testTimeout):
-		t.Fatal("the sender's goroutine did not end")
-	}
+	wait.Chan(t, done, testTimeout, "the sender's goroutine to end")
 }
 
 // TestSenderFlushBounded: flush gives up after its timeout when the peer

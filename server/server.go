@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -29,10 +28,9 @@ import (
 
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
-	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
-	"github.com/leased/leased/store"
+	"github.com/leased/leased/replica"
 )
 
 // Server is a leased server. See the package comment.
@@ -40,16 +38,25 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 	clock clock.Clock
-	core  *core.Core
-	ln    *quic.Listener
-	udp   net.PacketConn // the socket the server bound, or nil if Config.PacketConn is used
-	tr    *quic.Transport
+	// core is the apply path. In a cluster it changes with leadership,
+	// under smu, and is nil while this node does not lead.
+	core *core.Core
+	// leadTerm is the raft term in which core took the lead; set with
+	// core, read only by lead.
+	leadTerm uint64
+	// node is this node of a cluster (Config.Cluster), nil otherwise.
+	node     *replica.Node
+	leadDone chan struct{} // closed when lead returns; nil without a cluster
+	ln       *quic.Listener
+	udp      net.PacketConn // the socket the server bound, or nil if Config.PacketConn is used
+	tr       *quic.Transport
 
 	smu      sync.Mutex // guards sessions and closing
 	sessions map[leasetable.SessionID]*session
 	closing  bool
 
 	nextSession atomic.Uint64
+	removed     atomic.Bool // this node was removed from its cluster (leaveCluster)
 
 	msgsIn  [protocol.NumTypes]atomic.Uint64
 	msgsOut [protocol.NumTypes]atomic.Uint64
@@ -97,30 +104,56 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("leased: %w", err)
 	}
-	st := cfg.Store
-	if st == nil {
-		if st, err = store.Open(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger); err != nil {
+	// Bind first: a busy address fails at once, before the store starts.
+	pc := cfg.PacketConn
+	var udp net.PacketConn
+	if pc == nil {
+		if pc, err = listenUDP(cfg.Addr); err != nil {
 			return nil, false, fmt.Errorf("leased: %w", err)
+		}
+		udp = pc
+	}
+	closeUDP := func() {
+		if udp != nil {
+			udp.Close()
 		}
 	}
 	s := &Server{
+		udp:      udp,
 		cfg:      cfg,
 		log:      cfg.Logger,
 		clock:    cfg.Clock,
 		sessions: make(map[leasetable.SessionID]*session),
 		stop:     make(chan struct{}),
 	}
-	if s.core, err = core.New(cfg.coreConfig(), st, s); err != nil {
-		st.Close()
-		return nil, true, fmt.Errorf("leased: %w", err)
-	}
-	pc := cfg.PacketConn
-	if pc == nil {
-		if pc, err = listenUDP(cfg.Addr); err != nil {
-			s.core.Close()
+	if cfg.Cluster != nil {
+		// The core starts when this node comes to lead (lead).
+		if s.node, err = openCluster(cfg); err != nil {
+			closeUDP()
+			return nil, false, fmt.Errorf("leased: %w", err)
+		}
+	} else {
+		st := cfg.Store
+		if st == nil {
+			if st, err = openReplica(cfg); err != nil {
+				closeUDP()
+				return nil, false, fmt.Errorf("leased: %w", err)
+			}
+		}
+		if s.core, err = core.New(cfg.coreConfig(), st, s); err != nil {
+			st.Close()
+			closeUDP()
 			return nil, true, fmt.Errorf("leased: %w", err)
 		}
-		s.udp = pc
+	}
+	// stopStore undoes the store (or node) when a later step fails.
+	stopStore := func() {
+		if s.core != nil {
+			s.core.Close()
+		}
+		if s.node != nil {
+			s.node.Close()
+		}
 	}
 	s.tr = &quic.Transport{Conn: pc, StatelessResetKey: resetKey}
 	s.ln, err = s.tr.Listen(tlsConf, &quic.Config{
@@ -130,11 +163,13 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 	})
 	if err != nil {
 		s.tr.Close()
-		if s.udp != nil {
-			s.udp.Close()
-		}
-		s.core.Close()
+		closeUDP()
+		stopStore()
 		return nil, true, fmt.Errorf("leased: listen: %w", err)
+	}
+	if s.node != nil {
+		s.leadDone = make(chan struct{})
+		go s.lead()
 	}
 	return s, true, nil
 }
@@ -193,6 +228,9 @@ func (s *Server) serve(ctx context.Context) error {
 		if err != nil {
 			select {
 			case <-s.stop:
+				if s.removed.Load() {
+					return ErrRemoved
+				}
 				return ErrServerClosed
 			default:
 			}
@@ -220,7 +258,7 @@ func (s *Server) admit(conn conn) {
 	if len(s.sessions) >= s.cfg.MaxSessions {
 		s.serving.Add(1)
 		s.smu.Unlock()
-		sess := newSession(s, conn, 0)
+		sess := newSession(s, conn, 0, nil)
 		go func() {
 			defer s.serving.Done()
 			sess.refuse(fmt.Errorf("%w: the server holds its maximum of %d sessions", errResourceExhausted, s.cfg.MaxSessions))
@@ -228,11 +266,15 @@ func (s *Server) admit(conn conn) {
 		return
 	}
 	id := leasetable.SessionID(s.nextSession.Add(1))
-	sess := newSession(s, conn, id)
+	sess := newSession(s, conn, id, s.core)
 	s.sessions[id] = sess
 	s.serving.Add(1)
+	if sess.core != nil {
+		// Under smu, so that dropLead, which takes the core away under
+		// smu, finds the session.
+		sess.core.OpenSession(id)
+	}
 	s.smu.Unlock()
-	s.core.OpenSession(id)
 	go func() {
 		defer s.serving.Done()
 		sess.run()
@@ -252,7 +294,9 @@ func (s *Server) endSession(sess *session) {
 	s.smu.Lock()
 	delete(s.sessions, sess.id)
 	s.smu.Unlock()
-	s.core.CloseSession(sess.id, false, nil)
+	if sess.core != nil {
+		sess.core.CloseSession(sess.id, false, nil)
+	}
 }
 
 // Invalidate sends session id one invalidation of keys, split where the
@@ -280,16 +324,22 @@ func (s *Server) Recall(id leasetable.SessionID, key string, token uint64) {
 	}
 }
 
-// Shutdown stops accepting connections, abandons writes that have not
-// started to commit (their writers are told), lets committing ones finish,
-// tells every session to go, waits for their clients to close them once
-// they have read every reply, and closes the database. If ctx ends first,
+// Shutdown first, on the leader of a cluster with other voters, hands the
+// lead to one of them (TransferLead, within 2 s; a failure is logged), so
+// that clients move at once. Then it stops accepting connections, abandons
+// writes that have not started to commit (their writers are told), lets
+// committing ones finish, tells every session to go, waits for their
+// clients to close them once they have read every reply, and closes the
+// database. If ctx ends first,
 // it closes at once and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.handOff(ctx) // a leader of a cluster hands the lead over first
 	s.beginClose()
 	done := make(chan struct{})
 	go func() {
-		s.core.Drain()
+		if c := s.currentCore(); c != nil {
+			c.Drain()
+		}
 		// Closing a connection drops the replies not yet delivered on it,
 		// so end each request stream after its replies instead, and let
 		// the client close the connection.
@@ -313,8 +363,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // beginClose stops accepting and abandons every waiting op.
 func (s *Server) beginClose() {
 	s.stopOnce.Do(func() {
-		s.core.BeginStop()
 		s.smu.Lock()
+		if s.core != nil {
+			s.core.BeginStop()
+		}
 		s.closing = true
 		sessions := make([]*session, 0, len(s.sessions))
 		for _, sess := range s.sessions {
@@ -345,14 +397,35 @@ func (s *Server) Close() error {
 		if s.udp != nil {
 			s.udp.Close()
 		}
-		s.closeErr = s.core.Close()
+		if s.leadDone != nil {
+			<-s.leadDone // no core starts after this
+		}
+		var errs []error
+		if c := s.currentCore(); c != nil {
+			errs = append(errs, c.Close())
+		}
+		if s.node != nil {
+			errs = append(errs, s.node.Close())
+		}
+		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
 }
 
+// currentCore returns the core that serves now, nil on a node of a cluster
+// that does not lead.
+func (s *Server) currentCore() *core.Core {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.core
+}
+
 // Stats returns the server's counters.
 func (s *Server) Stats() *protocol.StatsReply {
-	cs := s.core.Stats()
+	var cs core.Stats
+	if c := s.currentCore(); c != nil {
+		cs = c.Stats()
+	}
 	s.smu.Lock()
 	sessions := len(s.sessions)
 	s.smu.Unlock()

@@ -2,12 +2,9 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +12,8 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/testkit/protoclient"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
 )
@@ -56,7 +55,7 @@ func newServerWith(t *testing.T, cfg Config) *Server {
 func settle(t *testing.T, srv *Server, fc *clock.Fake) {
 	t.Helper()
 	now := fc.Now()
-	waitFor(t, "the lease timer to tick", func() bool {
+	wait.For(t, testTimeout, "the lease timer to tick", func() bool {
 		next, ok := srv.core.NextDeadline()
 		return !ok || next.After(now)
 	})
@@ -94,29 +93,16 @@ func startServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *
 	return serve(t, newServer(t, dir, fc, term))
 }
 
-// rawClient speaks the protocol directly, so a test controls exactly what
-// a client does and does not answer.
-type rawClient struct {
-	t      *testing.T
-	qc     *quic.Conn
-	stream *quic.Stream
-	fr     *protocol.FrameReader
-	nextID uint64
-}
-
 // dialQUIC opens a QUIC connection to srv and nothing more.
 func dialQUIC(t *testing.T, srv *Server, qconf *quic.Config) *quic.Conn {
 	t.Helper()
-	pem, err := os.ReadFile(CAPath(srv.cfg.Dir))
+	tlsConf, err := protoclient.TLSConfig(protoclient.Options{CAFile: CAPath(srv.cfg.Dir)}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	qc, err := quic.DialAddr(ctx, srv.Addr().String(),
-		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{protocol.ALPN}}, qconf)
+	qc, err := quic.DialAddr(ctx, srv.Addr().String(), tlsConf, qconf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,69 +110,70 @@ func dialQUIC(t *testing.T, srv *Server, qconf *quic.Config) *quic.Conn {
 	return qc
 }
 
-// dialRaw opens a session: a connection, its request stream and a hello.
-func dialRaw(t *testing.T, srv *Server) *rawClient {
+// dial opens a raw protocol session to srv with opts, trusting srv's CA,
+// and closes it when the test ends. The client answers nothing by itself:
+// it never acknowledges an invalidation.
+func dial(t *testing.T, srv *Server, opts protoclient.Options) *protoclient.Client {
 	t.Helper()
-	qc := dialQUIC(t, srv, nil)
+	opts.CAFile = CAPath(srv.cfg.Dir)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	stream, err := qc.OpenStreamSync(ctx)
+	c, err := protoclient.Dial(ctx, srv.Addr().String(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := &rawClient{t: t, qc: qc, stream: stream, fr: protocol.NewFrameReader(stream, 0)}
-	rc.send(&protocol.Hello{Version: protocol.Version})
-	if _, ok := rc.recv().(*protocol.HelloReply); !ok {
-		t.Fatal("no hello reply")
-	}
-	return rc
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
-func (rc *rawClient) send(m protocol.Message) {
-	rc.t.Helper()
-	b, err := protocol.AppendFrame(nil, m)
-	if err != nil {
-		rc.t.Fatal(err)
-	}
-	if _, err := rc.stream.Write(b); err != nil {
-		rc.t.Fatal(err)
+// dialRaw opens a session: a connection, its request stream and a hello.
+func dialRaw(t *testing.T, srv *Server) *protoclient.Client {
+	t.Helper()
+	return dial(t, srv, protoclient.Options{})
+}
+
+// send sends m as it is, its ID included.
+func send(t *testing.T, c *protoclient.Client, m protocol.Message) {
+	t.Helper()
+	if err := c.Send(m); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func (rc *rawClient) recv() protocol.Message {
-	rc.t.Helper()
-	rc.stream.SetReadDeadline(time.Now().Add(testTimeout))
-	m, err := rc.fr.ReadMessage()
+// recv returns the next reply that no call waits for, within testTimeout.
+func recv(t *testing.T, c *protoclient.Client) protocol.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	m, err := c.Recv(ctx)
 	if err != nil {
-		rc.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return m
 }
 
-func (rc *rawClient) id() uint64 { rc.nextID++; return rc.nextID }
-
-func (rc *rawClient) get(key string) *protocol.GetReply {
-	rc.t.Helper()
-	rc.send(&protocol.Get{ID: rc.id(), Key: []byte(key)})
-	r, ok := rc.recv().(*protocol.GetReply)
-	if !ok {
-		rc.t.Fatal("want a get reply")
+// call sends req with a fresh ID and returns its reply, within
+// testTimeout.
+func call(t *testing.T, c *protoclient.Client, req protocol.Message) protocol.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	m, err := c.Call(ctx, req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return r
+	return m
 }
 
-// waitFor polls cond until it holds, for at most testTimeout of real time:
-// the server's goroutines need real time to run even though lease time is
-// fake.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// get reads key.
+func get(t *testing.T, c *protoclient.Client, key string) *protocol.GetReply {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	m := call(t, c, &protocol.Get{Key: []byte(key)})
+	r, ok := m.(*protocol.GetReply)
+	if !ok {
+		t.Fatalf("get %q: got %#v, want a get reply", key, m)
 	}
+	return r
 }
 
 // TestWriteWaitsOutSilentHolder: a holder that never acknowledges holds a
@@ -197,21 +184,21 @@ func TestWriteWaitsOutSilentHolder(t *testing.T) {
 	term := 10 * time.Second
 	srv := startServer(t, t.TempDir(), fc, term)
 	holder := dialRaw(t, srv)
-	if r := holder.get("k"); r.Term != term {
+	if r := get(t, holder, "k"); r.Term != term {
 		t.Fatalf("holder got term %v, want %v", r.Term, term)
 	}
 	writer := dialRaw(t, srv)
 	fc.Advance(3 * time.Second)
-	writer.send(&protocol.Write{ID: 100, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v1")})
-	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	send(t, writer, &protocol.Write{ID: 100, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v1")})
+	wait.For(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 
 	// Another key is not held up.
-	writer.send(&protocol.Write{ID: 101, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("x")})
-	if r, ok := writer.recv().(*protocol.WriteReply); !ok || r.ID != 101 {
+	send(t, writer, &protocol.Write{ID: 101, Op: protocol.OpPut, Key: []byte("other"), Value: []byte("x")})
+	if r, ok := recv(t, writer).(*protocol.WriteReply); !ok || r.ID != 101 {
 		t.Fatalf("write to another key: got %#v", r)
 	}
 	// A reader during the wait gets the committed value, uncached.
-	if r := writer.get("k"); r.Term != 0 || r.Found {
+	if r := get(t, writer, "k"); r.Term != 0 || r.Found {
 		t.Fatalf("read during the pending write: %+v, want not found with term 0", r)
 	}
 
@@ -223,7 +210,7 @@ func TestWriteWaitsOutSilentHolder(t *testing.T) {
 		t.Fatalf("write committed before the holder's lease expired (waiting=%d)", n)
 	}
 	fc.Advance(time.Millisecond)
-	r, ok := writer.recv().(*protocol.WriteReply)
+	r, ok := recv(t, writer).(*protocol.WriteReply)
 	if !ok || r.ID != 100 {
 		t.Fatalf("want the write's reply, got %#v", r)
 	}
@@ -242,16 +229,16 @@ func TestAbandonedAtDeadline(t *testing.T) {
 	fc := clock.NewFake()
 	srv := startServer(t, t.TempDir(), fc, 10*time.Second)
 	holder := dialRaw(t, srv)
-	holder.get("k")
+	get(t, holder, "k")
 	writer := dialRaw(t, srv)
-	writer.send(&protocol.Write{ID: 7, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v"), Timeout: time.Second})
-	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	send(t, writer, &protocol.Write{ID: 7, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v"), Timeout: time.Second})
+	wait.For(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	fc.Advance(time.Second)
-	e, ok := writer.recv().(*protocol.Error)
+	e, ok := recv(t, writer).(*protocol.Error)
 	if !ok || e.ID != 7 || e.Code != protocol.CodeCanceled {
 		t.Fatalf("want a canceled error for request 7, got %#v", e)
 	}
-	if r := writer.get("k"); r.Found || r.Version != 0 {
+	if r := get(t, writer, "k"); r.Found || r.Version != 0 {
 		t.Fatalf("abandoned write changed the key: %+v", r)
 	}
 	if rev := srv.Stats().Revision; rev != 0 {
@@ -281,12 +268,12 @@ func TestPrefixTerms(t *testing.T) {
 		{"/a", 10 * time.Second},
 		{"other", 10 * time.Second},
 	} {
-		if r := c.get(tc.key); r.Term != tc.term {
+		if r := get(t, c, tc.key); r.Term != tc.term {
 			t.Errorf("Get(%q) term %v, want %v", tc.key, r.Term, tc.term)
 		}
 	}
-	c.send(&protocol.Renew{ID: 99, Keys: [][]byte{[]byte("/a/x"), []byte("/a/b/x"), []byte("/nocache/x"), []byte("other")}})
-	r, ok := c.recv().(*protocol.RenewReply)
+	send(t, c, &protocol.Renew{ID: 99, Keys: [][]byte{[]byte("/a/x"), []byte("/a/b/x"), []byte("/nocache/x"), []byte("other")}})
+	r, ok := recv(t, c).(*protocol.RenewReply)
 	if !ok {
 		t.Fatal("want a renew reply")
 	}
@@ -300,15 +287,15 @@ func TestPrefixTerms(t *testing.T) {
 
 	// A silent holder of /a/b/x holds a write back for 30 s + ε.
 	w := dialRaw(t, srv)
-	w.send(&protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("/a/b/x"), Value: []byte("v")})
-	waitFor(t, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	send(t, w, &protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("/a/b/x"), Value: []byte("v")})
+	wait.For(t, testTimeout, "the write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	fc.Advance(30*time.Second + 100*time.Millisecond - time.Millisecond)
 	settle(t, srv, fc)
 	if n := srv.Stats().WritesWaiting; n != 1 {
 		t.Fatal("write committed before the 30 s lease expired")
 	}
 	fc.Advance(time.Millisecond)
-	if wr, ok := w.recv().(*protocol.WriteReply); !ok || wr.ID != 1 {
+	if wr, ok := recv(t, w).(*protocol.WriteReply); !ok || wr.ID != 1 {
 		t.Fatalf("want the write reply, got %#v", wr)
 	}
 }

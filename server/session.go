@@ -36,6 +36,14 @@ type session struct {
 	srv  *Server
 	id   leasetable.SessionID
 	conn conn
+	// core serves the session: the core of the server, or, in a cluster,
+	// of the term of leadership the session was admitted in. Nil on a node
+	// that does not lead: the session answers its hello with
+	// CodeNotLeader.
+	core *core.Core
+	// client is the identity the client gave in its hello (0: none): its
+	// writes are applied once per request ID.
+	client uint64
 
 	replies *sender // on the request stream
 	notices *sender // invalidations and recalls, on their own stream
@@ -45,8 +53,24 @@ type session struct {
 	opsBytes int // the sum of the sizes of ops
 }
 
-func newSession(s *Server, c conn, id leasetable.SessionID) *session {
-	return &session{srv: s, id: id, conn: c, ops: make(map[uint64]*pendingOp)}
+func newSession(s *Server, c conn, id leasetable.SessionID, cr *core.Core) *session {
+	return &session{srv: s, id: id, conn: c, core: cr, ops: make(map[uint64]*pendingOp)}
+}
+
+// helloReply accepts the session's hello with the server's settings.
+func (ss *session) helloReply() *protocol.HelloReply {
+	cfg := ss.srv.cfg
+	return &protocol.HelloReply{
+		Version:      protocol.Version,
+		SessionID:    uint64(ss.id),
+		Epsilon:      cfg.Epsilon,
+		DefaultTerm:  cfg.LeaseTerm,
+		MaxKeySize:   MaxKeySize,
+		MaxValueSize: cfg.MaxValueSize,
+		MaxFrameSize: cfg.maxFrameSize(),
+		MaxInflight:  cfg.MaxInflight,
+		RetryWindow:  cfg.RetryWindow,
+	}
 }
 
 // refuse closes a connection the server cannot take, with err's code.
@@ -111,6 +135,29 @@ func (ss *session) run() {
 		ss.closeWith(err)
 		return
 	}
+	if hello.Admin {
+		stream.SetReadDeadline(time.Time{})
+		log.Debug("admin session opened", "client", hello.Client)
+		ss.serveAdmin(fr)
+		return
+	}
+	if ss.core == nil {
+		// The reply, then the end of the stream; the client closes the
+		// connection once it has read them, or has it closed.
+		err := s.notLeader()
+		ss.replies.send(notLeaderReply(err))
+		ss.replies.finish()
+		t := time.NewTimer(s.cfg.HelloTimeout)
+		defer t.Stop()
+		select {
+		case <-ss.conn.Context().Done():
+		case <-t.C:
+			ss.closeWith(err)
+		}
+		return
+	}
+	ss.client = hello.ClientID
+	ss.core.SetClient(ss.id, hello.ClientID)
 	stream.SetReadDeadline(time.Time{})
 	ctx, cancel = context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
 	uni, err := ss.conn.OpenUniStreamSync(ctx)
@@ -127,16 +174,7 @@ func (ss *session) run() {
 	defer ss.notices.close()
 	wg.Add(1)
 	go func() { defer wg.Done(); ss.notices.run() }()
-	ss.replies.send(&protocol.HelloReply{
-		Version:      protocol.Version,
-		SessionID:    uint64(ss.id),
-		Epsilon:      s.cfg.Epsilon,
-		DefaultTerm:  s.cfg.LeaseTerm,
-		MaxKeySize:   MaxKeySize,
-		MaxValueSize: s.cfg.MaxValueSize,
-		MaxFrameSize: s.cfg.maxFrameSize(),
-		MaxInflight:  s.cfg.MaxInflight,
-	})
+	ss.replies.send(ss.helloReply())
 	log.Debug("session opened", "client", hello.Client)
 
 	for {
@@ -208,7 +246,7 @@ func (ss *session) handle(m protocol.Message) bool {
 			ss.replies.send(errorReply(m.ID, err))
 			break
 		}
-		ss.replies.send(&protocol.RenewReply{ID: m.ID, Terms: s.core.Renew(ss.id, keys)})
+		ss.replies.send(&protocol.RenewReply{ID: m.ID, Terms: ss.core.Renew(ss.id, keys)})
 	case *protocol.Release:
 		if err := ss.relinquish(m.Keys); err != nil {
 			ss.replies.send(errorReply(m.ID, err))
@@ -225,7 +263,7 @@ func (ss *session) handle(m protocol.Message) bool {
 			break
 		}
 		id := m.ID
-		if err := s.core.ReleaseWriteLease(ss.id, string(m.Key), m.Token, func() { ss.replies.send(&protocol.OK{ID: id}) }); err != nil {
+		if err := ss.core.ReleaseWriteLease(ss.id, string(m.Key), m.Token, func() { ss.replies.send(&protocol.OK{ID: id}) }); err != nil {
 			ss.replies.send(errorReply(m.ID, fmt.Errorf("release write lease on %q with token %d: %w", m.Key, m.Token, err)))
 		}
 	case *protocol.Cancel:
@@ -238,7 +276,7 @@ func (ss *session) handle(m protocol.Message) bool {
 		// The reply waits until the session's write leases are free for
 		// others, as a release's does.
 		freed := make(chan struct{})
-		s.core.CloseSession(ss.id, true, func() { close(freed) })
+		ss.core.CloseSession(ss.id, true, func() { close(freed) })
 		<-freed
 		ss.replies.send(&protocol.OK{ID: m.ID})
 		ss.farewell()
@@ -303,7 +341,7 @@ func (ss *session) relinquish(keys [][]byte) error {
 	if err != nil {
 		return err
 	}
-	ss.srv.core.Relinquish(ss.id, ks)
+	ss.core.Relinquish(ss.id, ks)
 	return nil
 }
 
@@ -312,7 +350,7 @@ func (ss *session) get(m *protocol.Get) protocol.Message {
 	if err := ss.checkKey(m.Key); err != nil {
 		return errorReply(m.ID, err)
 	}
-	rec, term, err := ss.srv.core.Read(ss.id, m.Key)
+	rec, term, err := ss.core.Read(ss.id, m.Key)
 	if err != nil {
 		return errorReply(m.ID, err)
 	}
@@ -337,7 +375,8 @@ func (ss *session) submitWrite(m *protocol.Write) error {
 	case m.Timeout < 0:
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
 	}
-	return ss.submit(m.ID, &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout})
+	return ss.submit(m.ID, &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout,
+		Client: ss.client, ID: m.ID, Acked: m.Acked})
 }
 
 // storeOps maps the wire's write ops to the store's.
@@ -380,7 +419,7 @@ func (ss *session) submit(id uint64, req *core.Request) error {
 	ss.ops[id] = p
 	ss.opsBytes += p.size
 	ss.mu.Unlock()
-	if err := s.core.Submit(p.req); err != nil {
+	if err := ss.core.Submit(p.req); err != nil {
 		ss.forget(p)
 		return err
 	}
@@ -396,7 +435,7 @@ func opReply(id uint64, req *core.Request, o core.Outcome) protocol.Message {
 		return &protocol.AcquireReply{ID: id, Token: o.Token, Term: o.Term,
 			Found: o.Record.Found, Value: o.Record.Value, Version: o.Record.Version}
 	}
-	return &protocol.WriteReply{ID: id, Version: o.Version, Waited: o.Waited, Holders: o.Holders, Term: o.Term}
+	return &protocol.WriteReply{ID: id, Version: o.Version, Waited: o.Waited, Holders: o.Holders, Term: o.Term, Duplicate: o.Duplicate}
 }
 
 // cancel abandons the op of request id if it has not started to commit.
@@ -405,7 +444,7 @@ func (ss *session) cancel(id uint64, why error) {
 	p := ss.ops[id]
 	ss.mu.Unlock()
 	if p != nil {
-		ss.srv.core.Cancel(p.req, why)
+		ss.core.Cancel(p.req, why)
 	}
 }
 

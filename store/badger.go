@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -24,9 +25,18 @@ type Badger struct {
 	closed bool
 }
 
+// Option changes how Open opens the database.
+type Option func(*badger.Options)
+
+// NoSync makes commits durable only at Sync, Snapshot and Close, not at
+// every commit: for the state a replicated log applies, where the log is
+// what is durable, and a restart applies again the entries past the
+// applied index (see ApplyEntry). Apply then no longer means durable.
+func NoSync() Option { return func(o *badger.Options) { o.SyncWrites = false } }
+
 // Open opens, or creates, the database in dir. logger receives badger's
 // warnings and errors.
-func Open(dir string, logger *slog.Logger) (*Badger, error) {
+func Open(dir string, logger *slog.Logger, options ...Option) (*Badger, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithLogger(badgerLogger{logger}).
@@ -40,6 +50,9 @@ func Open(dir string, logger *slog.Logger) (*Badger, error) {
 		// Values over 64 KiB go to the value log, so that a transaction of
 		// many large values still fits badger's batch limit.
 		WithValueThreshold(64 << 10)
+	for _, o := range options {
+		o(&opts)
+	}
 	b := &Badger{dir: dir, opts: opts}
 	if err := b.open(); err != nil {
 		return nil, err
@@ -72,11 +85,8 @@ func (b *Badger) open() error {
 func (b *Badger) Get(key []byte) (Record, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	switch {
-	case b.closed:
-		return Record{}, ErrClosed
-	case b.db == nil:
-		return Record{}, ErrFailed
+	if err := b.usable(); err != nil {
+		return Record{}, err
 	}
 	var r Record
 	err := b.db.View(func(t *badger.Txn) error {
@@ -93,15 +103,12 @@ func (b *Badger) State() (State, error) {
 	defer b.amu.Unlock()
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	switch {
-	case b.closed:
-		return State{}, ErrClosed
-	case b.db == nil:
-		return State{}, ErrFailed
+	if err := b.usable(); err != nil {
+		return State{}, err
 	}
 	st := State{Revision: b.ct.rev, Fence: b.ct.fence}
 	err := b.db.View(func(t *badger.Txn) error {
-		if err := loadHorizon(badgerTxn{t}, &st); err != nil {
+		if err := loadMeta(badgerTxn{t}, &st); err != nil {
 			return err
 		}
 		it := t.NewIterator(badger.IteratorOptions{Prefix: wleasPrefix, PrefetchValues: true, PrefetchSize: 16})
@@ -123,6 +130,50 @@ func (b *Badger) State() (State, error) {
 	return st, err
 }
 
+// Kept returns the kept outcome of the write c. See Store.
+func (b *Badger) Kept(c Command) (r Result, ok bool, err error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.usable(); err != nil {
+		return Result{}, false, err
+	}
+	err = b.db.View(func(t *badger.Txn) error {
+		var err error
+		r, ok, _, err = kept(badgerTxn{t}, c)
+		return err
+	})
+	return r, ok, err
+}
+
+// IdleClients returns up to limit clients whose last write was before
+// cutoff. See Store.
+func (b *Badger) IdleClients(cutoff time.Time, limit int) ([]uint64, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	var ids []uint64
+	err := b.db.View(func(t *badger.Txn) error {
+		it := t.NewIterator(badger.IteratorOptions{Prefix: clientPrefix, PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid() && len(ids) < limit; it.Next() {
+			item := it.Item()
+			err := item.Value(func(v []byte) error {
+				if id, ok := idleClient(item.Key(), v, cutoff); ok {
+					ids = append(ids, id)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return ids, err
+}
+
 // Apply applies cmds in as few transactions as badger takes, one fsync
 // each. See Store.
 func (b *Badger) Apply(cmds []Command) ([]Result, error) {
@@ -130,11 +181,8 @@ func (b *Badger) Apply(cmds []Command) ([]Result, error) {
 	defer b.amu.Unlock()
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	switch {
-	case b.closed:
-		return nil, ErrClosed
-	case b.failed:
-		return nil, ErrFailed
+	if err := b.writable(); err != nil {
+		return nil, err
 	}
 	results := make([]Result, 0, len(cmds))
 	for len(results) < len(cmds) {

@@ -14,12 +14,13 @@ import (
 type outcome struct {
 	Version, Token uint64
 	Err            string
+	Duplicate      bool
 }
 
 func outcomes(rs []store.Result) []outcome {
 	out := make([]outcome, len(rs))
 	for i, r := range rs {
-		out[i] = outcome{Version: r.Version, Token: r.Token}
+		out[i] = outcome{Version: r.Version, Token: r.Token, Duplicate: r.Duplicate}
 		if r.Err != nil {
 			out[i].Err = r.Err.Error()
 		}
@@ -70,8 +71,17 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 					c.Token = wl.Token
 				}
 			}
-		default:
+		case p < 97:
 			c = horizon(time.Unix(1_900_000_000, g.rng.Int64N(1e12)), time.Duration(g.rng.Int64N(int64(time.Hour)))-time.Minute)
+		default:
+			c = store.Command{Op: store.OpForgetClients, Clients: []uint64{1, 2, 3}, At: time.Unix(1_900_000_000, g.rng.Int64N(1e12))}
+		}
+		// Most writes come from one of three clients, with request IDs
+		// that repeat now and then: retries.
+		if (c.Op == store.OpPut || c.Op == store.OpDelete || c.Op == store.OpCAS) && g.rng.IntN(4) > 0 {
+			c.Client, c.Request = g.rng.Uint64N(3)+1, g.rng.Uint64N(30)+1
+			c.Acked = g.rng.Uint64N(c.Request + 1)
+			c.At = time.Unix(1_900_000_000, g.rng.Int64N(1e12))
 		}
 		cmds[i] = c
 	}

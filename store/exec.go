@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,10 @@ var (
 	// wait when the wall clock has stepped back since.
 	metaHorizon     = []byte("m/horizon")
 	metaHorizonSpan = []byte("m/horizonspan")
+	// The leader's name and client address, a zero byte between them.
+	metaLeader = []byte("m/leader")
+	// The leases of the last handoff, if no horizon was set since.
+	metaHandoff = []byte("m/handoff")
 )
 
 // txn is what exec needs of one atomic step of a store: reads that see the
@@ -40,21 +45,10 @@ type counters struct{ rev, fence uint64 }
 func exec(tx txn, ct *counters, c Command) (Result, error) {
 	switch c.Op {
 	case OpPut, OpDelete, OpCAS:
-		dk := prefixed(dataPrefix, c.Key)
-		cur, err := getRecord(tx, dk)
-		if err != nil {
-			return Result{}, err
+		if c.Client != 0 {
+			return execOnce(tx, ct, c)
 		}
-		// Version 0 means "absent": a deleted key matches it too.
-		if c.Op == OpCAS && cur.Version != c.Expect && (c.Expect != 0 || cur.Found) {
-			return Result{Version: cur.Version, Err: fmt.Errorf("%w: key is at version %d, not %d", ErrVersionMismatch, cur.Version, c.Expect)}, nil
-		}
-		r := Record{Version: ct.rev + 1, Found: c.Op != OpDelete, Value: c.Value}
-		if err := tx.set(dk, encodeRecord(r)); err != nil {
-			return Result{}, err
-		}
-		ct.rev++
-		return Result{Version: ct.rev}, nil
+		return execWrite(tx, ct, c)
 	case OpGrantWriteLease:
 		ct.fence++
 		wl := WriteLease{Key: string(c.Key), Token: ct.fence, Session: c.Session, Term: c.Term}
@@ -77,12 +71,51 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		}
 		return Result{}, nil
 	case OpSetHorizon:
-		if err := setUint(tx, metaHorizon, uint64(c.Horizon.UnixNano())); err != nil {
+		if err := tx.del(metaHandoff); err != nil {
 			return Result{}, err
 		}
-		return Result{}, setUint(tx, metaHorizonSpan, uint64(max(c.Span, 0)))
+		return Result{}, setHorizon(tx, c.Horizon, c.Span)
+	case OpHandoff:
+		var longest time.Duration
+		for _, l := range c.Handoff {
+			longest = max(longest, l.Left)
+		}
+		if err := tx.set(metaHandoff, encodeHandoff(c.Handoff)); err != nil {
+			return Result{}, err
+		}
+		return Result{}, setHorizon(tx, c.At.Add(longest), longest)
+	case OpSetLeader:
+		v := append(append(append([]byte{}, c.Key...), 0), c.Value...)
+		return Result{}, tx.set(metaLeader, v)
+	case OpForgetClients:
+		return Result{}, forgetClients(tx, c)
 	}
 	return Result{}, fmt.Errorf("unknown command %v", c.Op)
+}
+
+// execWrite applies the write c (OpPut, OpDelete or OpCAS).
+func execWrite(tx txn, ct *counters, c Command) (Result, error) {
+	dk := prefixed(dataPrefix, c.Key)
+	cur, err := getRecord(tx, dk)
+	if err != nil {
+		return Result{}, err
+	}
+	// Version 0 means "absent": a deleted key matches it too.
+	if c.Op == OpCAS && cur.Version != c.Expect && (c.Expect != 0 || cur.Found) {
+		return Result{Version: cur.Version, Err: mismatch(cur.Version, c.Expect)}, nil
+	}
+	r := Record{Version: ct.rev + 1, Found: c.Op != OpDelete, Value: c.Value}
+	if err := tx.set(dk, encodeRecord(r)); err != nil {
+		return Result{}, err
+	}
+	ct.rev++
+	return Result{Version: ct.rev}, nil
+}
+
+// mismatch is the outcome of a compare-and-swap that expected version
+// expect of a key at version cur.
+func mismatch(cur, expect uint64) error {
+	return fmt.Errorf("%w: key is at version %d, not %d", ErrVersionMismatch, cur, expect)
 }
 
 // saveCounters writes the counters of a step that moved them from was.
@@ -107,6 +140,76 @@ func loadCounters(tx txn) (counters, error) {
 	}
 	ct.fence, err = getUint(tx, metaFence)
 	return ct, err
+}
+
+// loadMeta reads the lease horizon, the last handoff and the leader into
+// st.
+func loadMeta(tx txn, st *State) error {
+	if err := loadHorizon(tx, st); err != nil {
+		return err
+	}
+	if b, ok, err := tx.get(metaHandoff); err != nil {
+		return err
+	} else if ok {
+		if st.Handoff, err = decodeHandoff(b); err != nil {
+			return err
+		}
+		st.HandedOff = true
+	}
+	v, ok, err := tx.get(metaLeader)
+	if err != nil || !ok {
+		return err
+	}
+	name, addr, found := strings.Cut(string(v), "\x00")
+	if !found {
+		return fmt.Errorf("corrupt leader record of %d bytes", len(v))
+	}
+	st.Leader, st.LeaderAddr = name, addr
+	return nil
+}
+
+// setHorizon records the lease horizon h, span after it was written.
+func setHorizon(tx txn, h time.Time, span time.Duration) error {
+	if err := setUint(tx, metaHorizon, uint64(h.UnixNano())); err != nil {
+		return err
+	}
+	return setUint(tx, metaHorizonSpan, uint64(max(span, 0)))
+}
+
+// encodeHandoff lays handed-over leases out as, for each, its client,
+// token and time left (8 bytes each), then its key's length (uvarint) and
+// key.
+func encodeHandoff(ls []HandedLease) []byte {
+	var b []byte
+	for _, l := range ls {
+		b = binary.BigEndian.AppendUint64(b, l.Client)
+		b = binary.BigEndian.AppendUint64(b, l.Token)
+		b = binary.BigEndian.AppendUint64(b, uint64(max(l.Left, 0)))
+		b = binary.AppendUvarint(b, uint64(len(l.Key)))
+		b = append(b, l.Key...)
+	}
+	return b
+}
+
+func decodeHandoff(b []byte) ([]HandedLease, error) {
+	ls := []HandedLease{}
+	for len(b) > 0 {
+		if len(b) < 25 {
+			return nil, fmt.Errorf("corrupt handoff record: %d bytes left", len(b))
+		}
+		l := HandedLease{Client: binary.BigEndian.Uint64(b), Token: binary.BigEndian.Uint64(b[8:]), Left: time.Duration(binary.BigEndian.Uint64(b[16:]))}
+		if l.Left < 0 {
+			return nil, fmt.Errorf("corrupt handoff record: %v left", l.Left)
+		}
+		n, w := binary.Uvarint(b[24:])
+		if w <= 0 || w != len(binary.AppendUvarint(nil, n)) || uint64(len(b)-24-w) < n {
+			return nil, fmt.Errorf("corrupt handoff record: key of %d bytes", n)
+		}
+		b = b[24+w:]
+		l.Key, b = string(b[:n]), b[n:]
+		ls = append(ls, l)
+	}
+	return ls, nil
 }
 
 // loadHorizon reads the lease horizon into st.

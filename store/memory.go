@@ -1,9 +1,11 @@
 package store
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Memory is a Store in memory, for tests and in-process tools: the same
@@ -75,7 +77,7 @@ func (m *Memory) State() (State, error) {
 		return State{}, ErrClosed
 	}
 	st := State{Revision: m.ct.rev, Fence: m.ct.fence}
-	if err := loadHorizon(memTxn{m: m}, &st); err != nil {
+	if err := loadMeta(memTxn{m: m}, &st); err != nil {
 		return st, err
 	}
 	for k, v := range m.data {
@@ -101,6 +103,38 @@ func (m *Memory) Reopen() error {
 	}
 	m.failed = false
 	return nil
+}
+
+// Kept returns the kept outcome of the write c. See Store.
+func (m *Memory) Kept(c Command) (Result, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return Result{}, false, ErrClosed
+	}
+	r, ok, _, err := kept(memTxn{m: m}, c)
+	return r, ok, err
+}
+
+// IdleClients returns up to limit clients whose last write was before
+// cutoff. See Store.
+func (m *Memory) IdleClients(cutoff time.Time, limit int) ([]uint64, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	var ids []uint64
+	for k, v := range m.data {
+		if !strings.HasPrefix(k, string(clientPrefix)) {
+			continue
+		}
+		if id, ok := idleClient([]byte(k), v, cutoff); ok && len(ids) < limit {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // Close makes every later call fail with ErrClosed.

@@ -44,6 +44,20 @@ const (
 	// after which no lease granted so far can be live, written Span before
 	// it.
 	OpSetHorizon
+	// OpSetLeader records that the node named Key leads the cluster and
+	// serves clients at the address Value, so that the other nodes can
+	// send clients to it.
+	OpSetLeader
+	// OpHandoff records that the leader hands its live leases, Handoff,
+	// over to the next one (DESIGN §13), at At on its wall clock: it
+	// grants no lease from then on, so those are every lease that may be
+	// live. It also sets the lease horizon to the end of the longest of
+	// them. The next OpSetHorizon clears it.
+	OpHandoff
+	// OpForgetClients forgets the write outcomes kept for the clients
+	// listed in Clients whose last write was made before At (see
+	// Command.Client). A client that wrote since is kept.
+	OpForgetClients
 )
 
 func (o Op) String() string {
@@ -60,6 +74,12 @@ func (o Op) String() string {
 		return "end write lease"
 	case OpSetHorizon:
 		return "set horizon"
+	case OpSetLeader:
+		return "set leader"
+	case OpHandoff:
+		return "hand off"
+	case OpForgetClients:
+		return "forget clients"
 	}
 	return fmt.Sprintf("op %d", uint8(o))
 }
@@ -75,6 +95,34 @@ type Command struct {
 	Term    time.Duration // OpGrantWriteLease
 	Horizon time.Time     // OpSetHorizon, wall clock
 	Span    time.Duration // OpSetHorizon
+
+	// A write (OpPut, OpDelete, OpCAS) with a Client is applied once per
+	// (Client, Request): the store keeps its outcome, and the same write
+	// retried after a lost reply, perhaps through another leader, gets
+	// that outcome back (Result.Duplicate) instead of being applied again.
+	// Acked says that the client has the outcome of each of its writes
+	// with a lower Request, which the store may then forget. At is when
+	// the leader made the command (wall clock), and for OpForgetClients
+	// the cutoff. The fields are left out of an encoding when zero.
+	Client  uint64        `msgpack:",omitempty"`
+	Request uint64        `msgpack:",omitempty"`
+	Acked   uint64        `msgpack:",omitempty"`
+	At      time.Time     `msgpack:",omitempty"`
+	Clients []uint64      `msgpack:",omitempty"` // OpForgetClients
+	Handoff []HandedLease `msgpack:",omitempty"` // OpHandoff
+}
+
+// HandedLease is a lease that a leader hands over to the next one.
+type HandedLease struct {
+	// Client is the identity of the holder's client (Command.Client), or
+	// 0 if it gave none.
+	Client uint64
+	Key    string
+	// Left is how long the lease had to live when it was handed over, ε
+	// included.
+	Left time.Duration
+	// Token is a write lease's fencing token; 0 for a read lease.
+	Token uint64
 }
 
 // Result is the outcome of one Command.
@@ -88,6 +136,10 @@ type Result struct {
 	// It is part of the command's deterministic outcome, not a failure of
 	// the store.
 	Err error
+	// Duplicate says that the write was applied before, under the same
+	// Command.Client and Command.Request, and that this is that outcome:
+	// nothing changed now.
+	Duplicate bool
 }
 
 // Record is the committed state of one key. A missing key has Version 0,
@@ -117,6 +169,20 @@ type State struct {
 	// none), and Span how far ahead of the moment it was written it lay.
 	Horizon time.Time
 	Span    time.Duration
+	// HorizonApplied is when this node applied the entry that recorded
+	// the horizon (or the handoff), on its own clock, if a replicated store applied it
+	// since it started (package replica); zero otherwise. A new leader
+	// counts the old leader's leases from it (DESIGN §13): the entry was
+	// appended before any replica applied it.
+	HorizonApplied time.Time
+	// HandedOff says that the newest horizon entry is an OpHandoff, and
+	// Handoff holds the leases it handed over: the next leader counts
+	// them from HorizonApplied instead of waiting for the horizon.
+	HandedOff bool
+	Handoff   []HandedLease
+	// Leader and LeaderAddr are the last leader recorded (OpSetLeader) and
+	// its client address; empty if none.
+	Leader, LeaderAddr string
 	// WriteLeases are the write leases granted and not ended, by key.
 	WriteLeases []WriteLease
 }
@@ -131,6 +197,10 @@ var (
 	ErrFailed = errors.New("storage failed to persist an earlier change and must be reopened")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("store is closed")
+	// ErrNotLeader is returned by a replicated store whose node does not
+	// lead, or stopped leading while it applied: the commands' outcome is
+	// unknown, because the next leader may still apply them.
+	ErrNotLeader = errors.New("this node does not lead the cluster")
 )
 
 // Store is the durable state machine that package core applies commands
@@ -160,4 +230,12 @@ type Store interface {
 	Reopen() error
 	// Close releases the store. Every applied command is durable already.
 	Close() error
+	// Kept returns the kept outcome of the write c, which has a Client, if
+	// the store applied it before: the Result that applying c now would
+	// return, marked Duplicate. It reports false if c would be applied.
+	Kept(c Command) (Result, bool, error)
+	// IdleClients returns up to limit clients whose write outcomes the
+	// store keeps and whose last write was made before cutoff, for an
+	// OpForgetClients.
+	IdleClients(cutoff time.Time, limit int) ([]uint64, error)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -413,6 +414,128 @@ var contract = []struct {
 	}},
 }
 
+// write is cmd as write request of client, which has the outcomes of its
+// writes below acked, made at the Unix second at.
+func write(cmd store.Command, client, request, acked uint64, at int64) store.Command {
+	cmd.Client, cmd.Request, cmd.Acked, cmd.At = client, request, acked, time.Unix(at, 0)
+	return cmd
+}
+
+// onceContract: writes with a client are applied once per request.
+var onceContract = []struct {
+	name string
+	run  func(t *testing.T, s store.Store)
+}{
+	{"a retried write is applied once", func(t *testing.T, s store.Store) {
+		rs := mustApply(t, s, write(put("a", "1"), 7, 1, 1, 100), write(put("a", "2"), 7, 2, 1, 100))
+		wantVersions(t, rs, 1, 2)
+		// Request 1 again, in another batch, with a value it never had:
+		// the kept outcome, and nothing changes.
+		again := mustApply(t, s, write(put("a", "other"), 7, 1, 1, 101), write(del("a"), 7, 2, 1, 101))
+		for i, r := range again {
+			if !r.Duplicate || r.Version != uint64(i+1) || r.Err != nil {
+				t.Errorf("retry of request %d: %+v; want a duplicate at version %d", i+1, r, i+1)
+			}
+		}
+		wantRecord(t, s, "a", str("2"), 2)
+		if st := mustState(t, s); st.Revision != 2 {
+			t.Errorf("revision %d after retries, want 2", st.Revision)
+		}
+		if r, ok, err := s.Kept(write(put("a", "x"), 7, 2, 1, 101)); err != nil || !ok || !r.Duplicate || r.Version != 2 {
+			t.Errorf("Kept(request 2) = %+v, %v, %v; want a duplicate at version 2", r, ok, err)
+		}
+		if r, ok, err := s.Kept(write(put("a", "x"), 7, 9, 1, 101)); err != nil || ok {
+			t.Errorf("Kept(request 9, never applied) = %+v, %v, %v; want none", r, ok, err)
+		}
+		// Another client's request 1 is its own.
+		wantVersions(t, mustApply(t, s, write(put("a", "3"), 8, 1, 1, 101)), 3)
+		// Within one batch, the second of two equal requests is the
+		// duplicate.
+		rs = mustApply(t, s, write(put("b", "x"), 7, 3, 1, 102), write(put("b", "y"), 7, 3, 1, 102))
+		if rs[0].Duplicate || !rs[1].Duplicate || rs[1].Version != rs[0].Version {
+			t.Errorf("one request twice in a batch: %+v", rs)
+		}
+		wantRecord(t, s, "b", str("x"), 4)
+	}},
+	{"a compare-and-swap that did not match fails again", func(t *testing.T, s store.Store) {
+		mustApply(t, s, put("a", "1"))
+		rs := mustApply(t, s, write(cas("a", 5, "x"), 1, 1, 1, 100))
+		wantMismatch(t, rs[0], 1)
+		mustApply(t, s, put("a", "2"), put("a", "3")) // a@3: the retry would match now
+		rs = mustApply(t, s, write(cas("a", 3, "x"), 1, 1, 1, 100))
+		wantMismatch(t, rs[0], 1)
+		if !rs[0].Duplicate {
+			t.Errorf("retry: %+v, want a duplicate", rs[0])
+		}
+		wantRecord(t, s, "a", str("3"), 3)
+	}},
+	{"outcomes below acked are forgotten", func(t *testing.T, s store.Store) {
+		mustApply(t, s, write(put("a", "1"), 1, 1, 1, 100), write(put("a", "2"), 1, 2, 1, 100))
+		// The client has the outcome of request 1: a request 1 now is
+		// applied as a new write. Request 2's outcome is kept.
+		rs := mustApply(t, s, write(put("a", "3"), 1, 3, 2, 100), write(put("a", "4"), 1, 1, 2, 100), write(put("a", "5"), 1, 2, 2, 100))
+		if rs[0].Duplicate || rs[0].Version != 3 || rs[1].Duplicate || rs[1].Version != 4 || !rs[2].Duplicate || rs[2].Version != 2 {
+			t.Errorf("results %+v; want 3 and 4 applied, 2 a duplicate", rs)
+		}
+	}},
+	{"idle clients are listed and forgotten", func(t *testing.T, s store.Store) {
+		mustApply(t, s, write(put("a", "1"), 1, 1, 1, 100), write(put("a", "2"), 2, 1, 1, 200), write(put("a", "3"), 3, 1, 1, 300))
+		ids, err := s.IdleClients(time.Unix(250, 0), 10)
+		if err != nil || !reflect.DeepEqual(ids, []uint64{1, 2}) {
+			t.Fatalf("IdleClients(250) = %v, %v; want [1 2]", ids, err)
+		}
+		if ids, err := s.IdleClients(time.Unix(250, 0), 1); err != nil || len(ids) != 1 {
+			t.Errorf("IdleClients with limit 1 = %v, %v", ids, err)
+		}
+		// Client 2 writes again before the command that forgets it is
+		// applied: it is kept.
+		mustApply(t, s, write(put("b", "1"), 2, 2, 1, 260))
+		mustApply(t, s, store.Command{Op: store.OpForgetClients, Clients: ids, At: time.Unix(250, 0)})
+		if ids, err := s.IdleClients(time.Unix(1000, 0), 10); err != nil || !reflect.DeepEqual(ids, []uint64{2, 3}) {
+			t.Errorf("after forgetting: IdleClients = %v, %v; want [2 3]", ids, err)
+		}
+		// Client 1's request 1 is a new write now; client 2's is not.
+		rs := mustApply(t, s, write(put("a", "x"), 1, 1, 1, 400), write(put("a", "y"), 2, 1, 1, 400))
+		if rs[0].Duplicate || !rs[1].Duplicate {
+			t.Errorf("after forgetting client 1: %+v", rs)
+		}
+	}},
+}
+
+// handoffContract: the leases a leader hands over are kept until the next
+// horizon.
+var handoffContract = []struct {
+	name string
+	run  func(t *testing.T, s store.Store)
+}{
+	{"a handoff is kept until the next horizon", func(t *testing.T, s store.Store) {
+		at := time.Unix(1_900_000_000, 0)
+		ls := []store.HandedLease{
+			{Client: 7, Key: "a", Left: 3 * time.Second},
+			{Key: "", Left: time.Second},
+			{Client: 8, Key: "w", Left: 5 * time.Second, Token: 4},
+		}
+		mustApply(t, s, horizon(at.Add(time.Minute), time.Minute), store.Command{Op: store.OpHandoff, Handoff: ls, At: at})
+		st := mustState(t, s)
+		if !st.HandedOff || !reflect.DeepEqual(st.Handoff, ls) {
+			t.Errorf("State after a handoff: handed off %v, %+v; want %+v", st.HandedOff, st.Handoff, ls)
+		}
+		// The horizon is the end of the longest lease handed over.
+		if !st.Horizon.Equal(at.Add(5*time.Second)) || st.Span != 5*time.Second {
+			t.Errorf("horizon %v span %v after the handoff; want %v, 5s", st.Horizon, st.Span, at.Add(5*time.Second))
+		}
+		// A handoff of no lease is one too.
+		mustApply(t, s, store.Command{Op: store.OpHandoff, At: at})
+		if st := mustState(t, s); !st.HandedOff || len(st.Handoff) != 0 || !st.Horizon.Equal(at) {
+			t.Errorf("State after an empty handoff: %+v", st)
+		}
+		mustApply(t, s, horizon(at.Add(time.Hour), time.Hour))
+		if st := mustState(t, s); st.HandedOff || st.Handoff != nil {
+			t.Errorf("State after a horizon: still handed off: %+v", st)
+		}
+	}},
+}
+
 // wantSameState fails t unless got and want are the same state, their
 // horizons the same instant.
 func wantSameState(t *testing.T, got, want store.State) {
@@ -428,7 +551,7 @@ func wantSameState(t *testing.T, got, want store.State) {
 
 func TestContract(t *testing.T) {
 	for _, im := range impls {
-		for _, c := range contract {
+		for _, c := range slices.Concat(contract, onceContract, handoffContract) {
 			t.Run(im.name+"/"+c.name, func(t *testing.T) { c.run(t, im.open(t)) })
 		}
 	}

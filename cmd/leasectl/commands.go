@@ -372,7 +372,8 @@ func (a *app) statusCmd() *cobra.Command {
 default lease term, its revision, number of sessions and uptime, whether it
 still holds writes after a restart (WRITES: "held for ..." until the leases
 granted before the restart have run out), and the round-trip time of one
-stats request.`,
+stats request. For a cluster, a second table follows: every member, from the
+leader, with the role, raft term and indexes of those that --endpoints names.`,
 		Args: argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(func(ctx context.Context, c *client.Client) error {
@@ -401,10 +402,19 @@ stats request.`,
 					WritesAllowedInSeconds: seconds(st.WritesAllowedIn),
 					RTTSeconds:             seconds(rtt),
 				}
-				return a.emit(out,
+				if out.Members, err = a.clusterStatus(ctx); err != nil {
+					return err
+				}
+				if err := a.emit(out,
 					[]string{"ENDPOINT", "SESSION", "EPSILON", "TERM", "REVISION", "SESSIONS", "UPTIME", "WRITES", "RTT"},
 					[]string{a.endpoint, strconv.FormatUint(sess.ID, 10), fmtDur(st.Epsilon), fmtDur(st.DefaultTerm),
-						strconv.FormatUint(st.Revision, 10), strconv.Itoa(st.Sessions), fmtDur(st.Uptime), writes, fmtDur(rtt)})
+						strconv.FormatUint(st.Revision, 10), strconv.Itoa(st.Sessions), fmtDur(st.Uptime), writes, fmtDur(rtt)}); err != nil {
+					return err
+				}
+				if a.output == "json" || out.Members == nil {
+					return nil
+				}
+				return a.printClusterStatus(out.Members)
 			})
 		},
 	}

@@ -8,6 +8,8 @@
 //	leasectl write-lease config/primary db1 --hold 30s
 //	leasectl stats
 //	leasectl status
+//	leasectl --endpoints a:7401,b:7402,c:7403 endpoint status
+//	leasectl --endpoints a:7401,b:7402,c:7403 member list
 //
 // Run from the folder that holds leased-data, on the same machine as the
 // server, leasectl finds the server's CA by itself; otherwise pass --cacert
@@ -34,6 +36,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/protocol"
 )
 
 // Exit statuses, documented in the root command's help.
@@ -195,7 +198,8 @@ is not. Durations in JSON are in seconds, in fields ending in _seconds.
 		return &cliError{code: exitUsage, err: err}
 	})
 	f := root.PersistentFlags()
-	f.StringVar(&a.endpoint, "endpoint", defaultEndpoint, "server address, host:port")
+	f.StringVar(&a.endpoint, "endpoints", defaultEndpoint, "server address, host:port, or the nodes of a cluster, separated by commas (the leader is found)")
+	f.StringVar(&a.endpoint, "endpoint", defaultEndpoint, "the same as --endpoints")
 	f.StringVar(&a.cacert, "cacert", "", "PEM file of the CA that signed the server's certificate (default: see above)")
 	f.StringVar(&a.data, "data", layout.DefaultDir, "the server's data folder, to find its CA for a local endpoint")
 	f.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
@@ -208,6 +212,8 @@ is not. Durations in JSON are in seconds, in fields ending in _seconds.
 		a.writeLeaseCmd(),
 		a.statsCmd(),
 		a.statusCmd(),
+		a.memberCmd(),
+		a.endpointCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
@@ -225,12 +231,23 @@ func (a *app) validate() error {
 	if a.timeout <= 0 {
 		return usagef("--timeout %v: must be positive", a.timeout)
 	}
-	ep, err := normalizeEndpoint(a.endpoint)
-	if err != nil {
-		return err
+	var eps []string
+	for _, ep := range strings.Split(a.endpoint, ",") {
+		ep, err := normalizeEndpoint(ep)
+		if err != nil {
+			return err
+		}
+		eps = append(eps, ep)
 	}
-	a.endpoint = ep
+	a.endpoint = strings.Join(eps, ",")
 	return nil
+}
+
+// firstEndpoint is the first of the endpoints: the one whose host decides
+// whether the CA is looked for locally.
+func (a *app) firstEndpoint() string {
+	ep, _, _ := strings.Cut(a.endpoint, ",")
+	return ep
 }
 
 // normalizeEndpoint checks a --endpoint value and adds the default port
@@ -238,7 +255,7 @@ func (a *app) validate() error {
 func normalizeEndpoint(ep string) (string, error) {
 	ep = strings.TrimSpace(ep)
 	if ep == "" {
-		return "", usagef("--endpoint must not be empty")
+		return "", usagef("--endpoints must not be empty, nor name an empty endpoint")
 	}
 	if strings.Contains(ep, "://") {
 		return "", usagef("--endpoint %q: want host:port, without a scheme", ep)
@@ -261,7 +278,7 @@ var errNoCA = errors.New("no CA certificate")
 // local endpoint, <--data>/tls/ca.pem if it exists (relative to the working
 // directory); then $LEASED_CACERT.
 func (a *app) caFile() (string, error) {
-	ca, local := layout.FindCA(a.endpoint, a.data, a.cacert, a.getenv(envCACert))
+	ca, local := layout.FindCA(a.firstEndpoint(), a.data, a.cacert, a.getenv(envCACert))
 	if ca != "" {
 		return ca, nil
 	}
@@ -394,8 +411,13 @@ func (a *app) describe(err error) string {
 		}
 		return fmt.Sprintf("%s\nThe server's certificate is not signed by the CA in %s. Pass this server's CA with --cacert (it is <data>/tls/ca.pem where leased runs).", msg, ca)
 	case errors.As(err, &hostErr):
-		host, _, _ := net.SplitHostPort(a.endpoint)
+		host, _, _ := net.SplitHostPort(a.firstEndpoint())
 		return fmt.Sprintf("%s\nThe server's certificate does not name %q: restart leased with --tls-host %s, or connect by a name it has.", msg, host, host)
+	case isDial && errors.As(err, &se) && se.Code == protocol.CodeNotLeader:
+		if se.Leader != "" {
+			return fmt.Sprintf("%s\nThat node does not lead its cluster: give every node with --endpoints, or the leader, %s.", msg, se.Leader)
+		}
+		return fmt.Sprintf("%s\nThat node does not lead its cluster, and does not know which does yet: give every node with --endpoints.", msg)
 	case isDial && (errors.Is(err, client.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)):
 		return fmt.Sprintf("%s\nIs leased running at %s?", msg, a.endpoint)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrCanceled):

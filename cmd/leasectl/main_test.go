@@ -394,6 +394,8 @@ func TestExecuteUsage(t *testing.T) {
 		{[]string{"-o", "xml", "status"}, "want table or json"},
 		{[]string{"--timeout", "-1s", "status"}, "must be positive"},
 		{[]string{"--endpoint", "http://x:1", "status"}, "without a scheme"},
+		{[]string{"--endpoints", "a:1,,b:2", "status"}, "must not be empty"},
+		{[]string{"--endpoints", "a:1,quic://b:2", "status"}, "without a scheme"},
 		{[]string{"--bogus"}, "unknown flag"},
 		{[]string{"get", "a", "b"}, "get wants KEY; got 2"},
 		{[]string{"write-lease"}, "write-lease wants KEY [VALUE]; got 0"},

@@ -127,4 +127,7 @@ type statusJSON struct {
 	WritesHeld             bool    `json:"writes_held"`
 	WritesAllowedInSeconds float64 `json:"writes_allowed_in_seconds"`
 	RTTSeconds             float64 `json:"rtt_seconds"`
+	// Members, for a node of a cluster, are the members from the leader,
+	// each with its own status if one of --endpoints is that member.
+	Members []memberJSON `json:"members,omitempty"`
 }

@@ -15,6 +15,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -177,6 +178,8 @@ type crashModel struct {
 	failures  int
 
 	nAcked, nUnknown, nRefused, nLarge, nReads, nCached, nTokens atomic.Int64
+	// nLost counts acknowledged writes that a check found lost.
+	nLost atomic.Int64
 }
 
 func newCrashModel(t *testing.T, cancel context.CancelFunc) *crashModel {
@@ -375,6 +378,7 @@ type crashWriter struct {
 	seq        uint64
 	seen       map[string]uint64 // the highest version this client saw per key
 	reconnects atomic.Int64
+	opTimeout  time.Duration // bounds one operation; 0: crashOpTimeout
 }
 
 func (w *crashWriter) next() writeID {
@@ -414,7 +418,7 @@ func (w *crashWriter) run(ctx context.Context) {
 			}
 			continue
 		}
-		opCtx, cancel := context.WithTimeout(ctx, crashOpTimeout)
+		opCtx, cancel := context.WithTimeout(ctx, cmp.Or(w.opTimeout, crashOpTimeout))
 		var err error
 		switch p := w.rng.IntN(100); {
 		case p < 30:
@@ -546,12 +550,18 @@ func (w *crashWriter) get(ctx context.Context, key string) (client.Item, error) 
 // server said it would still hold writes.
 func crashCheck(t *testing.T, srv *clitest.Server, m *crashModel, prevRev uint64, when string) (uint64, time.Duration) {
 	t.Helper()
+	return crashCheckAt(t, srv.ClientConfig(), srv.Addr, m, prevRev, when)
+}
+
+// crashCheckAt is crashCheck with a client of cfg dialing endpoints: one
+// server, or the endpoint list of a cluster (TestCrashCluster).
+func crashCheckAt(t *testing.T, cfg client.Config, endpoints string, m *crashModel, prevRev uint64, when string) (uint64, time.Duration) {
+	t.Helper()
 	snap, maxAcked := m.snapshot()
-	cfg := srv.ClientConfig()
 	cfg.Name = "checker"
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
-	c, err := client.Dial(ctx, srv.Addr, cfg)
+	c, err := client.Dial(ctx, endpoints, cfg)
 	if err != nil {
 		t.Fatalf("%s: checker: dial: %v", when, err)
 	}
@@ -565,6 +575,7 @@ func crashCheck(t *testing.T, srv *clitest.Server, m *crashModel, prevRev uint64
 		m.checkItem("checker "+when, key, it.Found, it.Value, it.Version)
 		maxRead = max(maxRead, it.Version)
 		if it.Version < ks.acked {
+			m.nLost.Add(1)
 			m.violation("%s: %s is at version %d (found=%v), but version %d (%v) was acknowledged: an acknowledged write is lost",
 				when, key, it.Version, it.Found, ks.acked, ks.ackedID)
 			continue

@@ -12,10 +12,18 @@
 // --shutdown-timeout); a second signal closes it at once. Exit status: 0
 // after a signal, 1 when the server cannot start or fails, 2 for a bad
 // command line.
+//
+// The cert subcommands make the certificates of a cluster: a CA, node
+// certificates for the peer and client ports, and client certificates.
+//
+//	leased cert create-ca --dir ./ca
+//	leased cert create-node --ca-dir ./ca --name n1 --host n1.example.com --out ./n1
+//	leased cert create-client --ca-dir ./ca --name app --out ./app
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +32,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +40,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/server"
 )
 
@@ -55,12 +66,29 @@ type options struct {
 	epsilon         time.Duration
 	maxValueSize    int
 	maxSessions     int
+	retryWindow     time.Duration
+	unsafeSkipWait  bool // hidden: the negative control of the linearizability tests
 	tlsHosts        []string
 	terms           []string // PREFIX=DURATION
 	prefixTerms     []server.PrefixTerm
 	logLevel        string
 	logFormat       string
 	shutdownTimeout time.Duration
+
+	// A node of a cluster (DESIGN.md §13).
+	name           string
+	peerListen     string
+	initialCluster string // NAME=HOST:PORT,...
+	peers          []server.Peer
+	caDir          string
+	cacert         string
+	cert           string
+	key            string
+	peer           peerOptions
+
+	// Joining a running cluster, and raft's timeouts (members.go).
+	initialClusterState string // new or existing
+	raftTimeouts        raftTimeouts
 }
 
 // usageError is a bad command line: exit status 2.
@@ -86,14 +114,18 @@ func execute(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
-	err := cmd.Execute()
+	failed, err := cmd.ExecuteC()
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "Error: %s\n", describe(err))
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "Run 'leased --help' for usage.\n")
+		path := "leased"
+		if failed != nil {
+			path = failed.CommandPath()
+		}
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
 		return exitUsage
 	}
 	return exitError
@@ -136,6 +168,11 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// The subcommands are cert's; leased itself still takes only flags,
+	// and a completion command is not worth the change.
+	cmd.CompletionOptions.DisableDefaultCmd = true
+	cmd.AddCommand(newCertCmd())
+	cmd.AddCommand(newInspectCmd(stderr))
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", server.DefaultAddr, "UDP address to serve on (host:port)")
 	f.StringVar(&o.data, "data", server.DefaultDir, "data folder: database and TLS files (created if missing)")
@@ -143,12 +180,189 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.DurationVar(&o.epsilon, "epsilon", server.DefaultEpsilon, "clock drift allowance ε added to every lease on the server")
 	f.IntVar(&o.maxValueSize, "max-value-size", server.DefaultMaxValueSize, "largest value in bytes (at most 64 MiB)")
 	f.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "most client sessions at once")
+	f.BoolVar(&o.unsafeSkipWait, "unsafe-skip-horizon-wait", false, "UNSAFE, for tests of the linearizability checker only: write at once after a start or failover, breaking the promise of earlier leases")
+	f.MarkHidden("unsafe-skip-horizon-wait")
+	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once")
 	f.StringArrayVar(&o.terms, "term", nil, "lease term for keys under a prefix, as PREFIX=DURATION (repeatable; the longest prefix wins; 0 means never cached), e.g. --term /hot/=1s")
 	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful shutdown may take before the server closes at once")
+	f.StringVar(&o.name, "name", "", "this node's name in a cluster (with --peer-listen)")
+	f.StringVar(&o.peerListen, "peer-listen", "", "TCP address (host:port) that the other nodes of a cluster reach this one at; makes leased a node of a cluster")
+	f.StringVar(&o.initialCluster, "initial-cluster", "", "the nodes of a new cluster, this one included, as NAME=HOST:PORT,... (their --peer-listen); used only on a node's first start; empty: a cluster of this node alone")
+	f.StringVar(&o.caDir, "ca-dir", "", "cluster CA folder (ca.pem, ca-key.pem) from which the node issues its own certificate on first start, under <data>/tls/node")
+	f.StringVar(&o.cacert, "cacert", "", "cluster CA certificate (PEM), with --cert and --key: certificates made with 'leased cert'")
+	f.StringVar(&o.cert, "cert", "", "this node's certificate (PEM), from 'leased cert create-node'")
+	f.StringVar(&o.key, "key", "", "this node's private key (PEM)")
+	o.peer.addFlags(f)
+	o.memberFlags(f)
 	return cmd
+}
+
+// newCertCmd builds `leased cert` and its subcommands, which make the
+// certificates of a cluster (DESIGN.md §13) with package tlsfiles. Each
+// prints the files it wrote, one a line. A file that exists is never
+// replaced: the command fails (status 1) and names it. Missing flags, a bad
+// name or a bad host are a bad command line (status 2).
+func newCertCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cert",
+		Short: "Make the CA, node and client certificates of a cluster",
+		Long: `The cert subcommands make the certificates of a cluster.
+
+create-ca makes the CA that every node and client trusts. create-node issues
+a node certificate from it: a node serves clients and peers and dials peers
+with it, and peers verify it against the address they dial, so --host must
+name every address and host name other nodes and clients use to reach it.
+create-client issues a client certificate, whose name is the client's
+identity; it cannot serve, nor join the peer network.
+
+No file is ever replaced. Private keys are written with mode 0600.`,
+		Example: `  leased cert create-ca --dir ./ca
+  leased cert create-node --ca-dir ./ca --name n1 --host n1.example.com --host 10.0.0.1 --out ./n1
+  leased cert create-client --ca-dir ./ca --name app --out ./app`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return usagef("%s needs a subcommand: create-ca, create-node or create-client", cmd.CommandPath())
+		},
+	}
+	cmd.AddCommand(newCreateCACmd(), newCreateNodeCmd(), newCreateClientCmd())
+	return cmd
+}
+
+// newCreateCACmd builds `leased cert create-ca`.
+func newCreateCACmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "create-ca --dir DIR",
+		Short: "Create a cluster CA: DIR/ca.pem and DIR/ca-key.pem",
+		Long: `create-ca creates a new cluster CA (ECDSA P-256, valid 10 years) in DIR,
+which it creates if missing: ca.pem, the certificate every node and client
+trusts, and ca-key.pem, the private key that create-node and create-client
+sign with. Keep ca-key.pem secret: only a node that issues its own
+certificate needs it.`,
+		Example: `  leased cert create-ca --dir ./ca`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := required("--dir", dir); err != nil {
+				return err
+			}
+			if err := tlsfiles.CreateCA(dir); err != nil {
+				return certError(err)
+			}
+			return printFiles(cmd.OutOrStdout(), filepath.Join(dir, tlsfiles.CAFileName), filepath.Join(dir, tlsfiles.CAKeyFileName))
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "folder to create the CA in (created if missing)")
+	return cmd
+}
+
+// newCreateNodeCmd builds `leased cert create-node`.
+func newCreateNodeCmd() *cobra.Command {
+	var caDir, name, out string
+	var hosts []string
+	cmd := &cobra.Command{
+		Use:   "create-node --ca-dir DIR --name NAME [--host HOST ...] --out DIR",
+		Short: "Issue a node certificate: OUT/NAME.pem and OUT/NAME-key.pem",
+		Long: `create-node issues a node certificate from the CA in --ca-dir and writes it
+and its key to --out, as NAME.pem and NAME-key.pem. It is valid for server and
+client authentication, names localhost, 127.0.0.1, ::1 and every --host, and
+expires after 825 days.`,
+		Example: `  leased cert create-node --ca-dir ./ca --name n1 --host n1.example.com --host 10.0.0.1 --out ./n1`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range [][2]string{{"--ca-dir", caDir}, {"--name", name}, {"--out", out}} {
+				if err := required(f[0], f[1]); err != nil {
+					return err
+				}
+			}
+			for _, h := range hosts {
+				if strings.TrimSpace(h) == "" {
+					return usagef("--host must not be empty")
+				}
+			}
+			cert, key, err := tlsfiles.IssueNode(caDir, out, name, hosts)
+			if err != nil {
+				return certError(err)
+			}
+			return printFiles(cmd.OutOrStdout(), cert, key)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&caDir, "ca-dir", "", "folder of the CA (ca.pem and ca-key.pem)")
+	f.StringVar(&name, "name", "", "node name: the certificate's CommonName and file names")
+	f.StringArrayVar(&hosts, "host", nil, "host name or IP address that peers and clients reach the node at (repeatable, one a flag)")
+	f.StringVar(&out, "out", "", "folder to write the certificate and key in (created if missing)")
+	return cmd
+}
+
+// newCreateClientCmd builds `leased cert create-client`.
+func newCreateClientCmd() *cobra.Command {
+	var caDir, name, out string
+	cmd := &cobra.Command{
+		Use:   "create-client --ca-dir DIR --name NAME --out DIR",
+		Short: "Issue a client certificate: OUT/NAME.pem and OUT/NAME-key.pem",
+		Long: `create-client issues a client certificate from the CA in --ca-dir and writes
+it and its key to --out, as NAME.pem and NAME-key.pem. It is valid for client
+authentication only, its CommonName NAME is the client's identity, and it
+expires after 825 days.`,
+		Example: `  leased cert create-client --ca-dir ./ca --name app --out ./app`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range [][2]string{{"--ca-dir", caDir}, {"--name", name}, {"--out", out}} {
+				if err := required(f[0], f[1]); err != nil {
+					return err
+				}
+			}
+			cert, key, err := tlsfiles.IssueClient(caDir, out, name)
+			if err != nil {
+				return certError(err)
+			}
+			return printFiles(cmd.OutOrStdout(), cert, key)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&caDir, "ca-dir", "", "folder of the CA (ca.pem and ca-key.pem)")
+	f.StringVar(&name, "name", "", "client name: the certificate's CommonName and file names")
+	f.StringVar(&out, "out", "", "folder to write the certificate and key in (created if missing)")
+	return cmd
+}
+
+// noArgs refuses positional arguments as a bad command line.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, only flags; got %q", cmd.CommandPath(), args)
+	}
+	return nil
+}
+
+// required returns a usage error if the flag's value is blank.
+func required(flag, value string) error {
+	if strings.TrimSpace(value) == "" {
+		return usagef("%s is required", flag)
+	}
+	return nil
+}
+
+// certError makes a bad name or host from tlsfiles a bad command line.
+func certError(err error) error {
+	if errors.Is(err, tlsfiles.ErrBadName) || errors.Is(err, tlsfiles.ErrBadHost) {
+		return usageError{err}
+	}
+	return err
+}
+
+// printFiles prints the paths of the files a cert command wrote.
+func printFiles(w io.Writer, paths ...string) error {
+	for _, p := range paths {
+		if _, err := fmt.Fprintln(w, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseLevel parses a --log-level value.
@@ -201,11 +415,19 @@ func (o *options) validate() error {
 		return usagef("--max-sessions %d: must be positive", o.maxSessions)
 	case o.shutdownTimeout <= 0:
 		return usagef("--shutdown-timeout %v: must be positive", o.shutdownTimeout)
+	case o.retryWindow < 0:
+		return usagef("--retry-window %v: must be positive", o.retryWindow)
 	}
 	for _, h := range o.tlsHosts {
 		if strings.TrimSpace(h) == "" {
 			return usagef("--tls-host must not be empty")
 		}
+	}
+	if err := o.validateCluster(); err != nil {
+		return err
+	}
+	if err := o.validateMembership(); err != nil {
+		return err
 	}
 	o.prefixTerms = nil
 	seen := make(map[string]bool)
@@ -223,6 +445,81 @@ func (o *options) validate() error {
 		}
 		seen[prefix] = true
 		o.prefixTerms = append(o.prefixTerms, server.PrefixTerm{Prefix: prefix, Term: term})
+	}
+	return nil
+}
+
+// validateCluster checks the flags of a node of a cluster, and parses
+// --initial-cluster.
+func (o *options) validateCluster() error {
+	o.peers = nil
+	files := o.cacert != "" || o.cert != "" || o.key != ""
+	if o.peerListen == "" {
+		for _, f := range [][2]string{{"--name", o.name}, {"--initial-cluster", o.initialCluster}, {"--ca-dir", o.caDir}, {"--cacert", o.cacert}, {"--cert", o.cert}, {"--key", o.key}} {
+			if f[1] != "" {
+				return usagef("%s is for a node of a cluster: give --peer-listen too", f[0])
+			}
+		}
+		if f := o.peer.set(); f != "" {
+			return usagef("%s is for a node of a cluster: give --peer-listen too", f)
+		}
+		return nil
+	}
+	if err := checkAddr("--peer-listen", o.peerListen); err != nil {
+		return err
+	}
+	switch {
+	case strings.TrimSpace(o.name) == "":
+		return usagef("--peer-listen needs --name: the node's name in the cluster")
+	case o.caDir != "" && files:
+		return usagef("give either --ca-dir or --cacert, --cert and --key, not both")
+	case o.caDir == "" && !files:
+		return usagef("a node of a cluster needs certificates: --ca-dir, or --cacert, --cert and --key")
+	case files && (o.cacert == "" || o.cert == "" || o.key == ""):
+		return usagef("--cacert, --cert and --key go together")
+	}
+	if err := o.peer.validate(o.name); err != nil {
+		return err
+	}
+	if o.initialCluster == "" {
+		return nil
+	}
+	self := false
+	for _, item := range strings.Split(o.initialCluster, ",") {
+		name, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || name == "" {
+			return usagef("--initial-cluster %q: want NAME=HOST:PORT,...", o.initialCluster)
+		}
+		if err := checkAddr("--initial-cluster "+name, addr); err != nil {
+			return err
+		}
+		for _, p := range o.peers {
+			if p.Name == name {
+				return usagef("--initial-cluster names %q twice", name)
+			}
+		}
+		if name == o.name {
+			if addr != o.peerListen {
+				return usagef("--initial-cluster gives %s=%s but --peer-listen is %s", name, addr, o.peerListen)
+			}
+			self = true
+		}
+		o.peers = append(o.peers, server.Peer{Name: name, Addr: addr})
+	}
+	if !self {
+		return usagef("--initial-cluster does not name this node (--name %s)", o.name)
+	}
+	return nil
+}
+
+// checkAddr checks that a flag's value is host:port with a numeric port.
+func checkAddr(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("%s %q: want host:port", flag, addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return usagef("%s %q: port %q is not a number from 0 to 65535", flag, addr, port)
 	}
 	return nil
 }
@@ -245,6 +542,44 @@ func checkListen(addr string) error {
 	return nil
 }
 
+// cluster returns the cluster part of the server configuration, and the
+// CA clients must trust: the node's certificate, issued from --ca-dir on
+// first start or given, serves clients and peers alike. Nil without
+// --peer-listen.
+func (o *options) cluster() (*server.Cluster, *tls.Config, string, error) {
+	if o.peerListen == "" {
+		return nil, nil, "", nil
+	}
+	caFile, certFile, keyFile := o.cacert, o.cert, o.key
+	if o.caDir != "" {
+		var hosts []string
+		for _, a := range []string{o.listen, o.peerListen} {
+			if h, _, err := net.SplitHostPort(a); err == nil && h != "" && !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
+		hosts = append(hosts, o.tlsHosts...)
+		var err error
+		certFile, keyFile, err = tlsfiles.EnsureNode(o.caDir, filepath.Join(o.data, layout.TLSDir, "node"), o.name, hosts)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		caFile = filepath.Join(o.caDir, tlsfiles.CAFileName)
+	}
+	peerSrv, peerCli, err := tlsfiles.PeerTLS(caFile, certFile, keyFile)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("node certificate: %w", err)
+	}
+	cl := &server.Cluster{Name: o.name, PeerAddr: o.peerListen, Peers: o.peers, PeerTLS: peerSrv, PeerClientTLS: peerCli}
+	o.peer.apply(cl)
+	o.applyMembership(cl)
+	return cl, &tls.Config{Certificates: []tls.Certificate{pair}}, caFile, nil
+}
+
 // config returns the server configuration for the flags.
 func (o *options) config(log *slog.Logger) server.Config {
 	return server.Config{
@@ -255,8 +590,11 @@ func (o *options) config(log *slog.Logger) server.Config {
 		Epsilon:      o.epsilon,
 		MaxValueSize: o.maxValueSize,
 		MaxSessions:  o.maxSessions,
+		RetryWindow:  o.retryWindow,
 		TLSHosts:     o.tlsHosts,
 		Logger:       log,
+
+		UnsafeSkipHorizonWait: o.unsafeSkipWait,
 	}
 }
 
@@ -272,11 +610,21 @@ func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
 		return err
 	}
 	slog.SetDefault(log)
-	srv, err := server.New(o.config(log))
+	cfg := o.config(log)
+	cl, clientTLS, clusterCA, err := o.cluster()
+	if err != nil {
+		return err
+	}
+	cfg.Cluster, cfg.TLSConfig = cl, clientTLS
+	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
 	data, ca := absPath(o.data), absPath(server.CAPath(o.data))
+	if cl != nil {
+		ca = absPath(clusterCA)
+		log.Info("node of a cluster", "name", o.name, "peer_listen", o.peerListen, "initial_cluster", o.initialCluster)
+	}
 	log.Info("leased started",
 		"listen", srv.Addr().String(),
 		"data", data,

@@ -215,13 +215,19 @@ func expectError(t *testing.T, r clitest.Result, code int, want string) {
 	}
 }
 
+// cluster makes o the flags of a good node of a cluster.
+func cluster(o *options) {
+	o.name, o.peerListen, o.caDir = "n1", "127.0.0.1:7501", "ca"
+}
+
 // TestValidate checks flag validation without starting a server.
 func TestValidate(t *testing.T) {
 	good := func() *options {
 		return &options{
 			listen: server.DefaultAddr, data: server.DefaultDir,
 			leaseTerm: time.Second, epsilon: time.Millisecond,
-			maxValueSize: 1, maxSessions: 1, shutdownTimeout: time.Second,
+			maxValueSize: 1, maxSessions: 1, shutdownTimeout: time.Second, retryWindow: time.Minute,
+			initialClusterState: clusterStateNew, raftTimeouts: defaultRaftTimeouts,
 		}
 	}
 	if err := good().validate(); err != nil {
@@ -241,12 +247,25 @@ func TestValidate(t *testing.T) {
 		{func(o *options) { o.maxValueSize = 0 }, "--max-value-size"},
 		{func(o *options) { o.maxValueSize = maxValueSizeLimit + 1 }, "--max-value-size"},
 		{func(o *options) { o.maxSessions = -1 }, "--max-sessions"},
+		{func(o *options) { o.retryWindow = -time.Second }, "--retry-window"},
 		{func(o *options) { o.shutdownTimeout = 0 }, "--shutdown-timeout"},
 		{func(o *options) { o.tlsHosts = []string{""} }, "--tls-host"},
 		{func(o *options) { o.terms = []string{"/hot/"} }, "PREFIX=DURATION"},
 		{func(o *options) { o.terms = []string{"/hot/=soon"} }, "not a duration"},
 		{func(o *options) { o.terms = []string{"/hot/=-1s"} }, "not a duration"},
 		{func(o *options) { o.terms = []string{"/a=1s", "/a=2s"} }, "twice"},
+		{func(o *options) { o.name = "n1" }, "give --peer-listen too"},
+		{func(o *options) { o.caDir = "ca" }, "give --peer-listen too"},
+		{func(o *options) { cluster(o); o.peerListen = "nohost" }, "--peer-listen"},
+		{func(o *options) { cluster(o); o.name = "" }, "needs --name"},
+		{func(o *options) { cluster(o); o.caDir = "" }, "needs certificates"},
+		{func(o *options) { cluster(o); o.cacert = "ca.pem" }, "not both"},
+		{func(o *options) { cluster(o); o.caDir, o.cacert, o.cert = "", "ca.pem", "n1.pem" }, "go together"},
+		{func(o *options) { cluster(o); o.initialCluster = "n1" }, "NAME=HOST:PORT"},
+		{func(o *options) { cluster(o); o.initialCluster = "n1=127.0.0.1:7501,n2=nohost" }, "--initial-cluster n2"},
+		{func(o *options) { cluster(o); o.initialCluster = "n1=127.0.0.1:7501,n1=127.0.0.1:7502" }, "twice"},
+		{func(o *options) { cluster(o); o.initialCluster = "n1=127.0.0.1:7509" }, "but --peer-listen is"},
+		{func(o *options) { cluster(o); o.initialCluster = "n2=127.0.0.1:7502" }, "does not name this node"},
 	} {
 		o := good()
 		tc.change(o)
@@ -256,6 +275,15 @@ func TestValidate(t *testing.T) {
 		}
 	}
 	o := good()
+	cluster(o)
+	o.initialCluster = "n1=127.0.0.1:7501, n2=127.0.0.1:7502,n3=127.0.0.1:7503"
+	if err := o.validate(); err != nil {
+		t.Fatalf("a node of a cluster: %v", err)
+	}
+	if wantPeers := []server.Peer{{Name: "n1", Addr: "127.0.0.1:7501"}, {Name: "n2", Addr: "127.0.0.1:7502"}, {Name: "n3", Addr: "127.0.0.1:7503"}}; !slices.Equal(o.peers, wantPeers) {
+		t.Errorf("--initial-cluster parsed as %v, want %v", o.peers, wantPeers)
+	}
+	o = good()
 	o.terms = []string{"/hot/=1s", "/nocache/=0", "=5s"}
 	if err := o.validate(); err != nil {
 		t.Fatalf("--term: %v", err)

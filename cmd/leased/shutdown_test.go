@@ -31,6 +31,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/wait"
 )
 
 const (
@@ -262,19 +263,6 @@ func (h *holder) resume(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond every 5 ms until it holds, and fails the test if it
-// does not within the bound.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // dialServer dials srv with the real library; the client is closed in
 // t.Cleanup.
 func dialServer(t *testing.T, srv *clitest.Server, name string) *client.Client {
@@ -331,7 +319,7 @@ func mustStats(t *testing.T, c *client.Client) *client.Stats {
 // waitWriteWaiting waits until the server reports n writes waiting.
 func waitWriteWaiting(t *testing.T, c *client.Client, n int) {
 	t.Helper()
-	waitUntil(t, stepTimeout, fmt.Sprintf("%d writes waiting on the server", n), func() bool {
+	wait.For(t, stepTimeout, fmt.Sprintf("%d writes waiting on the server", n), func() bool {
 		return mustStats(t, c).WritesWaiting >= n
 	})
 }
@@ -471,7 +459,7 @@ func TestSecondSIGTERMKeepsAcknowledgedWrites(t *testing.T) {
 	waitWriteWaiting(t, w, 1)
 
 	srv.Signal(t, syscall.SIGTERM)
-	waitUntil(t, stepTimeout, "leased to log that it is shutting down", func() bool {
+	wait.For(t, stepTimeout, "leased to log that it is shutting down", func() bool {
 		return strings.Contains(srv.Stderr.String(), "shutting down")
 	})
 	select {
@@ -712,7 +700,7 @@ func TestKillRestartResetsConnections(t *testing.T) {
 	// client learns of the reset; it must then reconnect by itself.
 	const within = 5 * time.Second // far below the 30 s idle timeout
 	var ver uint64
-	waitUntil(t, within, "a put after the restart to succeed", func() bool {
+	wait.For(t, within, "a put after the restart to succeed", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		v, err := c.Put(ctx, "k", []byte("after"))

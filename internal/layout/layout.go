@@ -21,6 +21,9 @@ const (
 	CAFile = "ca.pem"
 	// DBDir is the folder, under the data folder, of the database.
 	DBDir = "db"
+	// RaftDir is the folder, under the data folder, of the replicated log
+	// (RaftDir/wal) and its snapshots (RaftDir/snapshots).
+	RaftDir = "raft"
 	// EnvCACert names the environment variable that gives the command-line
 	// tools the CA file when --cacert is not given and no local data folder
 	// has one.

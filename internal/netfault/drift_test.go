@@ -11,6 +11,7 @@ import (
 
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/testkit/leaktest"
+	"github.com/leased/leased/internal/testkit/wait"
 )
 
 // These tests drive a fake base clock. A base timer that has not expired
@@ -44,13 +45,7 @@ func waiters(t *testing.T, fc *clock.Fake, n int) {
 
 func recv(t *testing.T, ch <-chan time.Time) time.Time {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLimit):
-		t.Fatalf("nothing received within %v", waitLimit)
-		return time.Time{}
-	}
+	return wait.Chan(t, ch, waitLimit, "a tick")
 }
 
 func none(t *testing.T, ch <-chan time.Time) {
@@ -174,7 +169,7 @@ func TestDriftTimerStopReset(t *testing.T) {
 	// A value fired but not received is gone after Reset, as for time.Timer.
 	tm.Reset(2 * time.Second)
 	fc.Advance(time.Second)
-	waitFor(t, "tick in the channel", func() bool { return len(tm.Chan()) == 1 })
+	wait.For(t, waitLimit, "tick in the channel", func() bool { return len(tm.Chan()) == 1 })
 	tm.Reset(2 * time.Second)
 	none(t, tm.Chan())
 	fc.Advance(time.Second)
@@ -222,7 +217,7 @@ func TestDriftTicker(t *testing.T) {
 	// Stop drops a tick not yet received, and no tick comes after it.
 	waiters(t, fc, 1)
 	fc.Advance(2 * time.Second)
-	waitFor(t, "tick in the channel", func() bool { return len(tk.Chan()) == 1 })
+	wait.For(t, waitLimit, "tick in the channel", func() bool { return len(tk.Chan()) == 1 })
 	tk.Stop()
 	fc.Advance(time.Hour)
 	none(t, tk.Chan())

@@ -23,6 +23,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/leased/leased/internal/testkit/leaktest"
+	"github.com/leased/leased/internal/testkit/wait"
 )
 
 // These tests run on real UDP sockets on 127.0.0.1, so they wait in real
@@ -111,7 +112,7 @@ func sendIn(t *testing.T, p *pair, first, n int) {
 			}
 			received++
 		}
-		waitFor(t, "packets read off the wrapped socket", func() bool { return p.w.Stats().Received >= received })
+		wait.For(t, waitLimit, "packets read off the wrapped socket", func() bool { return p.w.Stats().Received >= received })
 	}
 }
 
@@ -174,18 +175,6 @@ func seqOf(t *testing.T, b []byte) int {
 		t.Fatalf("unexpected payload %q", b)
 	}
 	return int(binary.BigEndian.Uint32(b))
-}
-
-// waitFor polls cond until it holds, and fails after waitLimit.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, waitLimit)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func seqRange(first, n int) []int {

@@ -5,6 +5,9 @@
 // operator supplies. It never silently replaces a CA that clients may already
 // trust.
 //
+// For a cluster (pki.go) it makes a cluster CA, node and client certificates
+// issued from it, and the mutual TLS configs of the raft peer port.
+//
 // It imports only the standard library and internal/layout, so that any
 // layer may use it; the caller names the ALPN protocol its configs offer.
 package tlsfiles
@@ -47,6 +50,11 @@ const (
 	// KeyFileName is the private key of the server certificate (PEM, mode 0600).
 	KeyFileName = "server-key.pem"
 )
+
+// ErrBadHost is wrapped by the error for a host that is neither a DNS name
+// nor an IP address, from LoadOrCreate, IssueNode and EnsureNode. The CLI
+// reports it as a bad command line.
+var ErrBadHost = errors.New("bad host")
 
 // Validity and renewal policy of the generated certificates.
 const (
@@ -116,7 +124,7 @@ func LoadOrCreate(dir string, extraHosts []string, alpn string) (*tls.Config, er
 	if caPEM == nil {
 		// No CA yet: first start (or an interrupted one). Nobody can trust a
 		// CA that does not exist, so create it; the server pair follows.
-		caCert, caKey, err = createCA(caPath, caKeyPath, now)
+		caCert, caKey, err = createCA(caPath, caKeyPath, caCommonName, now, WriteFileAtomic)
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +184,7 @@ func LoadOrCreate(dir string, extraHosts []string, alpn string) (*tls.Config, er
 		if !keyMatches(key, leaf) {
 			return nil, fmt.Errorf("tls: server key %s does not match server certificate %s", keyPath, certPath)
 		}
-		reason = reissueReason(certPath, leaf, caCert, hosts, now)
+		reason = reissueReason("server certificate", certPath, leaf, caCert, hosts, now)
 	}
 
 	if reason != "" {
@@ -239,38 +247,30 @@ type altNames struct {
 }
 
 // serverAltNames returns the names for a server certificate: localhost, the
-// loopback addresses, the host name and extraHosts, without duplicates. It
+// loopback addresses, extraHosts and the host name, without duplicates. It
 // rejects an extra host that is neither an IP address nor a DNS name.
 func serverAltNames(extraHosts []string) (altNames, error) {
-	var h altNames
-	addDNS := func(name string, extra bool) {
-		name = strings.ToLower(strings.TrimSuffix(name, "."))
-		for _, d := range h.dns {
-			if d == name {
-				if extra && !containsDNS(h.extraDNS, name) {
-					h.extraDNS = append(h.extraDNS, name)
-				}
-				return
-			}
-		}
-		h.dns = append(h.dns, name)
-		if extra {
-			h.extraDNS = append(h.extraDNS, name)
-		}
+	h, err := hostAltNames(extraHosts)
+	if err != nil {
+		return altNames{}, err
 	}
-	addIP := func(ip net.IP, extra bool) {
-		if !containsIP(h.ips, ip) {
-			h.ips = append(h.ips, ip)
-		}
-		if extra && !containsIP(h.extraIPs, ip) {
-			h.extraIPs = append(h.extraIPs, ip)
-		}
+	if name, err := os.Hostname(); err == nil && validDNSName(name) {
+		h.addDNS(name, false)
 	}
+	return h, nil
+}
 
-	addDNS("localhost", false)
-	addIP(net.IPv4(127, 0, 0, 1), false)
-	addIP(net.IPv6loopback, false)
-	for _, raw := range extraHosts {
+// hostAltNames returns localhost, the loopback addresses and hosts, without
+// duplicates; hosts are the extra names. A host is a DNS name or an IP
+// address, and an IPv6 address may be given in brackets; blank hosts are
+// skipped. It rejects any other host with an error wrapping ErrBadHost.
+// serverAltNames and the node certificates of pki.go use it.
+func hostAltNames(hosts []string) (altNames, error) {
+	var h altNames
+	h.addDNS("localhost", false)
+	h.addIP(net.IPv4(127, 0, 0, 1), false)
+	h.addIP(net.IPv6loopback, false)
+	for _, raw := range hosts {
 		s := strings.TrimSpace(raw)
 		if s == "" {
 			continue
@@ -279,18 +279,36 @@ func serverAltNames(extraHosts []string) (altNames, error) {
 			s = s[1 : len(s)-1]
 		}
 		if ip := net.ParseIP(s); ip != nil {
-			addIP(ip, true)
+			h.addIP(ip, true)
 			continue
 		}
 		if !validDNSName(s) {
-			return altNames{}, fmt.Errorf("tls: extra host %q is neither an IP address nor a DNS name", raw)
+			return altNames{}, fmt.Errorf("tls: %w %q: neither an IP address nor a DNS name", ErrBadHost, raw)
 		}
-		addDNS(s, true)
-	}
-	if name, err := os.Hostname(); err == nil && validDNSName(name) {
-		addDNS(name, false)
+		h.addDNS(s, true)
 	}
 	return h, nil
+}
+
+// addDNS adds the DNS name name, and records it as an extra name if extra.
+func (h *altNames) addDNS(name string, extra bool) {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if !containsDNS(h.dns, name) {
+		h.dns = append(h.dns, name)
+	}
+	if extra && !containsDNS(h.extraDNS, name) {
+		h.extraDNS = append(h.extraDNS, name)
+	}
+}
+
+// addIP adds the address ip, and records it as an extra name if extra.
+func (h *altNames) addIP(ip net.IP, extra bool) {
+	if !containsIP(h.ips, ip) {
+		h.ips = append(h.ips, ip)
+	}
+	if extra && !containsIP(h.extraIPs, ip) {
+		h.extraIPs = append(h.extraIPs, ip)
+	}
 }
 
 // validDNSName reports whether s can be a DNS subject alternative name:
@@ -335,35 +353,37 @@ func containsIP(list []net.IP, ip net.IP) bool {
 	return false
 }
 
-// reissueReason returns why the valid-looking server certificate leaf
-// must be reissued, or "" when it can be used as it is.
-func reissueReason(certPath string, leaf, ca *x509.Certificate, hosts altNames, now time.Time) string {
+// reissueReason returns why the valid-looking certificate leaf must be
+// reissued, or "" when it can be used as it is; what names the kind of
+// certificate ("server certificate") in the reason.
+func reissueReason(what, certPath string, leaf, ca *x509.Certificate, hosts altNames, now time.Time) string {
 	if now.Before(leaf.NotBefore) {
-		return fmt.Sprintf("server certificate %s is not valid until %s", certPath, leaf.NotBefore.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("%s %s is not valid until %s", what, certPath, leaf.NotBefore.UTC().Format(time.RFC3339))
 	}
 	if leaf.NotAfter.Sub(now) < renewBefore {
-		return fmt.Sprintf("server certificate %s expires on %s", certPath, leaf.NotAfter.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("%s %s expires on %s", what, certPath, leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if err := leaf.CheckSignatureFrom(ca); err != nil {
-		return fmt.Sprintf("server certificate %s is not signed by the CA in %s", certPath, CAFileName)
+		return fmt.Sprintf("%s %s is not signed by the CA in %s", what, certPath, CAFileName)
 	}
 	for _, name := range hosts.extraDNS {
 		if !containsDNS(leaf.DNSNames, name) {
-			return fmt.Sprintf("server certificate %s does not name host %q", certPath, name)
+			return fmt.Sprintf("%s %s does not name host %q", what, certPath, name)
 		}
 	}
 	for _, ip := range hosts.extraIPs {
 		if !containsIP(leaf.IPAddresses, ip) {
-			return fmt.Sprintf("server certificate %s does not name address %s", certPath, ip)
+			return fmt.Sprintf("%s %s does not name address %s", what, certPath, ip)
 		}
 	}
 	return ""
 }
 
-// createCA makes a new self-signed CA and writes its key, then its
-// certificate. The certificate goes last so that an existing ca.pem always
-// has its key next to it.
-func createCA(caPath, caKeyPath string, now time.Time) (*x509.Certificate, crypto.Signer, error) {
+// createCA makes a new self-signed CA named commonName and writes its key,
+// then its certificate, with write (WriteFileAtomic, or writeFileNew to
+// refuse to replace a file). The certificate goes last so that an existing
+// ca.pem always has its key next to it.
+func createCA(caPath, caKeyPath, commonName string, now time.Time, write writeFunc) (*x509.Certificate, crypto.Signer, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tls: generate CA key: %w", err)
@@ -374,7 +394,7 @@ func createCA(caPath, caKeyPath string, now time.Time) (*x509.Certificate, crypt
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: caCommonName},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              now.AddDate(caValidityYears, 0, 0),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
@@ -395,23 +415,36 @@ func createCA(caPath, caKeyPath string, now time.Time) (*x509.Certificate, crypt
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := WriteFileAtomic(caKeyPath, keyPEM, 0o600); err != nil {
+	if err := write(caKeyPath, keyPEM, 0o600); err != nil {
 		return nil, nil, err
 	}
-	if err := WriteFileAtomic(caPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := write(caPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
 		return nil, nil, err
 	}
 	return cert, key, nil
 }
 
-// issueServer makes a new server key and certificate signed by ca and
-// writes them, returning their PEM. It removes the old certificate before
-// writing the new key, so a crash in between leaves a missing certificate
-// (reissued on the next start) rather than a key that does not match it.
+// issueServer makes a new server key and certificate signed by ca,
+// replaces the old ones with them (see replacePair) and returns their PEM.
 func issueServer(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Signer, hosts altNames, now time.Time) (certPEM, keyPEM []byte, err error) {
+	certPEM, keyPEM, err = issueLeaf(ca, caKey, serverCommonName, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, hosts, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := replacePair(certPath, keyPath, certPEM, keyPEM); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, nil
+}
+
+// issueLeaf makes a new key (ECDSA P-256) and a certificate for it signed by
+// ca: CommonName commonName, the extended key usages usages, the DNS names
+// and addresses of hosts, valid from an hour ago for 825 days or until the
+// CA expires, whichever is sooner. It returns both in PEM and writes nothing.
+func issueLeaf(ca *x509.Certificate, caKey crypto.Signer, commonName string, usages []x509.ExtKeyUsage, hosts altNames, now time.Time) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tls: generate server key: %w", err)
+		return nil, nil, fmt.Errorf("tls: generate key: %w", err)
 	}
 	serial, err := newSerial()
 	if err != nil {
@@ -423,38 +456,41 @@ func issueServer(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Si
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: serverCommonName},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           usages,
 		BasicConstraintsValid: true,
 		DNSNames:              hosts.dns,
 		IPAddresses:           hosts.ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tls: create server certificate: %w", err)
+		return nil, nil, fmt.Errorf("tls: create certificate for %q: %w", commonName, err)
 	}
 	keyPEM, err = encodeKey(key)
 	if err != nil {
 		return nil, nil, err
 	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+}
 
+// replacePair replaces a certificate and its key with certPEM and keyPEM. It
+// removes the old certificate before writing the new key, so a crash in
+// between leaves a missing certificate (reissued on the next start) rather
+// than a key that does not match it.
+func replacePair(certPath, keyPath string, certPEM, keyPEM []byte) error {
 	if err := os.Remove(certPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("tls: remove old server certificate: %w", err)
+		return fmt.Errorf("tls: remove old certificate: %w", err)
 	}
 	if err := syncDir(filepath.Dir(certPath)); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if err := WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
-		return nil, nil, err
+		return err
 	}
-	if err := WriteFileAtomic(certPath, certPEM, 0o644); err != nil {
-		return nil, nil, err
-	}
-	return certPEM, keyPEM, nil
+	return WriteFileAtomic(certPath, certPEM, 0o644)
 }
 
 // newSerial returns a random, positive 128-bit certificate serial number.
@@ -573,21 +609,41 @@ func ensureDir(dir string) error {
 	return syncDir(filepath.Dir(dir))
 }
 
+// writeFunc writes a file: WriteFileAtomic or writeFileNew.
+type writeFunc func(path string, data []byte, perm os.FileMode) error
+
 // WriteFileAtomic replaces path with data: it writes a temporary file in
 // the same folder with mode perm, syncs it, renames it over path and syncs
 // the folder, so path holds either the old or the new contents after a crash.
 // LoadOrCreate writes every TLS file with it; the server also writes its
 // QUIC stateless reset key with it. Its errors begin with "tls: ".
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, false)
+}
+
+// writeFileNew writes data to path as WriteFileAtomic does, but only if path
+// does not exist yet: it links the synced temporary file to path instead of
+// renaming it, and a link never replaces a file. If path exists it leaves it
+// alone and returns an error that matches fs.ErrExist. CreateCA, IssueNode
+// and IssueClient write with it.
+func writeFileNew(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, true)
+}
+
+// writeFile is WriteFileAtomic, or writeFileNew if exclusive.
+func writeFile(path string, data []byte, perm os.FileMode, exclusive bool) (err error) {
 	dir, base := filepath.Split(path)
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("tls: write %s: %w", path, err)
 	}
 	tmp := f.Name()
+	closed := false
 	defer func() {
-		if err != nil {
+		if !closed {
 			f.Close()
+		}
+		if err != nil || exclusive {
 			os.Remove(tmp)
 		}
 	}()
@@ -600,14 +656,33 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err = f.Sync(); err != nil {
 		return fmt.Errorf("tls: write %s: %w", path, err)
 	}
+	closed = true
 	if err = f.Close(); err != nil {
 		return fmt.Errorf("tls: write %s: %w", path, err)
 	}
-	if err = os.Rename(tmp, path); err != nil {
+	if exclusive {
+		if err = os.Link(tmp, path); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return &existsError{path}
+			}
+			return fmt.Errorf("tls: write %s: %w", path, err)
+		}
+	} else if err = os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("tls: write %s: %w", path, err)
 	}
 	return syncDir(dir)
 }
+
+// existsError is the error for a file that writeFileNew, CreateCA, IssueNode
+// or IssueClient will not replace. It matches fs.ErrExist.
+type existsError struct{ path string }
+
+func (e *existsError) Error() string {
+	return "tls: " + e.path + " already exists; remove it first to replace it"
+}
+
+// Is reports whether target is fs.ErrExist.
+func (e *existsError) Is(target error) bool { return target == fs.ErrExist }
 
 // syncDir fsyncs the folder dir so that renames and removals in it are
 // durable. Windows cannot sync a folder and does not need to.

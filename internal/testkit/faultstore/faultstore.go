@@ -6,6 +6,7 @@ package faultstore
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/leased/leased/store"
 )
@@ -100,6 +101,14 @@ func (s *Store) Get(key []byte) (store.Record, error) { return s.inner.Get(key) 
 
 // State passes through to the inner store.
 func (s *Store) State() (store.State, error) { return s.inner.State() }
+
+// Kept passes through to the inner store.
+func (s *Store) Kept(c store.Command) (store.Result, bool, error) { return s.inner.Kept(c) }
+
+// IdleClients passes through to the inner store.
+func (s *Store) IdleClients(cutoff time.Time, limit int) ([]uint64, error) {
+	return s.inner.IdleClients(cutoff, limit)
+}
 
 // Reopen reopens the inner store, unless a fault is set: then it fails
 // with an error wrapping the fault and the store stays failed. See

@@ -68,6 +68,10 @@ type Options struct {
 	NoNotices bool
 	// MaxFrameSize bounds each frame read. Zero means DefaultMaxFrameSize.
 	MaxFrameSize int
+	// PacketConn, if set, carries Dial's QUIC packets instead of a UDP
+	// socket of its own: for example an endpoint of an in-memory network.
+	// The caller owns it and closes it after Close has returned.
+	PacketConn net.PacketConn
 }
 
 // Streams are the streams of a session over something other than a QUIC
@@ -128,7 +132,16 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if qconf == nil {
 		qconf = &quic.Config{MaxIdleTimeout: 30 * time.Second, KeepAlivePeriod: 5 * time.Second}
 	}
-	qc, err := quic.DialAddr(ctx, addr, tlsConf, qconf)
+	var qc *quic.Conn
+	if opts.PacketConn != nil {
+		ua, rerr := net.ResolveUDPAddr("udp", addr)
+		if rerr != nil {
+			return nil, fmt.Errorf("protoclient: address %q: %w", addr, rerr)
+		}
+		qc, err = quic.Dial(ctx, opts.PacketConn, ua, tlsConf, qconf)
+	} else {
+		qc, err = quic.DialAddr(ctx, addr, tlsConf, qconf)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("protoclient: dial %s: %w", addr, err)
 	}
@@ -419,26 +432,10 @@ func (c *Client) readNotices() {
 	}
 }
 
-// setID stamps a request with id.
+// setID stamps a request with id. A request must have a reply, so that
+// Call has something to wait for: Cancel, which has none, is refused.
 func setID(m protocol.Message, id uint64) error {
-	switch m := m.(type) {
-	case *protocol.Get:
-		m.ID = id
-	case *protocol.Write:
-		m.ID = id
-	case *protocol.Renew:
-		m.ID = id
-	case *protocol.Release:
-		m.ID = id
-	case *protocol.Acquire:
-		m.ID = id
-	case *protocol.ReleaseWrite:
-		m.ID = id
-	case *protocol.Stats:
-		m.ID = id
-	case *protocol.Goodbye:
-		m.ID = id
-	default:
+	if m.Type() == protocol.TypeCancel || !protocol.SetRequestID(m, id) {
 		return fmt.Errorf("protoclient: %s is not a request with a reply", m.Type())
 	}
 	return nil

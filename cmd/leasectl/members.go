@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/protocol"
+)
+
+// The cluster commands (DESIGN §13): member list|add|remove|transfer,
+// endpoint status, and the cluster part of status. They talk to nodes in
+// admin sessions (client.Admin), which followers accept too.
+
+// memberJSON is one member in the JSON answers of member list and status.
+type memberJSON struct {
+	Name     string `json:"name"`
+	PeerAddr string `json:"peer_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+	// Status is the member's own answer, absent if no endpoint reached it.
+	Status *endpointJSON `json:"status,omitempty"`
+}
+
+// endpointJSON is one node's status in the JSON answers of endpoint status
+// and status.
+type endpointJSON struct {
+	Endpoint             string  `json:"endpoint"`
+	Name                 string  `json:"name,omitempty"`
+	ClientAddr           string  `json:"client_addr,omitempty"`
+	PeerAddr             string  `json:"peer_addr,omitempty"`
+	Role                 string  `json:"role,omitempty"`
+	RaftTerm             uint64  `json:"raft_term"`
+	CommitIndex          uint64  `json:"commit_index"`
+	AppliedIndex         uint64  `json:"applied_index"`
+	Leader               string  `json:"leader,omitempty"`
+	LeaderAddr           string  `json:"leader_addr,omitempty"`
+	WritesHeldForSeconds float64 `json:"writes_held_for_seconds"`
+	// Error says why the endpoint did not answer.
+	Error string `json:"error,omitempty"`
+}
+
+func endpointOf(ep string, st *client.NodeStatus, err error) endpointJSON {
+	if err != nil {
+		return endpointJSON{Endpoint: ep, Error: strings.TrimPrefix(err.Error(), "leased: ")}
+	}
+	return endpointJSON{Endpoint: ep, Name: st.Name, ClientAddr: st.ClientAddr, PeerAddr: st.PeerAddr, Role: st.Role,
+		RaftTerm: st.RaftTerm, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
+		Leader: st.Leader, LeaderAddr: st.LeaderAddr, WritesHeldForSeconds: seconds(st.WritesHeldFor)}
+}
+
+// row is the endpoint's row in the endpoint status table.
+func (e endpointJSON) row() []string {
+	if e.Error != "" {
+		return []string{e.Endpoint, "-", "unreachable", "-", "-", "-", "-", "-"}
+	}
+	writes := "allowed"
+	if e.Role != protocol.RoleLeader {
+		writes = "-"
+	} else if e.WritesHeldForSeconds > 0 {
+		writes = "held for " + strconv.FormatFloat(e.WritesHeldForSeconds, 'f', 3, 64) + "s"
+	}
+	leader := e.Leader
+	if leader == "" {
+		leader = "-"
+	}
+	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	return []string{e.Endpoint, e.Name, e.Role, u(e.RaftTerm), u(e.CommitIndex), u(e.AppliedIndex), leader, writes}
+}
+
+var endpointHeader = []string{"ENDPOINT", "NAME", "ROLE", "RAFT_TERM", "COMMIT", "APPLIED", "LEADER", "WRITES"}
+
+// endpoints returns the --endpoints list.
+func (a *app) endpoints() []string { return strings.Split(a.endpoint, ",") }
+
+// dialAdmin opens an admin session with the node at addr, within ctx.
+func (a *app) dialAdmin(ctx context.Context, addr string) (*client.Admin, error) {
+	ca, err := a.caFile()
+	if err != nil {
+		return nil, err
+	}
+	a.usedCA = ca
+	adm, err := client.DialAdmin(ctx, addr, client.Config{
+		CAFile: ca,
+		Name:   "leasectl",
+		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return nil, &dialError{ca: ca, err: err}
+	}
+	return adm, nil
+}
+
+// eachStatus asks every endpoint for its status, each within --timeout,
+// and returns the answers in the order of --endpoints. An endpoint that
+// does not answer has its error in its entry.
+func (a *app) eachStatus() []endpointJSON {
+	eps := a.endpoints()
+	out := make([]endpointJSON, len(eps))
+	done := make(chan struct{})
+	for i, ep := range eps {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+			defer cancel()
+			adm, err := a.dialAdmin(ctx, ep)
+			if err != nil {
+				out[i] = endpointOf(ep, nil, err)
+				return
+			}
+			defer adm.Close()
+			st, err := adm.Status(ctx)
+			out[i] = endpointOf(ep, st, err)
+		}()
+	}
+	for range eps {
+		<-done
+	}
+	return out
+}
+
+// errSomeUnreachable is the error of endpoint status when an endpoint did
+// not answer (exit status 3).
+var errSomeUnreachable = errors.New("not every endpoint answered")
+
+func (a *app) endpointCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "endpoint",
+		Short: "Ask each node of --endpoints about itself",
+		Args:  argsExactly(),
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "status",
+		Short: "Print each endpoint's role, raft term, commit and applied index, and leader",
+		Long: `Ask every node given with --endpoints, each directly and followers too, for
+its name, role (leader, follower or candidate), raft term, commit and applied
+index, the leader it knows, and, on the leader, whether it still holds writes
+after taking the lead. An endpoint that does not answer is shown as
+unreachable, the error is printed on stderr, and leasectl exits with status 3.`,
+		Example: `  leasectl --endpoints 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 endpoint status`,
+		Args:    argsExactly(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sts := a.eachStatus()
+			rows := make([][]string, len(sts))
+			failed := 0
+			for i, st := range sts {
+				rows[i] = st.row()
+				if st.Error != "" {
+					failed++
+				}
+			}
+			if err := a.emit(struct {
+				Endpoints []endpointJSON `json:"endpoints"`
+			}{sts}, endpointHeader, rows...); err != nil {
+				return err
+			}
+			if failed == 0 {
+				return nil
+			}
+			why := ""
+			for _, st := range sts {
+				if st.Error != "" {
+					why += "\n  " + st.Endpoint + ": " + st.Error
+				}
+			}
+			return &cliError{code: exitUnavailable, err: fmt.Errorf("%w: %d of %d unreachable:%s", errSomeUnreachable, failed, len(sts), why)}
+		},
+	})
+	return cmd
+}
+
+// leaderRetry is how long leaderAdmin waits before it asks the endpoints
+// again, while none leads or knows the leader (an election).
+const leaderRetry = 100 * time.Millisecond
+
+// leaderAdmin opens an admin session with the node that leads: the first
+// endpoint that answers says whether it leads or names the leader. While
+// no endpoint does, it asks again until ctx ends.
+func (a *app) leaderAdmin(ctx context.Context) (*client.Admin, error) {
+	for {
+		adm, err := a.findLeader(ctx)
+		if err == nil {
+			return adm, nil
+		}
+		t := time.NewTimer(leaderRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// findLeader is one round of leaderAdmin.
+func (a *app) findLeader(ctx context.Context) (*client.Admin, error) {
+	var errs []error
+	for _, ep := range a.endpoints() {
+		adm, err := a.dialAdmin(ctx, ep)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		st, err := adm.Status(ctx)
+		switch {
+		case err != nil:
+			adm.Close()
+			errs = append(errs, err)
+			continue
+		case st.Role == protocol.RoleLeader:
+			return adm, nil
+		}
+		adm.Close()
+		if st.LeaderAddr == "" {
+			errs = append(errs, fmt.Errorf("%s (%s) does not know the leader yet", ep, st.Name))
+			continue
+		}
+		if adm, err = a.dialAdmin(ctx, st.LeaderAddr); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return adm, nil
+	}
+	return nil, &cliError{code: exitUnavailable, err: fmt.Errorf("no endpoint leads or names the leader: %w", errors.Join(errs...))}
+}
+
+// withLeader runs fn in an admin session with the leader, within
+// --timeout.
+func (a *app) withLeader(fn func(ctx context.Context, adm *client.Admin) error) error {
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	defer cancel()
+	adm, err := a.leaderAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	return fn(ctx, adm)
+}
+
+func memberRows(ms []client.Member) ([]memberJSON, [][]string) {
+	out := make([]memberJSON, len(ms))
+	rows := make([][]string, len(ms))
+	for i, m := range ms {
+		out[i] = memberJSON{Name: m.Name, PeerAddr: m.PeerAddr, Voter: m.Voter, Leader: m.Leads}
+		suffrage := "voter"
+		if !m.Voter {
+			suffrage = "nonvoter"
+		}
+		rows[i] = []string{m.Name, m.PeerAddr, suffrage, strconv.FormatBool(m.Leads)}
+	}
+	return out, rows
+}
+
+func (a *app) memberCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "member",
+		Short: "List and change the members of a cluster",
+		Long: `List the members of a cluster, add and remove voters, and hand the lead to
+another voter. leasectl finds the leader among --endpoints (any node names it)
+and asks it.`,
+		Args: argsExactly(),
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "Print the members: name, peer address, suffrage, and which leads",
+		Args:  argsExactly(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withLeader(func(ctx context.Context, adm *client.Admin) error {
+				ms, err := adm.Members(ctx)
+				if err != nil {
+					return err
+				}
+				out, rows := memberRows(ms)
+				return a.emit(struct {
+					Members []memberJSON `json:"members"`
+				}{out}, []string{"NAME", "PEER_ADDR", "SUFFRAGE", "LEADER"}, rows...)
+			})
+		},
+	}, &cobra.Command{
+		Use:   "add NAME PEER_ADDR",
+		Short: "Add a voter that its peers reach at PEER_ADDR",
+		Long: `Add a voter named NAME, which the other nodes reach at PEER_ADDR (its
+--peer-listen). Start the new node first, with --initial-cluster-state
+existing and no --initial-cluster: it waits until it is added, then receives
+the log from the leader.`,
+		Example: `  leasectl --endpoints 127.0.0.1:7401 member add n4 127.0.0.1:7514`,
+		Args:    argsExactly("NAME", "PEER_ADDR"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withLeader(func(ctx context.Context, adm *client.Admin) error {
+				if err := adm.AddMember(ctx, args[0], args[1]); err != nil {
+					return err
+				}
+				return a.emit(memberJSON{Name: args[0], PeerAddr: args[1], Voter: true},
+					[]string{"ADDED", "PEER_ADDR"}, []string{args[0], args[1]})
+			})
+		},
+	}, &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a member; the removed node stops",
+		Long: `Remove member NAME. Once it learns of it, the removed node stops serving and
+its leased exits with status 1. Removing the last voter is refused.`,
+		Args: argsExactly("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withLeader(func(ctx context.Context, adm *client.Admin) error {
+				if err := adm.RemoveMember(ctx, args[0]); err != nil {
+					return err
+				}
+				return a.emit(struct {
+					Removed string `json:"removed"`
+				}{args[0]}, []string{"REMOVED"}, []string{args[0]})
+			})
+		},
+	}, &cobra.Command{
+		Use:   "transfer [NAME]",
+		Short: "Hand the lead to voter NAME, or to the one raft picks",
+		Args:  argsRange(0, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			to := ""
+			if len(args) == 1 {
+				to = args[0]
+			}
+			return a.withLeader(func(ctx context.Context, adm *client.Admin) error {
+				before, err := adm.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if err := adm.TransferLead(ctx, to); err != nil {
+					return err
+				}
+				after, err := adm.Status(ctx)
+				if err != nil {
+					return err
+				}
+				leader := after.Leader
+				if leader == "" {
+					leader = "-"
+				}
+				return a.emit(struct {
+					From string `json:"from"`
+					To   string `json:"to,omitempty"`
+				}{before.Name, after.Leader}, []string{"FROM", "TO"}, []string{before.Name, leader})
+			})
+		},
+	})
+	return cmd
+}
+
+// clusterStatus is the cluster part of status: the members from the
+// leader, each with the status of the endpoint that is that member, if
+// one of --endpoints is. It returns nil for a server that is not a node of
+// a cluster.
+func (a *app) clusterStatus(ctx context.Context) ([]memberJSON, error) {
+	sts := a.eachStatus()
+	clustered := false
+	for _, st := range sts {
+		if st.Error == "" && st.PeerAddr != "" {
+			clustered = true
+		}
+	}
+	if !clustered {
+		return nil, nil
+	}
+	adm, err := a.leaderAdmin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close()
+	ms, err := adm.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, _ := memberRows(ms)
+	for i := range out {
+		for j := range sts {
+			if sts[j].Error == "" && sts[j].Name == out[i].Name {
+				out[i].Status = &sts[j]
+			}
+		}
+	}
+	return out, nil
+}
+
+// printClusterStatus prints the members table of status.
+func (a *app) printClusterStatus(ms []memberJSON) error {
+	rows := make([][]string, len(ms))
+	for i, m := range ms {
+		if m.Status == nil {
+			rows[i] = []string{m.Name, m.PeerAddr, "-", "unknown", "-", "-", "-"}
+			continue
+		}
+		s := m.Status
+		u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+		rows[i] = []string{m.Name, m.PeerAddr, s.ClientAddr, s.Role, u(s.RaftTerm), u(s.CommitIndex), u(s.AppliedIndex)}
+	}
+	fmt.Fprintln(a.stdout)
+	return a.emit(nil, []string{"MEMBER", "PEER_ADDR", "CLIENT_ADDR", "ROLE", "RAFT_TERM", "COMMIT", "APPLIED"}, rows...)
+}

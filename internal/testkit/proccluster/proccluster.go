@@ -1,0 +1,382 @@
+// Package proccluster runs a cluster of real leased processes on 127.0.0.1
+// for tests that crash, pause and partition its nodes: the fault tests of
+// cmd/leased and the cluster linearizability tests of package client.
+//
+// Every node reaches every other through a faultproxy.Proxy of its own, one
+// per ordered pair of nodes: node X dials node Y through the proxy X→Y
+// (leased --peer-route Y=ADDR), so cutting every proxy from and to X cuts X
+// off from its peers while its clients still reach it. Clients talk to the
+// nodes directly.
+//
+// Every wait is bounded by a deadline, so a broken binary fails a test
+// instead of hanging it.
+package proccluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/faultproxy"
+	"github.com/leased/leased/internal/testkit/wait"
+)
+
+// LeaderTimeout bounds the wait for one node to lead: an election takes
+// well under a second, but a loaded machine may start processes slowly.
+const LeaderTimeout = 30 * time.Second
+
+// Config configures a Cluster.
+type Config struct {
+	// Bins are the leased and leasectl binaries (clitest.Build).
+	Bins clitest.Binaries
+	// Nodes is how many nodes to start, named n1, n2, ...; 0 means 3.
+	Nodes int
+	// Flags are given to every node, beside the ones the cluster sets:
+	// --listen, --data, --name, --peer-listen, --initial-cluster, --ca-dir
+	// and --peer-route. Such as --lease-term 1s.
+	Flags []string
+}
+
+// Cluster is a running cluster of leased processes. Its methods are for
+// the test's goroutine; they fail the test on errors. The processes and
+// the proxies end in the test's cleanup.
+type Cluster struct {
+	// CAFile is the cluster CA that clients trust.
+	CAFile string
+	// Nodes are the nodes in order: n1, n2, ...
+	Nodes []*Node
+
+	t       testing.TB
+	bins    clitest.Binaries
+	proxies map[[2]string]*faultproxy.Proxy // by [from, to]
+}
+
+// Node is one node of a Cluster.
+type Node struct {
+	// Name is its name in the cluster: n1, n2, ...
+	Name string
+	// Addr is its client address (UDP), and PeerAddr its raft address
+	// (TCP) in the cluster's configuration, which only the proxies dial.
+	Addr, PeerAddr string
+	// Data is its data folder.
+	Data string
+	// Proc is its current process; Restart replaces it.
+	Proc *clitest.Proc
+
+	args   []string
+	paused bool
+}
+
+// Running reports whether the node's process has not exited and is not
+// paused.
+func (n *Node) Running() bool {
+	select {
+	case <-n.Proc.Exited():
+		return false
+	default:
+		return !n.paused
+	}
+}
+
+// Start starts the nodes of a new cluster, with a CA of its own from
+// leased cert create-ca, and waits until each has started (not until one
+// leads: see Leader).
+func Start(t testing.TB, cfg Config) *Cluster {
+	t.Helper()
+	n := cfg.Nodes
+	if n == 0 {
+		n = 3
+	}
+	dir := t.TempDir()
+	caDir := filepath.Join(dir, "ca")
+	if r := (clitest.Cmd{}).Run(t, cfg.Bins.Leased, "cert", "create-ca", "--dir", caDir); r.Code != 0 {
+		t.Fatalf("leased cert create-ca: status %d\n%s", r.Code, r.Stderr)
+	}
+	c := &Cluster{CAFile: filepath.Join(caDir, "ca.pem"), t: t, bins: cfg.Bins, proxies: map[[2]string]*faultproxy.Proxy{}}
+	// The proxies outlive the processes: this cleanup runs after theirs.
+	t.Cleanup(func() {
+		for _, p := range c.proxies {
+			p.Close()
+		}
+	})
+	// On failure, the nodes' logs tell what the cluster did.
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, nd := range c.Nodes {
+				if nd.Proc != nil {
+					t.Logf("%s stderr:\n%s", nd.Name, tail(nd.Proc.Stderr.String(), 60))
+				}
+			}
+		}
+	})
+	var initial []string
+	for i := 1; i <= n; i++ {
+		udp, err := clitest.FreeUDPPort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd := &Node{Name: fmt.Sprintf("n%d", i), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(udp)),
+			PeerAddr: freeTCPAddr(t), Data: filepath.Join(dir, fmt.Sprintf("n%d", i))}
+		c.Nodes = append(c.Nodes, nd)
+		initial = append(initial, nd.Name+"="+nd.PeerAddr)
+	}
+	for _, from := range c.Nodes {
+		for _, to := range c.Nodes {
+			if from == to {
+				continue
+			}
+			p, err := faultproxy.New(to.PeerAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.proxies[[2]string{from.Name, to.Name}] = p
+		}
+	}
+	for _, nd := range c.Nodes {
+		nd.args = []string{"--listen", nd.Addr, "--data", nd.Data, "--name", nd.Name, "--peer-listen", nd.PeerAddr,
+			"--initial-cluster", strings.Join(initial, ","), "--ca-dir", caDir}
+		for _, to := range c.Nodes {
+			if to != nd {
+				nd.args = append(nd.args, "--peer-route", to.Name+"="+c.Proxy(nd.Name, to.Name).Addr())
+			}
+		}
+		nd.args = append(nd.args, cfg.Flags...)
+		nd.Proc = clitest.Cmd{}.Start(t, cfg.Bins.Leased, nd.args...)
+	}
+	for _, nd := range c.Nodes {
+		c.waitStarted(nd)
+	}
+	return c
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{"..."}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// freeTCPAddr returns an address of 127.0.0.1 with a TCP port that was
+// free a moment ago.
+func freeTCPAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitStarted waits until nd's process logs that it started.
+func (c *Cluster) waitStarted(nd *Node) {
+	c.t.Helper()
+	deadline := time.Now().Add(clitest.ReadyTimeout)
+	for !strings.Contains(nd.Proc.Stderr.String(), "leased started") {
+		select {
+		case <-nd.Proc.Exited():
+			c.t.Fatalf("%s exited before it started\nstderr: %s", nd.Name, nd.Proc.Stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s did not start within %v\nstderr: %s", nd.Name, clitest.ReadyTimeout, nd.Proc.Stderr.String())
+		}
+	}
+}
+
+// Node returns the node named name, and fails the test if there is none.
+func (c *Cluster) Node(name string) *Node {
+	c.t.Helper()
+	for _, nd := range c.Nodes {
+		if nd.Name == name {
+			return nd
+		}
+	}
+	c.t.Fatalf("no node %q", name)
+	return nil
+}
+
+// Others returns every node but the ones named.
+func (c *Cluster) Others(names ...string) []*Node {
+	var out []*Node
+	for _, nd := range c.Nodes {
+		skip := false
+		for _, n := range names {
+			skip = skip || nd.Name == n
+		}
+		if !skip {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+// Endpoints returns the client addresses of the nodes, of every node if
+// none is given, separated by commas, for client.Dial.
+func (c *Cluster) Endpoints(nodes ...*Node) string {
+	if len(nodes) == 0 {
+		nodes = c.Nodes
+	}
+	addrs := make([]string, len(nodes))
+	for i, nd := range nodes {
+		addrs[i] = nd.Addr
+	}
+	return strings.Join(addrs, ",")
+}
+
+// ClientConfig returns a client.Config that trusts the cluster's CA and
+// discards the client's logs.
+func (c *Cluster) ClientConfig() client.Config {
+	return client.Config{CAFile: c.CAFile, Logger: slog.New(slog.DiscardHandler)}
+}
+
+// Leader waits, at most LeaderTimeout, until exactly one of the nodes
+// (every running node if none is given) takes a client session, and
+// returns it. A node that is cut off may still believe it leads for a
+// moment; Leader waits until it has stopped.
+func (c *Cluster) Leader(among ...*Node) *Node {
+	c.t.Helper()
+	if len(among) == 0 {
+		for _, nd := range c.Nodes {
+			if nd.Running() {
+				among = append(among, nd)
+			}
+		}
+	}
+	cfg := c.ClientConfig()
+	var lead *Node
+	wait.For(c.t, LeaderTimeout, "exactly one node to lead", func() bool {
+		var leads []*Node
+		for _, nd := range among {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			cl, err := client.Dial(ctx, nd.Addr, cfg)
+			cancel()
+			if err == nil {
+				cl.Close()
+				leads = append(leads, nd)
+			}
+		}
+		if len(leads) != 1 {
+			return false
+		}
+		lead = leads[0]
+		return true
+	})
+	return lead
+}
+
+// Proxy returns the proxy through which node from dials node to.
+func (c *Cluster) Proxy(from, to string) *faultproxy.Proxy {
+	c.t.Helper()
+	p := c.proxies[[2]string{from, to}]
+	if p == nil {
+		c.t.Fatalf("no proxy from %q to %q", from, to)
+	}
+	return p
+}
+
+// CutOff cuts node name off from every peer, both ways: its raft
+// connections drop and no new ones get through until Heal. Its clients
+// still reach it.
+func (c *Cluster) CutOff(name string) {
+	c.t.Helper()
+	for _, p := range c.links(name) {
+		p.Cut()
+	}
+}
+
+// Heal undoes CutOff: node name reaches its peers again, and they it.
+func (c *Cluster) Heal(name string) {
+	c.t.Helper()
+	for _, p := range c.links(name) {
+		p.Heal()
+	}
+}
+
+// HealAll heals every link of the cluster.
+func (c *Cluster) HealAll() {
+	for _, p := range c.proxies {
+		p.Heal()
+	}
+}
+
+// links returns the proxies from and to node name.
+func (c *Cluster) links(name string) []*faultproxy.Proxy {
+	c.t.Helper()
+	c.Node(name)
+	var out []*faultproxy.Proxy
+	for k, p := range c.proxies {
+		if k[0] == name || k[1] == name {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Kill kills node name with SIGKILL, as a crash would, and waits for it to
+// be gone.
+func (c *Cluster) Kill(name string) {
+	c.t.Helper()
+	nd := c.Node(name)
+	nd.Proc.Signal(c.t, syscall.SIGKILL)
+	nd.Proc.Wait(c.t, clitest.ExitTimeout)
+	nd.paused = false
+}
+
+// Stop stops node name gracefully with SIGTERM and checks that it exits
+// with status 0.
+func (c *Cluster) Stop(name string) {
+	c.t.Helper()
+	nd := c.Node(name)
+	if nd.paused {
+		c.Cont(name)
+	}
+	nd.Proc.Signal(c.t, syscall.SIGTERM)
+	if code := nd.Proc.Wait(c.t, clitest.ExitTimeout); code != 0 {
+		c.t.Fatalf("%s exited with status %d after SIGTERM\nstderr: %s", name, code, nd.Proc.Stderr.String())
+	}
+}
+
+// Pause stops node name's process with SIGSTOP and waits until every
+// thread of it has stopped: it neither answers nor sends, but its
+// connections stay open.
+func (c *Cluster) Pause(name string) {
+	c.t.Helper()
+	nd := c.Node(name)
+	nd.Proc.Signal(c.t, syscall.SIGSTOP)
+	clitest.WaitStopped(c.t, nd.Proc.Cmd.Process.Pid, 5*time.Second)
+	nd.paused = true
+}
+
+// Cont resumes a paused node with SIGCONT.
+func (c *Cluster) Cont(name string) {
+	c.t.Helper()
+	nd := c.Node(name)
+	nd.Proc.Signal(c.t, syscall.SIGCONT)
+	nd.paused = false
+}
+
+// Restart starts node name again, on the same addresses, data folder and
+// flags, after it exited (Kill or Stop), and waits until it has started.
+func (c *Cluster) Restart(name string) {
+	c.t.Helper()
+	nd := c.Node(name)
+	select {
+	case <-nd.Proc.Exited():
+	default:
+		c.t.Fatalf("restart of %s while it runs", name)
+	}
+	nd.Proc = clitest.Cmd{}.Start(c.t, c.bins.Leased, nd.args...)
+	c.waitStarted(nd)
+}

@@ -1,0 +1,86 @@
+package protocol
+
+import "time"
+
+// The messages of an admin session (Hello.Admin): cluster membership and
+// each node's status (DESIGN §13). leasectl's member and endpoint commands
+// send them; package server answers them.
+
+// MemberList asks a node for the members of its cluster, as its latest
+// raft configuration has them. Any node answers.
+type MemberList struct {
+	ID uint64 `msgpack:"i"`
+}
+
+// Member is one member of a cluster.
+type Member struct {
+	Name     string `msgpack:"n"`
+	PeerAddr string `msgpack:"p"`
+	// Voter is false for a member that receives the log but does not
+	// vote (raft's nonvoter).
+	Voter bool `msgpack:"v,omitempty"`
+	// Leads is true for the member that the answering node takes to lead.
+	Leads bool `msgpack:"l,omitempty"`
+}
+
+// MemberListReply answers MemberList.
+type MemberListReply struct {
+	ID      uint64   `msgpack:"i"`
+	Members []Member `msgpack:"m"`
+}
+
+// MemberAdd asks the leader to add a voter named Name that its peers
+// reach at PeerAddr. The new node must run with --initial-cluster-state
+// existing. The reply is OK once the new configuration is committed.
+type MemberAdd struct {
+	ID       uint64 `msgpack:"i"`
+	Name     string `msgpack:"n"`
+	PeerAddr string `msgpack:"p"`
+}
+
+// MemberRemove asks the leader to remove member Name. The reply is OK once
+// the new configuration is committed; the removed node then stops.
+type MemberRemove struct {
+	ID   uint64 `msgpack:"i"`
+	Name string `msgpack:"n"`
+}
+
+// MemberTransfer asks the leader to hand the lead to voter To, or, if To
+// is empty, to the voter raft picks. The reply is OK once another node
+// leads.
+type MemberTransfer struct {
+	ID uint64 `msgpack:"i"`
+	To string `msgpack:"t,omitempty"`
+}
+
+// EndpointStatus asks the node that receives it for its own status.
+type EndpointStatus struct {
+	ID uint64 `msgpack:"i"`
+}
+
+// Roles of a node in EndpointStatusReply.Role.
+const (
+	RoleLeader    = "leader"
+	RoleFollower  = "follower"
+	RoleCandidate = "candidate"
+)
+
+// EndpointStatusReply is one node's status.
+type EndpointStatusReply struct {
+	ID         uint64 `msgpack:"i"`
+	Name       string `msgpack:"n"`
+	ClientAddr string `msgpack:"ca"`
+	PeerAddr   string `msgpack:"pa,omitempty"` // empty for a server that is not a node of a cluster
+	Role       string `msgpack:"r"`            // RoleLeader, RoleFollower or RoleCandidate
+	// RaftTerm is raft's current term, not a lease term.
+	RaftTerm     uint64 `msgpack:"t"`
+	CommitIndex  uint64 `msgpack:"ci"`
+	AppliedIndex uint64 `msgpack:"ai"`
+	// Leader and LeaderAddr name the node this one takes to lead, and its
+	// client address; empty when it knows none.
+	Leader     string `msgpack:"l,omitempty"`
+	LeaderAddr string `msgpack:"la,omitempty"`
+	// WritesHeldFor is, on the leader, how long it still holds writes
+	// back after taking the lead (the failover rule); 0 elsewhere.
+	WritesHeldFor time.Duration `msgpack:"wh,omitempty"`
+}

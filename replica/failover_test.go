@@ -1,0 +1,386 @@
+package replica_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leased/leased/core"
+	"github.com/leased/leased/replica"
+	"github.com/leased/leased/store"
+)
+
+// The failover rule of DESIGN §13, on an in-process cluster under
+// testing/synctest: the nodes, raft and the cores share the bubble's fake
+// clock, so the waits are checked to the tick.
+
+const (
+	foTerm = 10 * time.Second
+	foEps  = 100 * time.Millisecond
+	foStep = 2 * time.Second
+)
+
+// isolate cuts node id off from every other node, both ways.
+func (c *cluster) isolate(id raft.ServerID) {
+	for other, otr := range c.trans {
+		if other == id {
+			continue
+		}
+		otr.Disconnect(raft.ServerAddress(id))
+		c.trans[id].Disconnect(raft.ServerAddress(other))
+	}
+}
+
+// unowned keeps a core from closing the node it applies through: the test
+// closes the nodes.
+type unowned struct{ *replica.Node }
+
+func (unowned) Close() error { return nil }
+
+// nobody is a core.Notifier for sessions that never answer.
+type nobody struct{}
+
+func (nobody) Invalidate(core.SessionID, []string)   {}
+func (nobody) Recall(core.SessionID, string, uint64) {}
+
+func newCore(t *testing.T, n *replica.Node) *core.Core {
+	t.Helper()
+	c, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true, Logger: quiet()}, unowned{n}, nobody{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// done is a request's outcome and when it came.
+type done struct {
+	core.Outcome
+	at time.Time
+}
+
+// submitPut submits a put through c and returns a channel of its outcome.
+func submitPut(t *testing.T, c *core.Core, session core.SessionID, key, value string) <-chan done {
+	t.Helper()
+	out := make(chan done, 1)
+	r := &core.Request{Session: session, Op: store.OpPut, Key: []byte(key), Value: []byte(value),
+		Done: func(o core.Outcome) { out <- done{o, time.Now()} }}
+	if err := c.Submit(r); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// stallable is a log store whose writes block while it is stalled: a disk
+// that stops answering.
+type stallable struct {
+	*raft.InmemStore
+	gate chan struct{} // closed: writes go through
+}
+
+func newStallable() *stallable {
+	s := &stallable{InmemStore: raft.NewInmemStore(), gate: make(chan struct{})}
+	close(s.gate)
+	return s
+}
+
+func (s *stallable) stall()  { s.gate = make(chan struct{}) }
+func (s *stallable) resume() { close(s.gate) }
+func (s *stallable) StoreLog(l *raft.Log) error {
+	<-s.gate
+	return s.InmemStore.StoreLog(l)
+}
+func (s *stallable) StoreLogs(ls []*raft.Log) error {
+	<-s.gate
+	return s.InmemStore.StoreLogs(ls)
+}
+
+// TestFailoverWaitsOutTheOldLeader: a leader grants a lease and is cut
+// off, with its disk working or stalled. It grants no lease and serves no
+// read past the horizon it persisted; the new leader serves reads at once
+// and holds its first write until exactly the newest horizon, counted from
+// when it applied it, plus ε: after the old leader's last lease has run
+// out on any clock within ε, and after its last read.
+func TestFailoverWaitsOutTheOldLeader(t *testing.T) {
+	for _, stall := range []bool{false, true} {
+		name := "cut off"
+		if stall {
+			name = "cut off, disk stalled"
+		}
+		t.Run(name, func(t *testing.T) { testFailover(t, stall) })
+	}
+}
+
+func testFailover(t *testing.T, stall bool) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := map[raft.ServerID]*stallable{}
+		c := newCluster(t, 3, func(cfg *replica.Config) {
+			logs[cfg.ID] = newStallable()
+			cfg.LogStore, cfg.StableStore = logs[cfg.ID], logs[cfg.ID]
+		})
+		old := c.leader()
+		oc := newCore(t, old)
+		oc.OpenSession(1)
+		o := <-submitPut(t, oc, 1, "k", "v1")
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		oc.OpenSession(2)
+		granted := time.Now()
+		if _, term, err := oc.Read(2, []byte("k")); err != nil || term != foTerm {
+			t.Fatalf("read on the old leader: term %v, %v", term, err)
+		}
+		c.converge(old)
+		// When each follower applied the horizon entry.
+		applied := map[*replica.Node]time.Time{}
+		for _, n := range c.nodes {
+			st, err := n.State()
+			if err != nil || st.HorizonApplied.Before(granted) {
+				t.Fatalf("state %+v, %v: the horizon entry is not applied after the grant at %v", st, err, granted)
+			}
+			applied[n] = st.HorizonApplied
+		}
+		st, _ := old.State()
+		var oldID raft.ServerID
+		for id, n := range c.nodes {
+			if n == old {
+				oldID = id
+			}
+		}
+		if stall {
+			logs[oldID].stall()
+			// Let raft shut down once the test is over.
+			t.Cleanup(logs[oldID].resume)
+		}
+		c.isolate(oldID)
+		var nl *replica.Node
+		for nl == nil {
+			time.Sleep(10 * time.Millisecond)
+			for id, n := range c.nodes {
+				if id != oldID && n.IsLeader() {
+					nl = n
+				}
+			}
+		}
+		start := time.Now()
+		nc := newCore(t, nl)
+		nc.OpenSession(3)
+		nc.OpenSession(4)
+		rec, _, err := nc.Read(3, []byte("k"))
+		if err != nil || string(rec.Value) != "v1" {
+			t.Fatalf("read on the new leader: %+v, %v", rec, err)
+		}
+		if time.Since(start) > time.Second {
+			t.Errorf("the new leader's first read took %v", time.Since(start))
+		}
+		out := submitPut(t, nc, 4, "k", "v2")
+		// The old leader, cut off, grants leases and serves reads until its
+		// horizon, and then fails every read.
+		lastLease, lastRead := granted.Add(foTerm+foEps), granted
+		for {
+			now := time.Now()
+			_, term, err := oc.Read(2, []byte("k"))
+			if errors.Is(err, core.ErrUnavailable) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("read on the old leader: %v", err)
+			}
+			lastRead = now
+			if exp := now.Add(term + foEps); term > 0 && exp.After(lastLease) {
+				lastLease = exp
+			}
+			if now.Sub(granted) > 10*foTerm {
+				t.Fatal("the old leader still serves reads ten terms after it was cut off")
+			}
+			time.Sleep(time.Second)
+		}
+		o = <-out
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		committed := o.at
+		span := st.Span
+		if want := applied[nl].Add(span + foEps); !committed.Equal(want) {
+			t.Errorf("the new leader's first write committed %v after it applied the horizon, want exactly span+ε = %v",
+				committed.Sub(applied[nl]), span+foEps)
+		}
+		if !committed.After(lastLease) {
+			t.Errorf("the new leader wrote %v before the old leader's last lease (+ε) ran out", lastLease.Sub(committed))
+		}
+		if !committed.After(lastRead) {
+			t.Errorf("the old leader served a read %v after the new leader's first write", lastRead.Sub(committed))
+		}
+		t.Logf("old leader's last lease ran out %v after its first grant; new leader wrote %v after it", lastLease.Sub(granted), committed.Sub(lastLease))
+	})
+}
+
+// TestRestartOfEveryNodeWaitsOutTheHorizon: when every node stops at once
+// (a crash: the cores do not lower the horizon) and the cluster starts
+// again, no node applied the horizon entry since its start, and the new
+// leader holds its first write until exactly the persisted wall-clock
+// horizon, after the lease granted before the stop has run out.
+func TestRestartOfEveryNodeWaitsOutTheHorizon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := map[raft.ServerID]*raft.InmemStore{}
+		c := newCluster(t, 3, func(cfg *replica.Config) {
+			if logs[cfg.ID] == nil {
+				logs[cfg.ID] = raft.NewInmemStore()
+			}
+			cfg.LogStore, cfg.StableStore = logs[cfg.ID], logs[cfg.ID]
+		})
+		l := c.leader()
+		oc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true, Logger: quiet()}, unowned{l}, nobody{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		oc.OpenSession(1)
+		granted := time.Now()
+		if _, term, err := oc.Read(1, []byte("k")); err != nil || term != foTerm {
+			t.Fatalf("read: term %v, %v", term, err)
+		}
+		c.converge(l)
+		st, err := l.State()
+		if err != nil || st.Horizon.IsZero() {
+			t.Fatalf("state %+v, %v: no horizon", st, err)
+		}
+		time.Sleep(time.Second)
+		for _, id := range ids(3) {
+			c.stop(id)
+		}
+		oc.Close() // after the stop: it cannot lower the horizon any more
+
+		for _, id := range ids(3) {
+			c.start(id, nil)
+		}
+		nl := c.leader()
+		if got, _ := nl.State(); !got.HorizonApplied.IsZero() {
+			t.Fatalf("the restarted leader applied the horizon entry again at %v", got.HorizonApplied)
+		}
+		nc := newCore(t, nl)
+		nc.OpenSession(2)
+		o := <-submitPut(t, nc, 2, "k", "v")
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		if !o.at.Equal(st.Horizon) {
+			t.Errorf("the first write after the restart committed at %v, want the persisted horizon %v", o.at, st.Horizon)
+		}
+		if exp := granted.Add(foTerm + foEps); o.at.Before(exp) {
+			t.Errorf("the first write after the restart committed %v before the lease granted before it ran out", exp.Sub(o.at))
+		}
+	})
+}
+
+// notices records the invalidations a core sends.
+type notices struct{ ch chan core.SessionID }
+
+func (n notices) Invalidate(id core.SessionID, _ []string) { n.ch <- id }
+func (notices) Recall(core.SessionID, string, uint64)      {}
+
+// TestHandoffWaitsForNoHorizon: a leader that hands its leases over
+// before it transfers the lead lets the next one write at once. Keys with
+// no lease commit at once; a handed-over lease whose client comes back to
+// the new leader is invalidated there, and its acknowledgement lets the
+// write go; one whose client does not come back holds writes on its key,
+// and only on its key, until it runs out, counted from when the new
+// leader applied the handoff.
+func TestHandoffWaitsForNoHorizon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, func(cfg *replica.Config) {
+			s := raft.NewInmemStore()
+			cfg.LogStore, cfg.StableStore = s, s
+		})
+		l := c.leader()
+		oc := newCore(t, l)
+		for id, client := range map[core.SessionID]uint64{1: 100, 2: 200} {
+			oc.OpenSession(id)
+			oc.SetClient(id, client)
+		}
+		oc.OpenSession(3) // gives no client identity
+		for id, key := range map[core.SessionID]string{1: "a", 2: "b", 3: "c"} {
+			if _, term, err := oc.Read(id, []byte(key)); err != nil || term != foTerm {
+				t.Fatalf("read %s: term %v, %v", key, term, err)
+			}
+		}
+		granted := time.Now()
+		time.Sleep(time.Second)
+
+		if err := oc.HandOff(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := oc.Read(1, []byte("z")); !errors.Is(err, core.ErrUnavailable) {
+			t.Errorf("a read on the old leader after the handoff: %v, want ErrUnavailable", err)
+		}
+		var next raft.ServerID
+		for _, id := range ids(3) {
+			if c.nodes[id] != l {
+				next = id
+				break
+			}
+		}
+		if err := l.Raft().LeadershipTransferToServer(next, raft.ServerAddress(next)).Error(); err != nil {
+			t.Fatal(err)
+		}
+		nl := c.leader()
+		if nl != c.nodes[next] {
+			t.Fatalf("the lead went elsewhere than %s", next)
+		}
+		oc.Close()
+		// As a server does before its core starts: every committed entry
+		// is applied here.
+		if err := nl.WaitLeading(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st, err := nl.State()
+		if err != nil || !st.HandedOff || len(st.Handoff) != 3 {
+			t.Fatalf("the new leader's state: %+v, %v; want the three leases handed over", st, err)
+		}
+		applied := st.HorizonApplied
+		n := notices{ch: make(chan core.SessionID, 8)}
+		nc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true, Logger: quiet()}, unowned{nl}, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if held := nc.Stats().WritesAllowedIn; held != 0 {
+			t.Errorf("writes held for %v after a handoff", held)
+		}
+		start := time.Now()
+		nc.OpenSession(11)
+		nc.SetClient(11, 100) // client 100 comes back
+		if o := <-submitPut(t, nc, 11, "z", "v"); o.Err != nil || !o.at.Equal(start) {
+			t.Errorf("write of a key with no lease: %v, %v after the new leader started; want at once", o.Err, o.at.Sub(start))
+		}
+		// a: held by client 100, now on session 11; b: client 200, gone.
+		nc.OpenSession(12)
+		wa := submitPut(t, nc, 12, "a", "v")
+		if got := <-n.ch; got != 11 {
+			t.Fatalf("the invalidation of a went to session %d, want 11", got)
+		}
+		nc.Relinquish(11, []string{"a"})
+		if o := <-wa; o.Err != nil || !o.at.Equal(start) {
+			t.Errorf("write of a: %v, %v after the new leader started; want at once, after the holder's acknowledgement", o.Err, o.at.Sub(start))
+		}
+		wb, wc := submitPut(t, nc, 12, "b", "v"), submitPut(t, nc, 12, "c", "v")
+		for key, w := range map[string]<-chan done{"b": wb, "c": wc} {
+			o := <-w
+			var h store.HandedLease
+			for _, l := range st.Handoff {
+				if l.Key == key {
+					h = l
+				}
+			}
+			if want := applied.Add(h.Left + foEps); o.Err != nil || !o.at.Equal(want) {
+				t.Errorf("write of %s: %v at %v; want when its handed-over lease ran out, %v", key, o.Err, o.at, want)
+			}
+			if o.at.Before(granted.Add(foTerm + foEps)) {
+				t.Errorf("write of %s committed %v before the old leader's lease ran out", key, granted.Add(foTerm+foEps).Sub(o.at))
+			}
+		}
+	})
+}

@@ -1,0 +1,286 @@
+// Package replica replicates leased's state machine with hashicorp/raft.
+// Every change that package core makes is a batch of store.Commands; a
+// Node appends each batch to the raft log as one entry, and every replica
+// applies the committed entries, in log order, to its own badger database
+// (an FSM). badger keeps the applied state and, in the same transaction as
+// each entry, the entry's index, so that a restarted node applies only the
+// entries past what it holds. Snapshots stream the badger state.
+//
+// A Node is also a store.Store: core applies through it exactly as it
+// applies to a local database, and reads the leader's applied state.
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/store"
+)
+
+// entryFormat is the first byte of every log entry this package writes: the
+// version of the encoding that follows.
+const entryFormat = 1
+
+// entry is the data of one log entry: a batch of commands applied together.
+type entry struct {
+	Cmds []store.Command `msgpack:"c"`
+}
+
+// encodeEntry lays out cmds as the data of one log entry.
+func encodeEntry(cmds []store.Command) ([]byte, error) {
+	b, err := msgpack.Marshal(&entry{Cmds: cmds})
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{entryFormat}, b...), nil
+}
+
+// decodeEntry reads the commands of a log entry.
+func decodeEntry(data []byte) ([]store.Command, error) {
+	if len(data) == 0 || data[0] != entryFormat {
+		return nil, fmt.Errorf("%w: unknown entry format", ErrBadEntry)
+	}
+	var e entry
+	if err := msgpack.Unmarshal(data[1:], &e); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadEntry, err)
+	}
+	return e.Cmds, nil
+}
+
+// Errors of the state machine.
+var (
+	// ErrBadEntry is the outcome of a log entry that does not decode. Every
+	// replica reaches the same outcome, and applies nothing of it.
+	ErrBadEntry = errors.New("replica: log entry does not decode")
+	// ErrStopped is returned once the state machine has failed to apply an
+	// entry to its database: it applies nothing more, so that it never
+	// diverges from the other replicas, until the node is restarted and
+	// applies the log again from what its database holds.
+	ErrStopped = errors.New("replica: the state machine stopped after a storage failure")
+)
+
+// Applied is what FSM.Apply returns for a log entry, and what a Node hands
+// back to the entry's proposer: the results of its commands, or why the
+// entry was not applied.
+type Applied struct {
+	Results []store.Result
+	Err     error
+}
+
+// FSM is the raft state machine over one badger database. raft calls Apply,
+// Snapshot and Restore from one goroutine; the applied index may be read
+// from any.
+type FSM struct {
+	db    *store.Badger
+	log   *slog.Logger
+	clock clock.Clock
+
+	applied atomic.Uint64 // index of the last entry in db
+
+	// term, once set (SetTerm), reads the node's current raft term.
+	term atomic.Pointer[func() uint64]
+
+	mu             sync.Mutex
+	stopped        error     // the storage failure that stopped the machine
+	horizonApplied time.Time // when the newest horizon entry was applied here; zero: not since the start
+	// inherited holds the keys that entries of an earlier term changed
+	// when this node applied them in term inheritedTerm (Inherited).
+	inherited     map[string]struct{}
+	inheritedTerm uint64
+}
+
+// SetTerm gives the machine a way to read the node's current raft term,
+// with which it tells the entries a leader inherited (Inherited). The
+// node calls it once raft runs.
+func (f *FSM) SetTerm(term func() uint64) { f.term.Store(&term) }
+
+// Inherited returns the keys that writes of earlier terms changed when
+// this node applied them in its current term, and that term. A node
+// applies such writes once it leads: raft commits what the last leader
+// appended with the new leader's first entry. Their writers may not have
+// been told; the last leader may have taken them for failed and may serve
+// the old values until its horizon (DESIGN §13).
+func (f *FSM) Inherited() ([]string, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := make([]string, 0, len(f.inherited))
+	for k := range f.inherited {
+		keys = append(keys, k)
+	}
+	return keys, f.inheritedTerm
+}
+
+// noteInherited records the keys that the commands of l change, if l is
+// of an earlier term than the node's.
+func (f *FSM) noteInherited(l *raft.Log, cmds []store.Command) {
+	tp := f.term.Load()
+	if tp == nil {
+		return
+	}
+	cur := (*tp)()
+	if l.Term >= cur {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inheritedTerm != cur {
+		f.inherited, f.inheritedTerm = make(map[string]struct{}), cur
+	}
+	for _, c := range cmds {
+		switch c.Op {
+		case store.OpPut, store.OpDelete, store.OpCAS:
+			f.inherited[string(c.Key)] = struct{}{}
+		}
+	}
+}
+
+// NewFSM returns the state machine over db, which it does not own. clk
+// (nil: the system clock) stamps the horizon entries it applies.
+func NewFSM(db *store.Badger, clk clock.Clock, log *slog.Logger) (*FSM, error) {
+	idx, err := db.AppliedIndex()
+	if err != nil {
+		return nil, err
+	}
+	f := &FSM{db: db, log: log, clock: clock.OrReal(clk)}
+	f.applied.Store(idx)
+	return f, nil
+}
+
+// AppliedIndex is the index of the last log entry the database holds.
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
+
+// Apply applies a committed log entry and returns an Applied. An entry at
+// or below the applied index is already in the database (a restart applies
+// the log again from the last snapshot) and is skipped.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	if err := f.stoppedErr(); err != nil {
+		return Applied{Err: err}
+	}
+	if l.Index <= f.applied.Load() {
+		return Applied{Err: errReplayed}
+	}
+	cmds, derr := decodeEntry(l.Data)
+	// An entry that does not decode still takes its index, with no
+	// commands, on every replica alike.
+	rs, err := f.db.ApplyEntry(l.Index, cmds)
+	if err != nil {
+		f.stop(fmt.Errorf("%w: entry %d: %v", ErrStopped, l.Index, err))
+		return Applied{Err: f.stoppedErr()}
+	}
+	f.applied.Store(l.Index)
+	f.noteInherited(l, cmds)
+	for _, c := range cmds {
+		if c.Op == store.OpSetHorizon || c.Op == store.OpHandoff {
+			f.stampHorizon()
+			break
+		}
+	}
+	if derr != nil {
+		f.log.Error("log entry does not decode; applied as empty", "index", l.Index, "err", derr)
+		return Applied{Err: derr}
+	}
+	return Applied{Results: rs}
+}
+
+// errReplayed answers an entry the database held already. Nobody waits for
+// it: its proposer was answered before the restart.
+var errReplayed = errors.New("replica: entry applied before the restart")
+
+// stampHorizon notes that the newest horizon entry, or handoff, was
+// applied now.
+func (f *FSM) stampHorizon() {
+	now := f.clock.Now()
+	f.mu.Lock()
+	f.horizonApplied = now
+	f.mu.Unlock()
+}
+
+// HorizonApplied is when the newest horizon entry was applied here, or,
+// after a snapshot was restored, when it was restored: no earlier than
+// the leader that appended it did. Zero if none was applied since the
+// start: the horizon's wall-clock time then bounds the old leases.
+func (f *FSM) HorizonApplied() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.horizonApplied
+}
+
+func (f *FSM) stop(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped == nil {
+		f.stopped = err
+		f.log.Error("state machine stopped; restart the node to apply the log again", "err", err)
+	}
+}
+
+func (f *FSM) stoppedErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopped
+}
+
+// Snapshot makes what is applied durable and takes a view of it, which
+// raft persists while later entries are applied.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.stoppedErr(); err != nil {
+		return nil, err
+	}
+	s, err := f.db.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return fsmSnapshot{s}, nil
+}
+
+// Restore replaces the database with a snapshot, unless the database
+// already holds the snapshot's index or a later one (as after a restart,
+// when raft restores its last snapshot to a database that is ahead of it).
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	idx, r, err := store.SnapshotIndex(rc)
+	if err != nil {
+		return err
+	}
+	if cur := f.applied.Load(); idx <= cur {
+		f.log.Info("snapshot skipped: the database is at or past it", "snapshot_index", idx, "applied_index", cur)
+		return nil
+	}
+	if err := f.db.Restore(r); err != nil {
+		f.applied.Store(0)
+		return err
+	}
+	f.applied.Store(idx)
+	f.log.Info("restored a snapshot", "snapshot_index", idx)
+	now := f.clock.Now()
+	f.mu.Lock()
+	f.stopped = nil // the database is whole again
+	f.horizonApplied = now
+	f.mu.Unlock()
+	return nil
+}
+
+// fsmSnapshot streams a store snapshot into raft's snapshot sink.
+type fsmSnapshot struct{ s *store.Snapshot }
+
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.s.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s fsmSnapshot) Release() { s.s.Release() }

@@ -1,0 +1,401 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/store"
+)
+
+// Defaults of Config, for nodes on one LAN.
+const (
+	DefaultHeartbeatTimeout   = 200 * time.Millisecond
+	DefaultElectionTimeout    = 200 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 100 * time.Millisecond
+	DefaultCommitTimeout      = 10 * time.Millisecond
+	DefaultApplyTimeout       = 10 * time.Second
+	DefaultSnapshotThreshold  = 8192
+	DefaultTrailingLogs       = 10240
+	// DefaultMaxEntryBytes bounds the commands of one log entry, as raft
+	// suggests (raft.SuggestedMaxDataSize); a batch larger than it is split
+	// into several entries. A single command larger than it goes alone.
+	DefaultMaxEntryBytes = raft.SuggestedMaxDataSize
+)
+
+// Config configures a Node. The zero value of every field but ID and
+// Transport means its default.
+type Config struct {
+	// Dir is the data folder: the applied state in Dir/db (badger), the
+	// log in Dir/raft/wal, snapshots in Dir/raft/snapshots.
+	Dir string
+	// ID names the node in the cluster. It must not change across
+	// restarts.
+	ID raft.ServerID
+	// Transport carries raft's messages to the other nodes. The Node
+	// closes it in Close if it is an io.Closer.
+	Transport raft.Transport
+	// Bootstrap is the initial cluster, used only when the node starts
+	// with no log: every node of a new cluster gets the same list. Nil
+	// means a cluster of this node alone.
+	Bootstrap []raft.Server
+	// Join means that a node with no log bootstraps nothing: it waits, in
+	// no configuration, until the leader of a running cluster adds it.
+	// Bootstrap must then be nil.
+	Join bool
+	// Raft's timeouts; see raft.Config. Defaults for a LAN:
+	// DefaultHeartbeatTimeout and the rest.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// ApplyTimeout bounds the wait for one batch to be committed and
+	// applied. Default DefaultApplyTimeout.
+	ApplyTimeout time.Duration
+	// SnapshotThreshold and TrailingLogs: a snapshot is taken after
+	// SnapshotThreshold new entries, and the log keeps TrailingLogs entries
+	// behind it for followers that lag. Defaults DefaultSnapshotThreshold
+	// and DefaultTrailingLogs.
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	// SnapshotInterval is how often raft checks whether to take one.
+	// Default raft's (120 s).
+	SnapshotInterval time.Duration
+	// WALSegmentSize is the size in bytes of one segment file of the log
+	// on disk. The log drops compacted entries only a whole segment at a
+	// time, so tests that need a leader to have dropped them (and send a
+	// lagging follower a snapshot) make it small. Zero means raft-wal's
+	// default, 64 MiB. Unused with LogStore.
+	WALSegmentSize int
+	// MaxEntryBytes bounds the commands of one log entry. Default
+	// DefaultMaxEntryBytes.
+	MaxEntryBytes int
+	// LogStore and StableStore, if set, replace the log on disk (for
+	// tests, raft.NewInmemStore). Both or neither.
+	LogStore    raft.LogStore
+	StableStore raft.StableStore
+	// Clock stamps the horizon entries the node applies (see
+	// store.State.HorizonApplied). Nil means the system clock; it must be
+	// the clock of the core that applies through the node.
+	Clock clock.Clock
+	// Logger receives the node's and raft's logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	set(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	set(&c.ElectionTimeout, DefaultElectionTimeout)
+	set(&c.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	set(&c.CommitTimeout, DefaultCommitTimeout)
+	set(&c.ApplyTimeout, DefaultApplyTimeout)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
+	}
+	if c.MaxEntryBytes == 0 {
+		c.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Node is one replica: raft, its log, and the state machine over badger.
+// It implements store.Store for package core on the leader: Apply appends
+// through raft and returns once the entries are committed and applied
+// here; Get and State read the applied state. Its methods are safe for
+// concurrent use.
+type Node struct {
+	cfg   Config
+	raft  *raft.Raft
+	fsm   *FSM
+	db    *store.Badger
+	wal   *wal.WAL // nil with Config.LogStore
+	meta  *metadb.BoltMetaDB
+	log   *slog.Logger
+	close sync.Once
+	err   error
+}
+
+var _ store.Store = (*Node)(nil)
+
+// Open opens, or creates, the node's state in cfg.Dir and starts raft.
+// A node with no log bootstraps the cluster of cfg.Bootstrap.
+func Open(cfg Config) (_ *Node, err error) {
+	if cfg.ID == "" || cfg.Transport == nil {
+		return nil, errors.New("replica: Config.ID and Config.Transport are required")
+	}
+	if cfg.Join && cfg.Bootstrap != nil {
+		return nil, errors.New("replica: a node that joins (Config.Join) takes no Config.Bootstrap")
+	}
+	if (cfg.LogStore == nil) != (cfg.StableStore == nil) {
+		return nil, errors.New("replica: set both Config.LogStore and Config.StableStore, or neither")
+	}
+	cfg = cfg.withDefaults()
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", string(cfg.ID))}
+	var closers []io.Closer
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i].Close()
+			}
+		}
+	}()
+	raftDir := filepath.Join(cfg.Dir, layout.RaftDir)
+	for _, d := range []string{filepath.Join(raftDir, "wal"), filepath.Join(cfg.Dir, layout.DBDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("replica: %w", err)
+		}
+	}
+	hlog := HCLogger(n.log)
+	if n.db, err = store.Open(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, store.NoSync()); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	closers = append(closers, n.db)
+	if n.fsm, err = NewFSM(n.db, cfg.Clock, n.log); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	logs, stable := cfg.LogStore, cfg.StableStore
+	if logs == nil {
+		// The WAL does not close a metadata store it opened itself, so
+		// the node opens it and closes it after the WAL.
+		n.meta = &metadb.BoltMetaDB{}
+		closers = append(closers, n.meta)
+		segment := wal.DefaultSegmentSize
+		if cfg.WALSegmentSize > 0 {
+			segment = cfg.WALSegmentSize
+		}
+		if n.wal, err = wal.Open(filepath.Join(raftDir, "wal"), wal.WithLogger(hlog), wal.WithMetaStore(n.meta), wal.WithSegmentSize(segment)); err != nil {
+			return nil, fmt.Errorf("replica: open the log: %w", err)
+		}
+		closers = append(closers, n.wal)
+		logs, stable = n.wal, n.wal
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = cfg.ID
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	rc.Logger = hlog
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	existing, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	if !existing && !cfg.Join {
+		// Written to the stores before raft starts, so that a peer's
+		// message cannot reach the node between its start and its
+		// bootstrap.
+		servers := cfg.Bootstrap
+		if servers == nil {
+			servers = []raft.Server{{ID: cfg.ID, Address: cfg.Transport.LocalAddr()}}
+		}
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, cfg.Transport, raft.Configuration{Servers: servers}); err != nil {
+			return nil, fmt.Errorf("replica: bootstrap: %w", err)
+		}
+	}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, cfg.Transport); err != nil {
+		return nil, fmt.Errorf("replica: start raft: %w", err)
+	}
+	n.fsm.SetTerm(n.raft.CurrentTerm)
+	return n, nil
+}
+
+// Raft is the node's raft instance, for membership changes and status.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// AppliedIndex is the index of the last log entry in the node's state.
+func (n *Node) AppliedIndex() uint64 { return n.fsm.AppliedIndex() }
+
+// IsLeader reports whether the node believes it leads the cluster.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// WaitLeading waits until this node leads the cluster and has applied
+// every entry committed before it led, so that its state is the whole
+// committed state: a cluster of one elects itself at start.
+func (n *Node) WaitLeading(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !n.IsLeader() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replica: not leading: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return n.Reopen()
+}
+
+// Apply appends cmds to the log, in as many entries as MaxEntryBytes takes,
+// and returns their results once every entry is committed and applied on
+// this node. Only the leader can append. If an entry fails, Apply returns
+// the results of the entries before it and the error; the failed entry and
+// those after it may still be committed (a new leader may commit them), so
+// their outcome is unknown until Reopen.
+func (n *Node) Apply(cmds []store.Command) ([]store.Result, error) {
+	var futures []raft.ApplyFuture
+	var sizes []int
+	for rest := cmds; len(rest) > 0; {
+		k := n.split(rest)
+		data, err := encodeEntry(rest[:k])
+		if err != nil {
+			return nil, fmt.Errorf("replica: encode an entry: %w", err)
+		}
+		futures = append(futures, n.raft.Apply(data, n.cfg.ApplyTimeout))
+		sizes = append(sizes, k)
+		rest = rest[k:]
+	}
+	results := make([]store.Result, 0, len(cmds))
+	for i, f := range futures {
+		if err := f.Error(); err != nil {
+			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+				return results, fmt.Errorf("replica: %w: %w", store.ErrNotLeader, err)
+			}
+			return results, fmt.Errorf("replica: %w", err)
+		}
+		a, ok := f.Response().(Applied)
+		if !ok {
+			return results, fmt.Errorf("replica: entry answered %T", f.Response())
+		}
+		if a.Err != nil {
+			return results, a.Err
+		}
+		if len(a.Results) != sizes[i] {
+			return results, fmt.Errorf("replica: entry of %d commands applied %d", sizes[i], len(a.Results))
+		}
+		results = append(results, a.Results...)
+	}
+	return results, nil
+}
+
+// split returns how many of cmds, at least one, go in the next entry.
+func (n *Node) split(cmds []store.Command) int {
+	size := 0
+	for i, c := range cmds {
+		size += len(c.Key) + len(c.Value) + 64
+		if size > n.cfg.MaxEntryBytes && i > 0 {
+			return i
+		}
+	}
+	return len(cmds)
+}
+
+// Get returns the record of key in this node's applied state.
+func (n *Node) Get(key []byte) (store.Record, error) { return n.db.Get(key) }
+
+// Kept returns the kept outcome of the write c in this node's applied
+// state.
+func (n *Node) Kept(c store.Command) (store.Result, bool, error) { return n.db.Kept(c) }
+
+// Inherited returns the keys that writes of earlier terms changed when
+// this node applied them in its current term, and that term (FSM.Inherited).
+func (n *Node) Inherited() ([]string, uint64) { return n.fsm.Inherited() }
+
+// IdleClients returns up to limit clients of this node's applied state
+// whose last write was before cutoff.
+func (n *Node) IdleClients(cutoff time.Time, limit int) ([]uint64, error) {
+	return n.db.IdleClients(cutoff, limit)
+}
+
+// State returns the counters, horizon and write leases of this node's
+// applied state, and when it applied the horizon (HorizonApplied).
+func (n *Node) State() (store.State, error) {
+	st, err := n.db.State()
+	st.HorizonApplied = n.fsm.HorizonApplied()
+	return st, err
+}
+
+// Reopen settles the outcome of a failed Apply: it waits until every entry
+// appended before it is applied here, which only a leader can do. After it,
+// State and Get show every committed entry.
+func (n *Node) Reopen() error {
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	return n.fsm.stoppedErr()
+}
+
+// Close stops raft and closes the log, the state and the transport. It may
+// be called more than once.
+func (n *Node) Close() error {
+	n.close.Do(func() {
+		errs := []error{n.raft.Shutdown().Error()}
+		if c, ok := n.cfg.Transport.(interface{ CloseStreams() }); ok {
+			c.CloseStreams() // the pooled connections to the peers
+		}
+		if c, ok := n.cfg.Transport.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+		if n.wal != nil {
+			errs = append(errs, n.wal.Close(), n.meta.Close())
+		}
+		errs = append(errs, n.db.Close())
+		n.err = errors.Join(errs...)
+	})
+	return n.err
+}
+
+// HCLogger sends raft's logs, at warning level and above, to l: for
+// raft's parts that the caller builds, such as its network transport.
+func HCLogger(l *slog.Logger) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:   "raft",
+		Level:  hclog.Warn,
+		Output: slogWriter{l},
+	})
+}
+
+// slogWriter hands each line hclog writes to slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	switch {
+	case strings.Contains(line, "[ERROR]"):
+		level = slog.LevelError
+	case strings.Contains(line, "starting election"):
+		// An election after a heartbeat timeout is how every node starts,
+		// a cluster of one included; the server logs which node leads, and
+		// a lost leader shows in other lines.
+		level = slog.LevelDebug
+	case strings.Contains(line, "[WARN]"):
+		level = slog.LevelWarn
+	}
+	w.l.Log(context.Background(), level, line, "component", "raft")
+	return len(p), nil
+}

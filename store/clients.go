@@ -1,0 +1,166 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// The write outcomes kept per client, so that a retried write is applied
+// once (Command.Client). Each client has one record under clientPrefix and
+// its ID: when it last wrote, and the outcomes of its writes that it may
+// still retry, in request order. A client drops outcomes by raising
+// Command.Acked; the leader drops idle clients with OpForgetClients.
+
+var clientPrefix = []byte("c/")
+
+// maxOutcomes bounds the outcomes kept per client, above any number of
+// writes one client may have waiting (the server's in-flight limit). A
+// client that never raises Acked loses its oldest outcomes first.
+const maxOutcomes = 8192
+
+// outcome is the kept result of one write.
+type outcome struct {
+	request  uint64
+	version  uint64
+	mismatch bool // a compare-and-swap that did not match
+}
+
+// clientRecord is what the store keeps of one client.
+type clientRecord struct {
+	last     int64 // Unix ns of its last write (Command.At)
+	outcomes []outcome
+}
+
+func clientKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte{}, clientPrefix...), id)
+}
+
+// find returns the outcome of request, if kept.
+func (r *clientRecord) find(request uint64) (outcome, bool) {
+	i := sort.Search(len(r.outcomes), func(i int) bool { return r.outcomes[i].request >= request })
+	if i < len(r.outcomes) && r.outcomes[i].request == request {
+		return r.outcomes[i], true
+	}
+	return outcome{}, false
+}
+
+// add keeps o, forgets the outcomes below acked, and keeps at most
+// maxOutcomes.
+func (r *clientRecord) add(o outcome, acked uint64) {
+	i := sort.Search(len(r.outcomes), func(i int) bool { return r.outcomes[i].request >= acked })
+	r.outcomes = r.outcomes[i:]
+	i = sort.Search(len(r.outcomes), func(i int) bool { return r.outcomes[i].request >= o.request })
+	r.outcomes = append(r.outcomes, outcome{})
+	copy(r.outcomes[i+1:], r.outcomes[i:])
+	r.outcomes[i] = o
+	if n := len(r.outcomes); n > maxOutcomes {
+		r.outcomes = r.outcomes[n-maxOutcomes:]
+	}
+}
+
+// encode lays the record out as the 8-byte time of the last write, then
+// per outcome its request and version (8 bytes each) and a flag byte.
+func (r *clientRecord) encode() []byte {
+	b := make([]byte, 0, 8+17*len(r.outcomes))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.last))
+	for _, o := range r.outcomes {
+		b = binary.BigEndian.AppendUint64(b, o.request)
+		b = binary.BigEndian.AppendUint64(b, o.version)
+		var f byte
+		if o.mismatch {
+			f = 1
+		}
+		b = append(b, f)
+	}
+	return b
+}
+
+func decodeClientRecord(b []byte) (clientRecord, error) {
+	if len(b) < 8 || (len(b)-8)%17 != 0 {
+		return clientRecord{}, fmt.Errorf("corrupt client record of %d bytes", len(b))
+	}
+	r := clientRecord{last: int64(binary.BigEndian.Uint64(b))}
+	for p := b[8:]; len(p) > 0; p = p[17:] {
+		if p[16] > 1 {
+			return clientRecord{}, fmt.Errorf("corrupt client record: flag %d", p[16])
+		}
+		r.outcomes = append(r.outcomes, outcome{request: binary.BigEndian.Uint64(p), version: binary.BigEndian.Uint64(p[8:]), mismatch: p[16] == 1})
+	}
+	return r, nil
+}
+
+// kept returns the kept outcome of the write c, whose Client is set, as
+// its Result, marked Duplicate, and the client's record.
+func kept(tx txn, c Command) (Result, bool, clientRecord, error) {
+	var rec clientRecord
+	b, ok, err := tx.get(clientKey(c.Client))
+	if err != nil || !ok {
+		return Result{}, false, rec, err
+	}
+	if rec, err = decodeClientRecord(b); err != nil {
+		return Result{}, false, rec, err
+	}
+	o, ok := rec.find(c.Request)
+	if !ok {
+		return Result{}, false, rec, nil
+	}
+	r := Result{Version: o.version, Duplicate: true}
+	if o.mismatch {
+		r.Err = mismatch(o.version, c.Expect)
+	}
+	return r, true, rec, nil
+}
+
+// execOnce applies the write c, whose Client is set, at most once: a
+// request whose outcome is kept gets it back, marked Duplicate.
+func execOnce(tx txn, ct *counters, c Command) (Result, error) {
+	r, ok, rec, err := kept(tx, c)
+	if err != nil || ok {
+		return r, err
+	}
+	key := clientKey(c.Client)
+	r, err = execWrite(tx, ct, c)
+	if err != nil {
+		return Result{}, err
+	}
+	rec.last = c.At.UnixNano()
+	rec.add(outcome{request: c.Request, version: r.Version, mismatch: r.Err != nil}, c.Acked)
+	return r, tx.set(key, rec.encode())
+}
+
+// forgetClients carries out an OpForgetClients.
+func forgetClients(tx txn, c Command) error {
+	for _, id := range c.Clients {
+		key := clientKey(id)
+		b, ok, err := tx.get(key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if len(b) < 8 {
+			return fmt.Errorf("corrupt client record of %d bytes", len(b))
+		}
+		if int64(binary.BigEndian.Uint64(b)) < c.At.UnixNano() {
+			if err := tx.del(key); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// idleClient reports the ID of the client whose record is at key, if its
+// last write was before cutoff.
+func idleClient(key, value []byte, cutoff time.Time) (uint64, bool) {
+	if len(key) != len(clientPrefix)+8 || len(value) < 8 {
+		return 0, false
+	}
+	if int64(binary.BigEndian.Uint64(value)) >= cutoff.UnixNano() {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[len(clientPrefix):]), true
+}

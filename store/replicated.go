@@ -1,0 +1,384 @@
+package store
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// What a replicated log's state machine (package replica) needs of the
+// database it applies entries to: the index of the last entry applied,
+// kept in the same transaction as the entry's changes, and a snapshot of the
+// whole database that another node can restore.
+
+// metaApplied is the index of the last log entry applied (ApplyEntry).
+var metaApplied = []byte("m/applied")
+
+// snapshotMagic opens every snapshot stream, with the format's version.
+const snapshotMagic = "leased-snapshot-1\n"
+
+// ErrCorruptSnapshot is returned by Restore for a stream that is not a
+// whole snapshot.
+var ErrCorruptSnapshot = errors.New("corrupt snapshot")
+
+// AppliedIndex returns the index of the last log entry applied with
+// ApplyEntry or restored with Restore; 0 if none.
+func (b *Badger) AppliedIndex() (uint64, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.usable(); err != nil {
+		return 0, err
+	}
+	var idx uint64
+	err := b.db.View(func(t *badger.Txn) error {
+		var err error
+		idx, err = getUint(badgerTxn{t}, metaApplied)
+		return err
+	})
+	return idx, err
+}
+
+// ApplyEntry applies cmds, the commands of log entry index, in one
+// transaction that also records index as the applied index, so that a
+// restart knows exactly which entries its state holds. index must be above
+// the applied index. An entry too large for one transaction is refused with
+// an error, and nothing of it is applied; the leader keeps entries well
+// below badger's limit. Like Apply, a failure makes the store refuse
+// further entries until Reopen.
+func (b *Badger) ApplyEntry(index uint64, cmds []Command) ([]Result, error) {
+	b.amu.Lock()
+	defer b.amu.Unlock()
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.writable(); err != nil {
+		return nil, err
+	}
+	t := b.db.NewTransaction(true)
+	defer t.Discard()
+	tx := badgerTxn{t}
+	applied, err := getUint(tx, metaApplied)
+	if err != nil {
+		b.failed = true
+		return nil, err
+	}
+	if index <= applied {
+		return nil, fmt.Errorf("log entry %d is at or below the applied index %d", index, applied)
+	}
+	ct := b.ct
+	rs := make([]Result, 0, len(cmds))
+	for _, c := range cmds {
+		r, err := exec(tx, &ct, c)
+		if err != nil {
+			b.failed = true
+			return nil, fmt.Errorf("log entry %d: %w", index, err)
+		}
+		rs = append(rs, r)
+	}
+	if err := saveCounters(tx, b.ct, ct); err != nil {
+		b.failed = true
+		return nil, err
+	}
+	if err := setUint(tx, metaApplied, index); err != nil {
+		b.failed = true
+		return nil, err
+	}
+	if err := t.Commit(); err != nil {
+		b.failed = true
+		return nil, fmt.Errorf("log entry %d: %w", index, err)
+	}
+	b.ct = ct
+	return rs, nil
+}
+
+// Sync makes every change applied so far durable. A store opened without
+// synchronous writes (see NoSync) calls for it before a snapshot lets the
+// log drop the entries the snapshot covers.
+func (b *Badger) Sync() error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.usable(); err != nil {
+		return err
+	}
+	return b.db.Sync()
+}
+
+// usable reports why the database cannot be read, if it cannot. b.mu
+// must be held.
+func (b *Badger) usable() error {
+	switch {
+	case b.closed:
+		return ErrClosed
+	case b.db == nil:
+		return ErrFailed
+	}
+	return nil
+}
+
+// writable reports why the database takes no change, if it does not:
+// it is closed, or a change failed and Reopen has not settled it. b.amu
+// and b.mu must be held.
+func (b *Badger) writable() error {
+	switch {
+	case b.closed:
+		return ErrClosed
+	case b.failed:
+		return ErrFailed
+	}
+	return nil
+}
+
+// Snapshot is a consistent view of the whole database, taken by
+// Badger.Snapshot, that WriteTo streams while changes go on beside it.
+type Snapshot struct {
+	b       *Badger
+	t       *badger.Txn
+	applied uint64
+}
+
+// Snapshot makes every applied change durable and returns a view of the
+// database as it is now. The caller must Release it.
+func (b *Badger) Snapshot() (*Snapshot, error) {
+	b.amu.Lock() // no entry half applied
+	defer b.amu.Unlock()
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	if err := b.db.Sync(); err != nil {
+		return nil, fmt.Errorf("sync before a snapshot: %w", err)
+	}
+	t := b.db.NewTransaction(false)
+	applied, err := getUint(badgerTxn{t}, metaApplied)
+	if err != nil {
+		t.Discard()
+		return nil, err
+	}
+	return &Snapshot{b: b, t: t, applied: applied}, nil
+}
+
+// AppliedIndex is the applied index the snapshot holds.
+func (s *Snapshot) AppliedIndex() uint64 { return s.applied }
+
+// WriteTo streams the snapshot to w: the format's magic line, the applied
+// index, every key and value, and a CRC-32C of all of it. Restore reads it.
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	cw := &countWriter{w: bufio.NewWriterSize(w, 256<<10), crc: crc32.New(castagnoli)}
+	cw.Write([]byte(snapshotMagic))
+	cw.uvarint(s.applied)
+	it := s.t.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 64})
+	defer it.Close()
+	for it.Rewind(); it.Valid() && cw.err == nil; it.Next() {
+		item := it.Item()
+		if string(item.Key()) == string(metaApplied) {
+			continue // written by Restore last, from the header
+		}
+		err := item.Value(func(v []byte) error {
+			cw.uvarint(uint64(len(item.Key())) + 1) // 0 ends the stream
+			cw.Write(item.Key())
+			cw.uvarint(uint64(len(v)))
+			cw.Write(v)
+			return nil
+		})
+		if err != nil {
+			return cw.n, err
+		}
+	}
+	cw.uvarint(0)
+	sum := cw.crc.Sum32()
+	cw.crc = nil
+	cw.Write(binary.BigEndian.AppendUint32(nil, sum))
+	if cw.err != nil {
+		return cw.n, cw.err
+	}
+	return cw.n, cw.w.(*bufio.Writer).Flush()
+}
+
+// Release ends the view.
+func (s *Snapshot) Release() { s.t.Discard() }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// countWriter writes to w, counting bytes and summing them into crc, and
+// keeps the first error.
+type countWriter struct {
+	w   io.Writer
+	crc hash.Hash32
+	n   int64
+	err error
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if c.crc != nil {
+		c.crc.Write(p)
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
+	return n, err
+}
+
+func (c *countWriter) uvarint(v uint64) { c.Write(binary.AppendUvarint(nil, v)) }
+
+// SnapshotIndex reads the applied index from the head of a snapshot stream
+// and returns it with a reader of the whole stream, head included, for
+// Restore: the caller can skip a snapshot older than what it holds.
+func SnapshotIndex(r io.Reader) (uint64, io.Reader, error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	head, err := br.Peek(len(snapshotMagic) + binary.MaxVarintLen64)
+	if len(head) < len(snapshotMagic)+1 {
+		return 0, nil, fmt.Errorf("%w: %d bytes of header: %v", ErrCorruptSnapshot, len(head), err)
+	}
+	if string(head[:len(snapshotMagic)]) != snapshotMagic {
+		return 0, nil, fmt.Errorf("%w: not a leased snapshot", ErrCorruptSnapshot)
+	}
+	idx, n := binary.Uvarint(head[len(snapshotMagic):])
+	if n <= 0 {
+		return 0, nil, fmt.Errorf("%w: bad applied index", ErrCorruptSnapshot)
+	}
+	return idx, br, nil
+}
+
+// maxSnapshotItem bounds a key or value read by Restore, so that a corrupt
+// length cannot make it allocate without limit.
+const maxSnapshotItem = 256 << 20
+
+// Restore replaces the whole database with the snapshot r streams (see
+// Snapshot.WriteTo). It writes the applied index last, after everything
+// else is durable, so that a crash during a restore leaves an applied index
+// of 0, and the log restores the snapshot again on the next start. A
+// stream that is cut short or corrupt is an error (ErrCorruptSnapshot), and
+// leaves the database empty with applied index 0.
+func (b *Badger) Restore(r io.Reader) error {
+	b.amu.Lock()
+	defer b.amu.Unlock()
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.writable(); err != nil {
+		return err
+	}
+	if err := b.db.DropAll(); err != nil {
+		b.failed = true
+		return fmt.Errorf("restore: drop the old state: %w", err)
+	}
+	b.ct = counters{}
+	applied, err := b.load(r)
+	if err == nil {
+		err = b.db.Sync()
+	}
+	if err == nil {
+		err = b.db.Update(func(t *badger.Txn) error { return setUint(badgerTxn{t}, metaApplied, applied) })
+	}
+	if err == nil {
+		err = b.db.Sync()
+	}
+	if err == nil {
+		err = b.db.View(func(t *badger.Txn) error {
+			var err error
+			b.ct, err = loadCounters(badgerTxn{t})
+			return err
+		})
+	}
+	if err != nil {
+		if !errors.Is(err, ErrCorruptSnapshot) {
+			b.failed = true
+		}
+		b.db.DropAll()
+		b.ct = counters{}
+		return fmt.Errorf("restore: %w", err)
+	}
+	return nil
+}
+
+// load writes the keys of a snapshot stream, checks its sum, and returns
+// its applied index.
+func (b *Badger) load(r io.Reader) (uint64, error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	sr := &sumReader{br: br, crc: crc32.New(castagnoli)}
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(sr, magic); err != nil || string(magic) != snapshotMagic {
+		return 0, fmt.Errorf("%w: not a leased snapshot", ErrCorruptSnapshot)
+	}
+	applied, err := binary.ReadUvarint(sr)
+	if err != nil {
+		return 0, fmt.Errorf("%w: applied index: %v", ErrCorruptSnapshot, err)
+	}
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	for {
+		kl, err := binary.ReadUvarint(sr)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		}
+		if kl == 0 {
+			break
+		}
+		key, err := readItem(sr, kl-1)
+		if err != nil {
+			return 0, err
+		}
+		vl, err := binary.ReadUvarint(sr)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		}
+		val, err := readItem(sr, vl)
+		if err != nil {
+			return 0, err
+		}
+		if err := wb.Set(key, val); err != nil {
+			return 0, err
+		}
+	}
+	want := sr.crc.Sum32()
+	var sum [4]byte
+	if _, err := io.ReadFull(br, sum[:]); err != nil {
+		return 0, fmt.Errorf("%w: no checksum: %v", ErrCorruptSnapshot, err)
+	}
+	if got := binary.BigEndian.Uint32(sum[:]); got != want {
+		return 0, fmt.Errorf("%w: checksum %08x, want %08x", ErrCorruptSnapshot, got, want)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		return 0, fmt.Errorf("%w: data after the checksum", ErrCorruptSnapshot)
+	}
+	return applied, wb.Flush()
+}
+
+// sumReader reads from br and sums what it hands out.
+type sumReader struct {
+	br  *bufio.Reader
+	crc hash.Hash32
+}
+
+func (s *sumReader) Read(p []byte) (int, error) {
+	n, err := s.br.Read(p)
+	s.crc.Write(p[:n])
+	return n, err
+}
+
+func (s *sumReader) ReadByte() (byte, error) {
+	c, err := s.br.ReadByte()
+	if err == nil {
+		s.crc.Write([]byte{c})
+	}
+	return c, err
+}
+
+func readItem(r io.Reader, n uint64) ([]byte, error) {
+	if n > maxSnapshotItem {
+		return nil, fmt.Errorf("%w: item of %d bytes", ErrCorruptSnapshot, n)
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(r, p); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+	}
+	return p, nil
+}
