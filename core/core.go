@@ -93,6 +93,13 @@ type Config struct {
 	// horizon. Until the write barrier, reads of these keys fail with
 	// ErrUnavailable, and retries of those writes wait for the barrier.
 	Inherited []string
+	// Clockname names this node's clock, so that a later core of the
+	// same node knows the horizons this one records (store.State.HorizonBy):
+	// it may count them on the wall clock, which a restart does not reset,
+	// rather than from when it applied them. It must differ from every
+	// other node's (replica.Node.Clockname). Empty: horizons are counted
+	// from when they were applied, if the store says (HorizonApplied).
+	Clockname string
 	// UnsafeSkipHorizonWait lets a new core write at once, without waiting
 	// for the leases an earlier run or leader may have granted: it breaks
 	// the promise of every such lease. It exists for the negative control

@@ -405,3 +405,56 @@ func TestInheritedKeysHeld(t *testing.T) {
 		}
 	})
 }
+
+// applied is a store whose state says that its newest horizon entry was
+// applied at a given time, as a replica's does (store.State.HorizonApplied).
+type applied struct {
+	store.Store
+	at time.Time
+}
+
+func (a applied) State() (store.State, error) {
+	st, err := a.Store.State()
+	st.HorizonApplied = a.at
+	return st, err
+}
+
+func (applied) Close() error { return nil }
+
+// A node that applies its own last horizon entry again as it restarts,
+// after the horizon has passed on its wall clock, writes at once: the
+// entry's clock is its own, so the time it was down counts. A horizon of
+// another node's clock is counted from when it was applied here, whatever
+// the wall clock says.
+func TestOwnHorizonCountedOnWallClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const span = 3 * time.Second
+		for _, tc := range []struct {
+			name    string
+			by      string
+			elapsed time.Duration // since the horizon was written
+			want    time.Duration // writes held at the restart
+		}{
+			{name: "own, passed", by: "self", elapsed: 5 * time.Second, want: 0},
+			{name: "own, not passed", by: "self", elapsed: time.Second, want: span - time.Second},
+			{name: "another node's, passed", by: "other", elapsed: 5 * time.Second, want: span + eps},
+			{name: "unnamed, passed", by: "", elapsed: 5 * time.Second, want: span + eps},
+		} {
+			st := store.NewMemory()
+			written := time.Now()
+			if _, err := st.Apply([]store.Command{{Op: store.OpSetHorizon, Key: []byte(tc.by), Horizon: written.Add(span), Span: span}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(tc.elapsed)
+			c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Clockname: "self",
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, applied{st, time.Now()}, &notices{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held := c.Stats().WritesAllowedIn; held != tc.want {
+				t.Errorf("%s: writes held for %v, want %v", tc.name, held, tc.want)
+			}
+			c.Close()
+		}
+	})
+}

@@ -57,7 +57,7 @@ func (c *Core) HandOff() error {
 		ls = append(ls, h)
 		longest = max(longest, left)
 	}
-	if _, err := c.apply([]store.Command{{Op: store.OpHandoff, Handoff: ls, At: now}}); err != nil {
+	if _, err := c.apply([]store.Command{{Op: store.OpHandoff, Key: []byte(c.cfg.Clockname), Handoff: ls, At: now}}); err != nil {
 		c.resume()
 		return fmt.Errorf("hand the leases over: %w", err)
 	}

@@ -38,11 +38,15 @@ func (c *Core) restore() error {
 		// then, and this node applied it later. ε covers the drift of the
 		// two clocks over the span (DESIGN §13).
 		hold = max(st.HorizonApplied.Add(st.Span+c.cfg.Epsilon).Sub(c.started), 0)
+		if c.cfg.Clockname != "" && st.HorizonBy == c.cfg.Clockname {
+			// This node recorded the horizon itself, on this clock,
+			// perhaps before a restart that applied it again: the
+			// wall clock bounds its leases as well, and it does not
+			// count the time the node was down.
+			hold = min(hold, wallHold(st.Horizon, st.Span, c.started))
+		}
 	case !st.Horizon.IsZero():
-		// After a restart, on the wall clock: bounded by how far ahead
-		// the horizon reached when it was written, so a wall clock that
-		// stepped back cannot stretch it.
-		hold = max(min(st.Horizon.Sub(c.started), st.Span), 0)
+		hold = wallHold(st.Horizon, st.Span, c.started)
 	}
 	if hold > 0 {
 		if len(c.cfg.Inherited) > 0 {
@@ -75,6 +79,13 @@ func (c *Core) restore() error {
 		return fmt.Errorf("core: end the expired write leases of an earlier run: %w", err)
 	}
 	return nil
+}
+
+// wallHold is how long writes wait at now for horizon h, written span
+// before it, on this node's wall clock after a restart: bounded by span, so
+// that a wall clock that stepped back cannot stretch it.
+func wallHold(h time.Time, span time.Duration, now time.Time) time.Duration {
+	return max(min(h.Sub(now), span), 0)
 }
 
 // ensureHorizon makes sure that the persisted lease horizon covers every
@@ -123,7 +134,7 @@ func (c *Core) advanceHorizon(now time.Time, ahead time.Duration) error {
 
 // setHorizon persists horizon h, written at now.
 func (c *Core) setHorizon(h, now time.Time) error {
-	_, err := c.apply([]store.Command{{Op: store.OpSetHorizon, Horizon: h, Span: max(h.Sub(now), 0)}})
+	_, err := c.apply([]store.Command{{Op: store.OpSetHorizon, Key: []byte(c.cfg.Clockname), Horizon: h, Span: max(h.Sub(now), 0)}})
 	return err
 }
 

@@ -2,6 +2,8 @@ package replica
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -137,6 +139,9 @@ type Node struct {
 	log   *slog.Logger
 	close sync.Once
 	err   error
+	// clockname is drawn at random when the node's log is created and
+	// kept in its stable store (Clockname).
+	clockname string
 }
 
 var _ store.Store = (*Node)(nil)
@@ -228,12 +233,42 @@ func Open(cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("replica: bootstrap: %w", err)
 		}
 	}
+	if n.clockname, err = clockname(stable); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
 	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, cfg.Transport); err != nil {
 		return nil, fmt.Errorf("replica: start raft: %w", err)
 	}
 	n.fsm.SetTerm(n.raft.CurrentTerm)
 	return n, nil
 }
+
+// clocknameKey is the stable-store key of Node.Clockname.
+var clocknameKey = []byte("leased-clockname")
+
+// clockname reads the node's clock name from stable, or draws one and
+// stores it there when there is none.
+func clockname(stable raft.StableStore) (string, error) {
+	// A missing key is an empty value or an error, by store; either way
+	// a new name is drawn, and a read that failed for another reason only
+	// costs the node the wait for its own horizons after a restart.
+	if b, err := stable.Get(clocknameKey); err == nil && len(b) > 0 {
+		return string(b), nil
+	}
+	b := make([]byte, 16)
+	rand.Read(b)
+	name := hex.EncodeToString(b)
+	if err := stable.Set(clocknameKey, []byte(name)); err != nil {
+		return "", fmt.Errorf("store the clock name: %w", err)
+	}
+	return name, nil
+}
+
+// Clockname names this node's clock (core.Config.Clockname): it is drawn
+// at random when the node's log is created and kept with it, so it stays
+// the same across restarts and differs between nodes, and between a node
+// and a later one of the same ID with a new log.
+func (n *Node) Clockname() string { return n.clockname }
 
 // Raft is the node's raft instance, for membership changes and status.
 func (n *Node) Raft() *raft.Raft { return n.raft }

@@ -262,6 +262,29 @@ func TestRestartAppliesOnlyNewEntries(t *testing.T) {
 	c.wantSame(l, "k0", "k19", "late0", "late4")
 }
 
+// TestClockname: each node's clock name is its own, and a restart of the
+// node, which reads its log again, keeps it.
+func TestClockname(t *testing.T) {
+	c := newRealTimeCluster(t, 3, nil)
+	names := map[string]raft.ServerID{}
+	for id, n := range c.nodes {
+		name := n.Clockname()
+		if name == "" {
+			t.Fatalf("%s has no clock name", id)
+		}
+		if other, ok := names[name]; ok {
+			t.Fatalf("%s and %s share the clock name %q", id, other, name)
+		}
+		names[name] = id
+	}
+	id := ids(3)[0]
+	before := c.nodes[id].Clockname()
+	c.stop(id)
+	if got := c.start(id, nil).Clockname(); got != before {
+		t.Errorf("clock name %q after a restart, want %q", got, before)
+	}
+}
+
 // TestLaggingFollowerGetsSnapshot: a follower that missed entries the
 // leader has compacted away is caught up with a snapshot of the leader's
 // state. The logs are raft's in-memory store, kept across a node's restart:

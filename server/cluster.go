@@ -217,6 +217,7 @@ func (s *Server) takeLead() error {
 	}
 	cfg := s.cfg.coreConfig()
 	cfg.Replicated = true
+	cfg.Clockname = s.node.Clockname()
 	if keys, t := s.node.Inherited(); t == term {
 		cfg.Inherited = keys
 	}

@@ -20,6 +20,8 @@ var (
 	// wait when the wall clock has stepped back since.
 	metaHorizon     = []byte("m/horizon")
 	metaHorizonSpan = []byte("m/horizonspan")
+	// The clock the horizon was read on (State.HorizonBy), if given.
+	metaHorizonBy = []byte("m/horizonby")
 	// The leader's name and client address, a zero byte between them.
 	metaLeader = []byte("m/leader")
 	// The leases of the last handoff, if no horizon was set since.
@@ -74,7 +76,7 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		if err := tx.del(metaHandoff); err != nil {
 			return Result{}, err
 		}
-		return Result{}, setHorizon(tx, c.Horizon, c.Span)
+		return Result{}, setHorizon(tx, c.Horizon, c.Span, c.Key)
 	case OpHandoff:
 		var longest time.Duration
 		for _, l := range c.Handoff {
@@ -83,7 +85,7 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		if err := tx.set(metaHandoff, encodeHandoff(c.Handoff)); err != nil {
 			return Result{}, err
 		}
-		return Result{}, setHorizon(tx, c.At.Add(longest), longest)
+		return Result{}, setHorizon(tx, c.At.Add(longest), longest, c.Key)
 	case OpSetLeader:
 		v := append(append(append([]byte{}, c.Key...), 0), c.Value...)
 		return Result{}, tx.set(metaLeader, v)
@@ -168,12 +170,19 @@ func loadMeta(tx txn, st *State) error {
 	return nil
 }
 
-// setHorizon records the lease horizon h, span after it was written.
-func setHorizon(tx txn, h time.Time, span time.Duration) error {
+// setHorizon records the lease horizon h, span after it was written on
+// the clock that by names.
+func setHorizon(tx txn, h time.Time, span time.Duration, by []byte) error {
 	if err := setUint(tx, metaHorizon, uint64(h.UnixNano())); err != nil {
 		return err
 	}
-	return setUint(tx, metaHorizonSpan, uint64(max(span, 0)))
+	if err := setUint(tx, metaHorizonSpan, uint64(max(span, 0))); err != nil {
+		return err
+	}
+	if len(by) == 0 {
+		return tx.del(metaHorizonBy)
+	}
+	return tx.set(metaHorizonBy, by)
 }
 
 // encodeHandoff lays handed-over leases out as, for each, its client,
@@ -223,7 +232,9 @@ func loadHorizon(tx txn, st *State) error {
 		return err
 	}
 	st.Horizon, st.Span = time.Unix(0, int64(h)), time.Duration(span)
-	return nil
+	by, _, err := tx.get(metaHorizonBy)
+	st.HorizonBy = string(by)
+	return err
 }
 
 func prefixed(prefix, key []byte) []byte {

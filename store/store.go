@@ -42,7 +42,8 @@ const (
 	OpEndWriteLease
 	// OpSetHorizon records the lease horizon: the wall-clock time Horizon
 	// after which no lease granted so far can be live, written Span before
-	// it.
+	// it, by the node whose clock Key names (State.HorizonBy; may be
+	// empty).
 	OpSetHorizon
 	// OpSetLeader records that the node named Key leads the cluster and
 	// serves clients at the address Value, so that the other nodes can
@@ -52,7 +53,8 @@ const (
 	// over to the next one (DESIGN §13), at At on its wall clock: it
 	// grants no lease from then on, so those are every lease that may be
 	// live. It also sets the lease horizon to the end of the longest of
-	// them. The next OpSetHorizon clears it.
+	// them, by the clock Key names, as OpSetHorizon does. The next
+	// OpSetHorizon clears it.
 	OpHandoff
 	// OpForgetClients forgets the write outcomes kept for the clients
 	// listed in Clients whose last write was made before At (see
@@ -169,6 +171,10 @@ type State struct {
 	// none), and Span how far ahead of the moment it was written it lay.
 	Horizon time.Time
 	Span    time.Duration
+	// HorizonBy names the clock that Horizon was read on (the Key of the
+	// OpSetHorizon that recorded it): a node that finds its own name here
+	// may count the horizon on its wall clock. Empty if not given.
+	HorizonBy string
 	// HorizonApplied is when this node applied the entry that recorded
 	// the horizon (or the handoff), on its own clock, if a replicated store applied it
 	// since it started (package replica); zero otherwise. A new leader

@@ -277,6 +277,18 @@ var contract = []struct {
 		if !st.Horizon.Equal(h2) || st.Span != 2*time.Minute || st.Revision != 1 {
 			t.Errorf("State = %+v; want horizon %v, span 2m, revision 1", st, h2)
 		}
+		// The clock a horizon was read on is kept with it, and goes
+		// with the next horizon that names none.
+		named := horizon(h2.Add(time.Hour), time.Minute)
+		named.Key = []byte("clock-a")
+		mustApply(t, s, named)
+		if st := mustState(t, s); st.HorizonBy != "clock-a" || !st.Horizon.Equal(named.Horizon) {
+			t.Errorf("State = %+v; want horizon %v by clock-a", st, named.Horizon)
+		}
+		mustApply(t, s, horizon(h2.Add(2*time.Hour), time.Minute))
+		if st := mustState(t, s); st.HorizonBy != "" {
+			t.Errorf("HorizonBy = %q after a horizon that names no clock; want none", st.HorizonBy)
+		}
 	}},
 	{"closed", func(t *testing.T, s store.Store) {
 		mustApply(t, s, put("a", "1"))
