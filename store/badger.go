@@ -17,12 +17,17 @@ type Badger struct {
 	dir  string
 	opts badger.Options
 
-	amu    sync.Mutex   // serializes Apply, Reopen and Close; guards ct and failed
-	ct     counters     // as of the last committed transaction
-	failed bool         // an Apply or a Reopen failed; Reopen clears it
-	mu     sync.RWMutex // guards db and closed: held shared while db is used, exclusively to change them
-	db     *badger.DB   // nil after Close, or after a Reopen that failed
-	closed bool
+	amu sync.Mutex // serializes Apply, Reopen and Close; guards ct and failed
+	ct  counters   // as of the last committed transaction
+	// applied is the applied index (ApplyEntry) as of the last committed
+	// transaction, kept here so that an entry need not read it back.
+	applied uint64
+	failed  bool         // an Apply or a Reopen failed; Reopen clears it
+	mu      sync.RWMutex // guards db and closed: held shared while db is used, exclusively to change them
+	db      *badger.DB   // nil after Close, or after a Reopen that failed
+	closed  bool
+	// clients caches client records for the write path (clientcache.go).
+	clients clientCache
 }
 
 // Option changes how Open opens the database.
@@ -67,7 +72,10 @@ func (b *Badger) open() error {
 	}
 	err = db.View(func(t *badger.Txn) error {
 		var err error
-		b.ct, err = loadCounters(badgerTxn{t})
+		if b.ct, err = loadCounters(badgerTxn{t}); err != nil {
+			return err
+		}
+		b.applied, err = getUint(badgerTxn{t}, metaApplied)
 		return err
 	})
 	if err != nil {
@@ -139,7 +147,7 @@ func (b *Badger) Kept(c Command) (r Result, ok bool, err error) {
 	}
 	err = b.db.View(func(t *badger.Txn) error {
 		var err error
-		r, ok, _, err = kept(badgerTxn{t}, c)
+		r, ok, _, err = kept(cachedReader{badgerTxn{t}, &b.clients}, c)
 		return err
 	})
 	return r, ok, err
@@ -188,7 +196,7 @@ func (b *Badger) Apply(cmds []Command) ([]Result, error) {
 	for len(results) < len(cmds) {
 		rs, err := b.step(cmds[len(results):])
 		if err != nil {
-			b.failed = true
+			b.fail()
 			return results, err
 		}
 		results = append(results, rs...)
@@ -227,7 +235,7 @@ func (b *Badger) step(cmds []Command) ([]Result, error) {
 func (b *Badger) try(cmds []Command) (rs []Result, ct counters, err error) {
 	t := b.db.NewTransaction(true)
 	defer t.Discard()
-	tx := badgerTxn{t}
+	tx := newCachingTxn(badgerTxn{t}, &b.clients)
 	ct = b.ct
 	for _, c := range cmds {
 		r, err := exec(tx, &ct, c)
@@ -239,7 +247,19 @@ func (b *Badger) try(cmds []Command) (rs []Result, ct counters, err error) {
 	if err := saveCounters(tx, b.ct, ct); err != nil {
 		return rs, ct, err
 	}
-	return rs, ct, t.Commit()
+	if err := t.Commit(); err != nil {
+		return rs, ct, err
+	}
+	tx.committed()
+	return rs, ct, nil
+}
+
+// fail marks the store failed until Reopen, and forgets the cached client
+// records, which a failed commit may leave out of step with badger. b.amu
+// must be held.
+func (b *Badger) fail() {
+	b.failed = true
+	b.clients.clear()
 }
 
 // Reopen closes the database and opens it again, which replays what badger
@@ -253,7 +273,7 @@ func (b *Badger) Reopen() error {
 	if b.closed {
 		return ErrClosed
 	}
-	b.failed = true // until the database is open and persisted again
+	b.fail() // until the database is open and persisted again
 	if b.db != nil {
 		b.db.Close() // its error is the failure being recovered from
 		b.db = nil
@@ -280,6 +300,7 @@ func (b *Badger) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
+	b.clients.clear()
 	if b.db == nil {
 		return nil
 	}

@@ -98,13 +98,17 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 // execWrite applies the write c (OpPut, OpDelete or OpCAS).
 func execWrite(tx txn, ct *counters, c Command) (Result, error) {
 	dk := prefixed(dataPrefix, c.Key)
-	cur, err := getRecord(tx, dk)
-	if err != nil {
-		return Result{}, err
-	}
-	// Version 0 means "absent": a deleted key matches it too.
-	if c.Op == OpCAS && cur.Version != c.Expect && (c.Expect != 0 || cur.Found) {
-		return Result{Version: cur.Version, Err: mismatch(cur.Version, c.Expect)}, nil
+	if c.Op == OpCAS {
+		// Only a compare-and-swap reads the key: a put or a delete
+		// does not depend on what it replaces.
+		cur, err := getRecord(tx, dk)
+		if err != nil {
+			return Result{}, err
+		}
+		// Version 0 means "absent": a deleted key matches it too.
+		if cur.Version != c.Expect && (c.Expect != 0 || cur.Found) {
+			return Result{Version: cur.Version, Err: mismatch(cur.Version, c.Expect)}, nil
+		}
 	}
 	r := Record{Version: ct.rev + 1, Found: c.Op != OpDelete, Value: c.Value}
 	if err := tx.set(dk, encodeRecord(r)); err != nil {

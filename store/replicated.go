@@ -30,18 +30,14 @@ var ErrCorruptSnapshot = errors.New("corrupt snapshot")
 // AppliedIndex returns the index of the last log entry applied with
 // ApplyEntry or restored with Restore; 0 if none.
 func (b *Badger) AppliedIndex() (uint64, error) {
+	b.amu.Lock()
+	defer b.amu.Unlock()
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if err := b.usable(); err != nil {
 		return 0, err
 	}
-	var idx uint64
-	err := b.db.View(func(t *badger.Txn) error {
-		var err error
-		idx, err = getUint(badgerTxn{t}, metaApplied)
-		return err
-	})
-	return idx, err
+	return b.applied, nil
 }
 
 // ApplyEntry applies cmds, the commands of log entry index, in one
@@ -61,38 +57,34 @@ func (b *Badger) ApplyEntry(index uint64, cmds []Command) ([]Result, error) {
 	}
 	t := b.db.NewTransaction(true)
 	defer t.Discard()
-	tx := badgerTxn{t}
-	applied, err := getUint(tx, metaApplied)
-	if err != nil {
-		b.failed = true
-		return nil, err
-	}
-	if index <= applied {
-		return nil, fmt.Errorf("log entry %d is at or below the applied index %d", index, applied)
+	tx := newCachingTxn(badgerTxn{t}, &b.clients)
+	if index <= b.applied {
+		return nil, fmt.Errorf("log entry %d is at or below the applied index %d", index, b.applied)
 	}
 	ct := b.ct
 	rs := make([]Result, 0, len(cmds))
 	for _, c := range cmds {
 		r, err := exec(tx, &ct, c)
 		if err != nil {
-			b.failed = true
+			b.fail()
 			return nil, fmt.Errorf("log entry %d: %w", index, err)
 		}
 		rs = append(rs, r)
 	}
 	if err := saveCounters(tx, b.ct, ct); err != nil {
-		b.failed = true
+		b.fail()
 		return nil, err
 	}
 	if err := setUint(tx, metaApplied, index); err != nil {
-		b.failed = true
+		b.fail()
 		return nil, err
 	}
 	if err := t.Commit(); err != nil {
-		b.failed = true
+		b.fail()
 		return nil, fmt.Errorf("log entry %d: %w", index, err)
 	}
-	b.ct = ct
+	tx.committed()
+	b.ct, b.applied = ct, index
 	return rs, nil
 }
 
@@ -267,10 +259,11 @@ func (b *Badger) Restore(r io.Reader) error {
 		return err
 	}
 	if err := b.db.DropAll(); err != nil {
-		b.failed = true
+		b.fail()
 		return fmt.Errorf("restore: drop the old state: %w", err)
 	}
-	b.ct = counters{}
+	b.ct, b.applied = counters{}, 0
+	b.clients.clear()
 	applied, err := b.load(r)
 	if err == nil {
 		err = b.db.Sync()
@@ -290,12 +283,13 @@ func (b *Badger) Restore(r io.Reader) error {
 	}
 	if err != nil {
 		if !errors.Is(err, ErrCorruptSnapshot) {
-			b.failed = true
+			b.fail()
 		}
 		b.db.DropAll()
 		b.ct = counters{}
 		return fmt.Errorf("restore: %w", err)
 	}
+	b.applied = applied
 	return nil
 }
 
