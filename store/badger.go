@@ -17,7 +17,7 @@ type Badger struct {
 	dir  string
 	opts badger.Options
 
-	amu sync.Mutex // serializes Apply, Reopen and Close; guards ct and failed
+	amu sync.Mutex // serializes Apply, Reopen and Close; guards ct, applied and failed
 	ct  counters   // as of the last committed transaction
 	// applied is the applied index (ApplyEntry) as of the last committed
 	// transaction, kept here so that an entry need not read it back.
