@@ -541,6 +541,14 @@ func (c *Core) timerLoop() {
 		c.mu.Lock()
 		eff := c.table.Tick(c.clock.Now())
 		c.enqueueReady(eff)
+		// The durable ends of expired write leases are queued under
+		// c.mu too: whoever sees the tick (NextDeadline) and then waits
+		// for the committer (Drain) waits for them, and for the writes
+		// they let go.
+		for _, n := range eff.EndWrite {
+			c.queue.push(job{end: n})
+		}
+		eff.EndWrite = nil
 		c.mu.Unlock()
 		c.carryOut(eff)
 	}
