@@ -106,6 +106,7 @@ func (s *stallable) StoreLogs(ls []*raft.Log) error {
 // when it applied it, plus ε: after the old leader's last lease has run
 // out on any clock within ε, and after its last read.
 func TestFailoverWaitsOutTheOldLeader(t *testing.T) {
+	t.Parallel()
 	for _, stall := range []bool{false, true} {
 		name := "cut off"
 		if stall {
@@ -225,6 +226,7 @@ func testFailover(t *testing.T, stall bool) {
 // leader holds its first write until exactly the persisted wall-clock
 // horizon, after the lease granted before the stop has run out.
 func TestRestartOfEveryNodeWaitsOutTheHorizon(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		logs := map[raft.ServerID]*raft.InmemStore{}
 		c := newCluster(t, 3, func(cfg *replica.Config) {
@@ -290,6 +292,7 @@ func (notices) Recall(core.SessionID, string, uint64)      {}
 // and only on its key, until it runs out, counted from when the new
 // leader applied the handoff.
 func TestHandoffWaitsForNoHorizon(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, func(cfg *replica.Config) {
 			s := raft.NewInmemStore()

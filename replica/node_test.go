@@ -196,6 +196,7 @@ func (c *cluster) wantSame(leader *replica.Node, keys ...string) {
 // batches are committed, applied on every node with the same results, and
 // split into entries when large; a follower cannot append.
 func TestReplicates(t *testing.T) {
+	t.Parallel()
 	c := newRealTimeCluster(t, 3, func(cfg *replica.Config) { cfg.MaxEntryBytes = 4 << 10 })
 	l := c.leader()
 	rs := mustApply(t, l, put("a", "1"), put("b", "2"),
@@ -237,6 +238,7 @@ func TestReplicates(t *testing.T) {
 // applies only what it missed, and the counters agree with the others;
 // a one-node restart goes on from its own state.
 func TestRestartAppliesOnlyNewEntries(t *testing.T) {
+	t.Parallel()
 	c := newRealTimeCluster(t, 3, nil)
 	l := c.leader()
 	for i := range 20 {
@@ -265,6 +267,7 @@ func TestRestartAppliesOnlyNewEntries(t *testing.T) {
 // TestClockname: each node's clock name is its own, and a restart of the
 // node, which reads its log again, keeps it.
 func TestClockname(t *testing.T) {
+	t.Parallel()
 	c := newRealTimeCluster(t, 3, nil)
 	names := map[string]raft.ServerID{}
 	for id, n := range c.nodes {
@@ -291,6 +294,7 @@ func TestClockname(t *testing.T) {
 // the WAL drops compacted entries only a segment at a time, so a leader on
 // it may still hold them and catch the follower up from its log instead.
 func TestLaggingFollowerGetsSnapshot(t *testing.T) {
+	t.Parallel()
 	logs := map[raft.ServerID]*raft.InmemStore{}
 	c := newRealTimeCluster(t, 3, func(cfg *replica.Config) {
 		cfg.SnapshotThreshold, cfg.TrailingLogs = 16, 4
@@ -338,6 +342,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 // TestSingleNode: a node with no Bootstrap is a cluster of itself, leads
 // at once, and after a restart goes on from its state with its log on disk.
 func TestSingleNode(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	open := func() *replica.Node {
 		_, tr := raft.NewInmemTransport("solo")
@@ -373,6 +378,7 @@ func TestSingleNode(t *testing.T) {
 // committed and applied on every node, and the commands beside it keep
 // their order.
 func TestLargeValueReplicates(t *testing.T) {
+	t.Parallel()
 	c := newRealTimeCluster(t, 3, nil)
 	l := c.leader()
 	big := strings.Repeat("x", 1<<20)

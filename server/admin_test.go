@@ -94,6 +94,7 @@ func follower(cl *testkit.Cluster, leader string) string {
 // change and names the leader; the leader refuses bad changes with clear
 // codes.
 func TestAdminStatusAndMembers(t *testing.T) {
+	t.Parallel()
 	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	f := follower(cl, leader)
@@ -160,6 +161,7 @@ func TestAdminStatusAndMembers(t *testing.T) {
 // until the leader adds it, then follows; once removed, it stops serving
 // and its Serve returns ErrRemoved.
 func TestMemberAddAndRemove(t *testing.T) {
+	t.Parallel()
 	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	peer := cl.StartJoining("n4")
@@ -202,6 +204,7 @@ func TestMemberAddAndRemove(t *testing.T) {
 // TestRemoveLastVoterRefused: a cluster of one refuses to remove its only
 // voter.
 func TestRemoveLastVoterRefused(t *testing.T) {
+	t.Parallel()
 	cl := testkit.NewCluster(t, 1, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	lc := admin(t, cl, cl.Addrs[leader])
@@ -218,6 +221,7 @@ func TestRemoveLastVoterRefused(t *testing.T) {
 // over is written once that lease has run out (its holder, a session with
 // no client identity, cannot be asked), not before.
 func TestTransferLead(t *testing.T) {
+	t.Parallel()
 	const term, eps = 3 * time.Second, 100 * time.Millisecond
 	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: term, Epsilon: eps})
 	leader := cl.Leader()
@@ -272,6 +276,7 @@ func TestTransferLead(t *testing.T) {
 // TestShutdownHandsOff: a leader that shuts down gracefully first hands
 // the lead to another voter.
 func TestShutdownHandsOff(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
@@ -312,6 +317,7 @@ func (s *syncBuffer) String() string {
 // configuration that leaves it out; when it comes back, it hears from no
 // leader, asks the last one it knew, learns that it was removed, and stops.
 func TestRemovedWhileDown(t *testing.T) {
+	t.Parallel()
 	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	gone := follower(cl, leader)

@@ -14,6 +14,7 @@ import (
 // cluster, leasectl finds the leader whichever node comes first; with
 // only a follower, it fails and names the leader.
 func TestEndpointsOfACluster(t *testing.T) {
+	t.Parallel()
 	cl := testkit.NewCluster(t, 3, server.Config{LeaseTerm: time.Second})
 	leader := cl.Leader()
 	var follower string

@@ -35,6 +35,7 @@ func clusterCtl(t *testing.T, cl *testkit.Cluster, eps string, args ...string) c
 // status 3) without dropping the others; member list shows the members
 // from the leader; status adds every member's status.
 func TestEndpointStatusAndMemberList(t *testing.T) {
+	t.Parallel()
 	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 
@@ -126,6 +127,7 @@ func TestEndpointStatusAndMemberList(t *testing.T) {
 // that waits to join, and member remove stops it; bad changes fail with
 // clear errors.
 func TestMemberTransferAddRemove(t *testing.T) {
+	t.Parallel()
 	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	to := follower(cl, leader)
