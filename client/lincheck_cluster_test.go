@@ -136,28 +136,26 @@ func TestLinearizableCluster(t *testing.T) {
 		t.Skip("real processes and real time")
 	}
 	leaktest.Check(t) // once every history has ended
-	slots := make(chan struct{}, linParallel)
 	runs := map[string]int{"all": 2}
-	seed := firstSeed(t)
-	total := 0
+	first := firstSeed(t)
+	var names []string
+	var css []clusterScenario
 	for _, cs := range clusterScenarios() {
 		for i := range max(runs[cs.name], 1) {
-			total++
-			cs, seed := cs, seed+uint64(total)
-			t.Run(fmt.Sprintf("%s/%d", cs.name, i), func(t *testing.T) {
-				t.Parallel()
-				slots <- struct{}{}
-				defer func() { <-slots }()
-				res := runClusterHistory(t, cs, seed, *linOut)
-				if res.err != nil {
-					t.Fatalf("seed %d: %v", seed, res.err)
-				}
-				if res.verdict != porcupine.Ok {
-					t.Fatalf("seed %d: history is %s: %s", seed, res.verdict, res.viz)
-				}
-			})
+			names = append(names, fmt.Sprintf("%s/%d", cs.name, i))
+			css = append(css, cs)
 		}
 	}
+	runHistories(t, names, func(t *testing.T, i int) {
+		seed := first + uint64(i+1)
+		res := runClusterHistory(t, css[i], seed, *linOut)
+		if res.err != nil {
+			t.Fatalf("seed %d: %v", seed, res.err)
+		}
+		if res.verdict != porcupine.Ok {
+			t.Fatalf("seed %d: history is %s: %s", seed, res.verdict, res.viz)
+		}
+	})
 }
 
 // TestLinearizableClusterNegative runs the negative control: a cluster

@@ -173,10 +173,32 @@ func positiveScenarios() []scenario {
 	}
 }
 
-// linParallel is how many histories of TestLinearizable run at once. Each
-// history lasts a fixed time, so running two side by side halves the
-// test's wall time; a correct server stays linearizable under the load.
-const linParallel = 2
+// linParallel is how many histories run at once. Each history lasts a
+// fixed time and waits on it far more than it computes, so running three
+// side by side cuts the tests' wall time to about a third; a correct server
+// stays linearizable under the load.
+const linParallel = 3
+
+// runHistories runs one subtest per name, linParallel at a time. Worker
+// goroutines start the subtests, which do not call t.Parallel, so that
+// -test.parallel (GOMAXPROCS by default, 2 on a small machine) does not cap
+// them.
+func runHistories(t *testing.T, names []string, run func(t *testing.T, i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range linParallel {
+		wg.Go(func() {
+			for i := range next {
+				t.Run(names[i], func(t *testing.T) { run(t, i) })
+			}
+		})
+	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
 
 // TestLinearizable is the short form: 21 histories across the fault kinds,
 // each of which must be linearizable. They run linParallel at a time.
@@ -185,32 +207,29 @@ func TestLinearizable(t *testing.T) {
 		t.Skip("real processes and real time")
 	}
 	leaktest.Check(t) // once every history has ended
-	slots := make(chan struct{}, linParallel)
 	runs := map[string]int{"none": 2, "network": 2, "partition-both": 2, "pause": 2, "drift-slow": 2, "crash": 2, "renewals": 2, "all": 4}
-	seed := firstSeed(t)
-	total := 0
+	first := firstSeed(t)
+	var names []string
+	var scs []scenario
 	for _, sc := range positiveScenarios() {
-		n := max(runs[sc.name], 1)
-		for i := range n {
-			total++
-			sc, seed := sc, seed+uint64(total)
-			t.Run(fmt.Sprintf("%s/%d", sc.name, i), func(t *testing.T) {
-				t.Parallel()
-				slots <- struct{}{}
-				defer func() { <-slots }()
-				res := runHistory(t, sc, seed)
-				if res.err != nil {
-					t.Fatalf("seed %d: %v", seed, res.err)
-				}
-				if res.verdict != porcupine.Ok {
-					t.Fatalf("seed %d: history is %s: %s", seed, res.verdict, res.viz)
-				}
-			})
+		for i := range max(runs[sc.name], 1) {
+			names = append(names, fmt.Sprintf("%s/%d", sc.name, i))
+			scs = append(scs, sc)
 		}
 	}
-	if total < 20 {
-		t.Fatalf("only %d histories", total)
+	if len(names) < 20 {
+		t.Fatalf("only %d histories", len(names))
 	}
+	runHistories(t, names, func(t *testing.T, i int) {
+		seed := first + uint64(i+1)
+		res := runHistory(t, scs[i], seed)
+		if res.err != nil {
+			t.Fatalf("seed %d: %v", seed, res.err)
+		}
+		if res.verdict != porcupine.Ok {
+			t.Fatalf("seed %d: history is %s: %s", seed, res.verdict, res.viz)
+		}
+	})
 }
 
 // TestLinearizableNegative runs the negative controls: broken clients
@@ -220,6 +239,7 @@ func TestLinearizableNegative(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes and real time")
 	}
+	leaktest.Check(t) // once both histories have ended
 	base := scenario{clients: 5, keys: 3, term: 300 * time.Millisecond, eps: 100 * time.Millisecond}
 	ignore := base
 	ignore.name, ignore.ignore = "ignores-invalidations", true
@@ -228,25 +248,24 @@ func TestLinearizableNegative(t *testing.T) {
 	// server waits 400 ms; the partitions keep invalidations from it.
 	drift.name, drift.drift, drift.faults, drift.partitionDir, drift.cutDrifter = "drift-beyond-epsilon", 0.3, []faultKind{faultDrift, faultPartition}, "both", true
 	drift.readMostly = true // so that client 0 holds leases when it is cut off, as in drift-slow
-	seed := firstSeed(t)
-	for i, sc := range []scenario{ignore, drift} {
-		t.Run(sc.name, func(t *testing.T) {
-			leaktest.Check(t)
-			// A violation is expected; its visualisation goes to the
-			// test's folder, and the test checks that it was written.
-			res := runHistoryIn(t, sc, seed+uint64(i), t.TempDir())
-			if res.err != nil {
-				t.Fatalf("seed %d: %v", seed+uint64(i), res.err)
-			}
-			if res.verdict != porcupine.Illegal {
-				t.Fatalf("seed %d: negative control is %s, want a violation (%s)", seed+uint64(i), res.verdict, res.summary)
-			}
-			if st, err := os.Stat(res.viz); err != nil || st.Size() == 0 {
-				t.Fatalf("visualisation %q: %v", res.viz, err)
-			}
-			t.Logf("violation found as expected: %s; %s", res.summary, res.viz)
-		})
-	}
+	first := firstSeed(t)
+	scs := []scenario{ignore, drift}
+	runHistories(t, []string{ignore.name, drift.name}, func(t *testing.T, i int) {
+		// A violation is expected; its visualisation goes to the test's
+		// folder, and the test checks that it was written.
+		seed := first + uint64(i)
+		res := runHistoryIn(t, scs[i], seed, t.TempDir())
+		if res.err != nil {
+			t.Fatalf("seed %d: %v", seed, res.err)
+		}
+		if res.verdict != porcupine.Illegal {
+			t.Fatalf("seed %d: negative control is %s, want a violation (%s)", seed, res.verdict, res.summary)
+		}
+		if st, err := os.Stat(res.viz); err != nil || st.Size() == 0 {
+			t.Fatalf("visualisation %q: %v", res.viz, err)
+		}
+		t.Logf("violation found as expected: %s; %s", res.summary, res.viz)
+	})
 }
 
 // TestLinearizableLong is the long form: with -lincheck.duration set, it
