@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,12 +79,25 @@ func Build(dir string) (Binaries, error) {
 // named with -test.run, and needs neither.
 const HelperEnv = "LEASED_CLITEST_HELPER"
 
+// ProcessParallel is how many parallel tests Main lets run at once when
+// -test.parallel is not given: tests of real processes wait on them and on
+// real time far more than they compute, so the default, GOMAXPROCS, would
+// leave a small machine idle and the package slow.
+const ProcessParallel = 4
+
 // Main builds the binaries into a temporary folder, runs the tests with
-// them, and removes the folder. Use it from TestMain. In a helper process
-// (HelperEnv is set) it builds nothing.
+// them, and removes the folder. Use it from TestMain. Unless the command
+// line sets -test.parallel, it raises it to ProcessParallel. In a helper
+// process (HelperEnv is set) it builds nothing.
 func Main(m interface{ Run() int }, bins *Binaries) int {
 	if os.Getenv(HelperEnv) != "" {
 		return m.Run()
+	}
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && runtime.GOMAXPROCS(0) < ProcessParallel {
+		flag.Set("test.parallel", strconv.Itoa(ProcessParallel))
 	}
 	dir, err := os.MkdirTemp("", "leased-bin-")
 	if err != nil {
