@@ -146,15 +146,8 @@ func TestLinearizableCluster(t *testing.T) {
 			css = append(css, cs)
 		}
 	}
-	runHistories(t, names, func(t *testing.T, i int) {
-		seed := first + uint64(i+1)
-		res := runClusterHistory(t, css[i], seed, *linOut)
-		if res.err != nil {
-			t.Fatalf("seed %d: %v", seed, res.err)
-		}
-		if res.verdict != porcupine.Ok {
-			t.Fatalf("seed %d: history is %s: %s", seed, res.verdict, res.viz)
-		}
+	checkHistories(t, names, first, func(t *testing.T, i int, seed uint64) historyResult {
+		return runClusterHistory(t, css[i], seed, *linOut)
 	})
 }
 

@@ -220,9 +220,17 @@ func TestLinearizable(t *testing.T) {
 	if len(names) < 20 {
 		t.Fatalf("only %d histories", len(names))
 	}
+	checkHistories(t, names, first, func(t *testing.T, i int, seed uint64) historyResult {
+		return runHistory(t, scs[i], seed)
+	})
+}
+
+// checkHistories runs the history of each name with runHistories, the
+// i-th with seed first+i+1, and fails each that is not linearizable.
+func checkHistories(t *testing.T, names []string, first uint64, run func(t *testing.T, i int, seed uint64) historyResult) {
 	runHistories(t, names, func(t *testing.T, i int) {
 		seed := first + uint64(i+1)
-		res := runHistory(t, scs[i], seed)
+		res := run(t, i, seed)
 		if res.err != nil {
 			t.Fatalf("seed %d: %v", seed, res.err)
 		}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/proccluster"
 	"github.com/leased/leased/internal/testkit/wait"
 )
 
@@ -46,8 +47,6 @@ const (
 	// election (raft's timeouts, seconds on a loaded machine) and the new
 	// leader's hold.
 	clusterCrashOpTimeout = 15 * time.Second
-	// clusterCrashLeaderTimeout bounds the wait for a running node to lead.
-	clusterCrashLeaderTimeout = 30 * time.Second
 	// clusterCrashResumeTimeout bounds the wait, after a kill, for the
 	// first write acknowledged after it: the same steps as an operation.
 	clusterCrashResumeTimeout = 30 * time.Second
@@ -77,8 +76,9 @@ func TestCrashCluster(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with -crashcluster.seed=%d); %d cycles", seed, seed, *crashClusterCycles)
 	begin := time.Now()
-	cl := startProcCluster(t, 3, "--lease-term", clusterCrashTerm.String(), "--epsilon", clusterCrashEpsilon.String())
-	cl.leader(t, clusterCrashLeaderTimeout)
+	cl := proccluster.Start(t, proccluster.Config{Bins: bins, Direct: true,
+		Flags: []string{"--lease-term", clusterCrashTerm.String(), "--epsilon", clusterCrashEpsilon.String()}})
+	cl.Leader()
 	killer := rand.New(rand.NewPCG(seed, 1<<32))
 
 	runCtx, stop := context.WithCancel(context.Background())
@@ -97,13 +97,13 @@ func TestCrashCluster(t *testing.T) {
 			seen:      make(map[string]uint64),
 			opTimeout: clusterCrashOpTimeout,
 		}
-		cfg := cl.clientConfig()
+		cfg := cl.ClientConfig()
 		cfg.Name = fmt.Sprintf("writer-%d", i)
 		cfg.IdleTimeout = crashIdleTimeout
 		cfg.MaxReconnectDelay = 100 * time.Millisecond
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		var err error
-		w.c, err = client.Dial(ctx, cl.endpoints(), cfg)
+		w.c, err = client.Dial(ctx, cl.Endpoints(), cfg)
 		cancel()
 		if err != nil {
 			t.Fatalf("writer %d: dial: %v", i, err)
@@ -130,14 +130,14 @@ func TestCrashCluster(t *testing.T) {
 		case <-time.After(serve):
 		case <-runCtx.Done():
 		}
-		lead := cl.leader(t, clusterCrashLeaderTimeout)
+		lead := cl.Leader()
 		victim := lead
 		if killer.IntN(100) >= clusterLeaderKills {
-			others := slices.DeleteFunc(slices.Clone(cl.nodes), func(nd *procNode) bool { return nd == lead })
+			others := cl.Others(lead.Name)
 			victim = others[killer.IntN(len(others))]
 		}
 		down := time.Duration(killer.Int64N(int64(maxClusterDown)))
-		victim.kill(t)
+		cl.Kill(victim.Name)
 		killed := time.Now()
 		// Counted once the victim is gone: an acknowledgement after this
 		// is of a write that another leader committed, or, when a follower
@@ -149,10 +149,10 @@ func TestCrashCluster(t *testing.T) {
 		case <-time.After(down):
 		case <-runCtx.Done():
 		}
-		victim.restart(t)
+		cl.Restart(victim.Name)
 		d, ok := wait.Recv(resumed, clusterCrashResumeTimeout+time.Second)
 		if !ok || d < 0 {
-			t.Fatalf("cycle %d: no write was acknowledged within %v of killing %s (leader: %v)", cycle, clusterCrashResumeTimeout, victim.name, victim == lead)
+			t.Fatalf("cycle %d: no write was acknowledged within %v of killing %s (leader: %v)", cycle, clusterCrashResumeTimeout, victim.Name, victim == lead)
 		}
 		role := "follower"
 		if victim == lead {
@@ -160,26 +160,26 @@ func TestCrashCluster(t *testing.T) {
 			leaderKills++
 			resumes = append(resumes, d)
 		}
-		now := cl.leader(t, clusterCrashLeaderTimeout)
-		rev, _ = crashCheckAt(t, cl.clientConfig(), cl.endpoints(), m, rev, fmt.Sprintf("after restart %d", cycle))
+		now := cl.Leader()
+		rev, _ = crashCheckAt(t, cl.ClientConfig(), cl.Endpoints(), m, rev, fmt.Sprintf("after restart %d", cycle))
 		t.Logf("cycle %d: served %v, killed the %s %s, down %v; first write acknowledged %v after the kill; %s leads (it held writes for %s when it took over); revision %d; acked %d, unknown %d",
-			cycle, serve.Round(time.Millisecond), role, victim.name, down.Round(time.Millisecond), d.Round(time.Millisecond),
-			now.name, now.heldAtTakeover(), rev, m.nAcked.Load(), m.nUnknown.Load())
+			cycle, serve.Round(time.Millisecond), role, victim.Name, down.Round(time.Millisecond), d.Round(time.Millisecond),
+			now.Name, now.WritesHeldAtTakeover(), rev, m.nAcked.Load(), m.nUnknown.Load())
 	}
 
 	stopWriters()
-	rev, _ = crashCheckAt(t, cl.clientConfig(), cl.endpoints(), m, rev, "at the end")
+	rev, _ = crashCheckAt(t, cl.ClientConfig(), cl.Endpoints(), m, rev, "at the end")
 	ins := stopSettled(t, cl)
 	for i, in := range ins {
-		nd := cl.nodes[i]
+		nd := cl.Nodes[i]
 		t.Logf("%s: applied index %d, revision %d, fencing token %d, %d keys, %d write leases, leader %s, digest %s",
-			nd.name, in.AppliedIndex, in.Revision, in.FencingToken, in.Keys, in.WriteLeases, in.Leader, in.Digest)
+			nd.Name, in.AppliedIndex, in.Revision, in.FencingToken, in.Keys, in.WriteLeases, in.Leader, in.Digest)
 		if in.Revision < rev {
-			t.Errorf("%s: revision %d, below the %d the cluster served", nd.name, in.Revision, rev)
+			t.Errorf("%s: revision %d, below the %d the cluster served", nd.Name, in.Revision, rev)
 		}
 		if in.Digest != ins[0].Digest || in.Revision != ins[0].Revision || in.FencingToken != ins[0].FencingToken {
 			t.Errorf("%s holds another state than %s at the same applied index %d: revision %d, token %d, digest %s; %s: revision %d, token %d, digest %s",
-				nd.name, cl.nodes[0].name, in.AppliedIndex, in.Revision, in.FencingToken, in.Digest, cl.nodes[0].name, ins[0].Revision, ins[0].FencingToken, ins[0].Digest)
+				nd.Name, cl.Nodes[0].Name, in.AppliedIndex, in.Revision, in.FencingToken, in.Digest, cl.Nodes[0].Name, ins[0].Revision, ins[0].FencingToken, ins[0].Digest)
 		}
 	}
 	slices.Sort(resumes)
@@ -220,32 +220,31 @@ const clusterSettle = 2*clusterCrashTerm + 300*time.Millisecond
 
 // stopSettled stops every node gracefully, the followers before the leader
 // so that nothing is committed after a node stopped, and returns what
-// leased inspect finds in each node's folder, in the order of cl.nodes. If
+// leased inspect finds in each node's folder, in the order of cl.Nodes. If
 // a node stopped before it applied the last committed entry (the applied
 // indexes differ), it restarts the cluster and tries again, a few times.
-func stopSettled(t *testing.T, cl *procCluster) []inspection {
+func stopSettled(t *testing.T, cl *proccluster.Cluster) []inspection {
 	t.Helper()
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		lead := cl.leader(t, clusterCrashLeaderTimeout)
+		lead := cl.Leader()
 		time.Sleep(clusterSettle) // a bounded wait for the cluster to go quiet; see clusterSettle
-		var followers []*procNode
-		for _, nd := range cl.nodes {
-			if nd != lead {
-				nd.proc.Signal(t, syscall.SIGTERM)
-				followers = append(followers, nd)
-			}
+		followers := cl.Others(lead.Name)
+		// Every follower gets SIGTERM before any has exited, so that none
+		// sees another leave and calls an election.
+		for _, nd := range followers {
+			nd.Proc.Signal(t, syscall.SIGTERM)
 		}
 		for _, nd := range followers {
-			if code := nd.proc.Wait(t, clitest.ExitTimeout); code != 0 {
-				t.Errorf("%s exited with %d after SIGTERM\nstderr: %s", nd.name, code, nd.proc.Stderr.String())
+			if code := nd.Proc.Wait(t, clitest.ExitTimeout); code != 0 {
+				t.Errorf("%s exited with %d after SIGTERM\nstderr: %s", nd.Name, code, nd.Proc.Stderr.String())
 			}
 		}
-		lead.stop(t)
+		cl.Stop(lead.Name)
 		var ins []inspection
 		var applied []uint64
-		for _, nd := range cl.nodes {
-			in := runInspect(t, nd.data)
+		for _, nd := range cl.Nodes {
+			in := runInspect(t, nd.Data)
 			ins = append(ins, in)
 			applied = append(applied, in.AppliedIndex)
 		}
@@ -257,11 +256,8 @@ func stopSettled(t *testing.T, cl *procCluster) []inspection {
 			return ins
 		}
 		t.Logf("the nodes stopped at applied indexes %v: restarting them to let them catch up", applied)
-		for _, nd := range cl.nodes {
-			nd.proc = clitest.Cmd{}.Start(t, bins.Leased, nd.args...)
-		}
-		for _, nd := range cl.nodes {
-			nd.waitStarted(t)
+		for _, nd := range cl.Nodes {
+			cl.Restart(nd.Name)
 		}
 	}
 }

@@ -3,37 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/proccluster"
 	"github.com/leased/leased/internal/testkit/wait"
 )
-
-// freeTCPPort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// node is one leased process of a cluster.
-type node struct {
-	name, addr string
-	proc       *clitest.Proc
-}
 
 // TestClusterOfThreeProcesses: three leased processes started with
 // --name, --peer-listen, --initial-cluster and one --ca-dir form a cluster.
@@ -42,55 +19,29 @@ type node struct {
 // old one committed.
 func TestClusterOfThreeProcesses(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	caDir := filepath.Join(dir, "ca")
-	if r := (clitest.Cmd{}).Run(t, bins.Leased, "cert", "create-ca", "--dir", caDir); r.Code != 0 {
-		t.Fatalf("create-ca: %d %s", r.Code, r.Stderr)
-	}
-	var nodes []*node
-	var initial []string
-	peers := map[string]string{}
-	for i := 1; i <= 3; i++ {
-		udp, err := clitest.FreeUDPPort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &node{name: fmt.Sprintf("n%d", i), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(udp))}
-		peers[n.name] = net.JoinHostPort("127.0.0.1", strconv.Itoa(freeTCPPort(t)))
-		initial = append(initial, n.name+"="+peers[n.name])
-		nodes = append(nodes, n)
-	}
-	for _, n := range nodes {
-		n.proc = clitest.Cmd{}.Start(t, bins.Leased, "--listen", n.addr, "--data", filepath.Join(dir, n.name),
-			"--name", n.name, "--peer-listen", peers[n.name], "--initial-cluster", strings.Join(initial, ","),
-			"--ca-dir", caDir, "--lease-term", "1s")
-	}
-	for _, n := range nodes {
-		wait.For(t, clitest.ReadyTimeout, n.name+" to start", func() bool {
-			return strings.Contains(n.proc.Stderr.String(), "leased started")
-		})
-	}
-	cfg := client.Config{CAFile: filepath.Join(caDir, "ca.pem"), Logger: slog.New(slog.DiscardHandler)}
+	cl := proccluster.Start(t, proccluster.Config{Bins: bins, Direct: true, Flags: []string{"--lease-term", "1s"}})
+	nodes := cl.Nodes
+	cfg := cl.ClientConfig()
 	// leader waits until exactly one of the running nodes takes a session,
 	// and checks that the others name it.
-	leader := func(running []*node) (*node, *client.Client) {
+	leader := func(running []*proccluster.Node) (*proccluster.Node, *client.Client) {
 		t.Helper()
-		var lead *node
+		var lead *proccluster.Node
 		var c *client.Client
 		wait.For(t, 20*time.Second, "one node to lead and the others to name it", func() bool {
 			lead, c = nil, nil
 			var refusals []error
 			for _, n := range running {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				cl, err := client.Dial(ctx, n.addr, cfg)
+				c1, err := client.Dial(ctx, n.Addr, cfg)
 				cancel()
 				if err == nil {
 					if lead != nil {
-						cl.Close()
+						c1.Close()
 						c.Close()
-						t.Fatalf("both %s and %s took a session", lead.name, n.name)
+						t.Fatalf("both %s and %s took a session", lead.Name, n.Name)
 					}
-					lead, c = n, cl
+					lead, c = n, c1
 					continue
 				}
 				refusals = append(refusals, err)
@@ -99,7 +50,7 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 				return false
 			}
 			for _, err := range refusals {
-				if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), lead.addr) {
+				if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), lead.Addr) {
 					c.Close()
 					return false // not every follower knows the leader yet
 				}
@@ -118,10 +69,6 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 	}
 	c.Close()
 	// A client that stays connected to the leader through the crash.
-	var all []string
-	for _, n := range nodes {
-		all = append(all, n.addr)
-	}
 	lost, back := make(chan time.Time, 1), make(chan time.Time, 1)
 	lcfg := cfg
 	lcfg.OnEvent = func(e client.Event) {
@@ -133,14 +80,13 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 			}
 		}
 	}
-	lived, err := client.Dial(ctx, strings.Join(all, ","), lcfg)
+	lived, err := client.Dial(ctx, cl.Endpoints(), lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lived.Close()
-	first.proc.Signal(t, syscall.SIGKILL)
+	cl.Kill(first.Name)
 	killed := time.Now()
-	first.proc.Wait(t, clitest.ExitTimeout)
 	// No connection close comes from a killed process: the client notices
 	// the silence within its idle timeout.
 	noticed := wait.Chan(t, lost, 10*time.Second, "the client to notice the killed leader")
@@ -156,24 +102,16 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 		t.Errorf("the connected client's write after the failover: %v", err)
 	}
 	t.Logf("the client noticed the killed leader after %v; wrote on the new leader %v after the kill", noticed.Sub(killed), time.Since(killed))
-	var rest []*node
-	for _, n := range nodes {
-		if n != first {
-			rest = append(rest, n)
-		}
-	}
+	rest := cl.Others(first.Name)
 	second, c2 := leader(rest)
 	it, err := c2.Get(ctx, "k")
 	if err != nil || string(it.Value) != "v1" || it.Version != v {
-		t.Fatalf("after the leader %s was killed, %s reads %+v, %v", first.name, second.name, it, err)
+		t.Fatalf("after the leader %s was killed, %s reads %+v, %v", first.Name, second.Name, it, err)
 	}
 	if v2, err := c2.Put(ctx, "k", []byte("v2")); err != nil || v2 <= v {
 		t.Fatalf("write on the new leader: %d, %v", v2, err)
 	}
 	for _, n := range rest {
-		n.proc.Signal(t, syscall.SIGTERM)
-		if code := n.proc.Wait(t, clitest.ExitTimeout); code != 0 {
-			t.Errorf("%s exited with %d after SIGTERM\nstderr: %s", n.name, code, n.proc.Stderr.String())
-		}
+		cl.Stop(n.Name)
 	}
 }

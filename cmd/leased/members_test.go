@@ -100,7 +100,11 @@ func TestJoinAndRemoveProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(udp))
-		peer := net.JoinHostPort("127.0.0.1", strconv.Itoa(freeTCPPort(t)))
+		port, err := clitest.FreeTCPPort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		p := clitest.Cmd{}.Start(t, bins.Leased, append([]string{"--listen", addr, "--data", filepath.Join(dir, name),
 			"--name", name, "--peer-listen", peer, "--ca-dir", caDir, "--lease-term", "1s"}, extra...)...)
 		wait.For(t, clitest.ReadyTimeout, name+" to start", func() bool {

@@ -124,6 +124,18 @@ func FreeUDPPort() (int, error) {
 	return port, nil
 }
 
+// FreeTCPPort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// Another process may take it before it is used.
+func FreeTCPPort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port, nil
+}
+
 // Result is the outcome of a finished command.
 type Result struct {
 	Stdout string

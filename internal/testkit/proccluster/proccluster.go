@@ -44,6 +44,10 @@ type Config struct {
 	// --listen, --data, --name, --peer-listen, --initial-cluster, --ca-dir
 	// and --peer-route. Such as --lease-term 1s.
 	Flags []string
+	// Direct makes the nodes dial each other at their --peer-listen
+	// addresses, with the flags an operator gives and no --peer-route:
+	// there are then no proxies, and Proxy, CutOff and Heal fail the test.
+	Direct bool
 }
 
 // Cluster is a running cluster of leased processes. Its methods are for
@@ -131,7 +135,7 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	}
 	for _, from := range c.Nodes {
 		for _, to := range c.Nodes {
-			if from == to {
+			if from == to || cfg.Direct {
 				continue
 			}
 			p, err := faultproxy.New(to.PeerAddr)
@@ -145,7 +149,7 @@ func Start(t testing.TB, cfg Config) *Cluster {
 		nd.args = []string{"--listen", nd.Addr, "--data", nd.Data, "--name", nd.Name, "--peer-listen", nd.PeerAddr,
 			"--initial-cluster", strings.Join(initial, ","), "--ca-dir", caDir}
 		for _, to := range c.Nodes {
-			if to != nd {
+			if to != nd && !cfg.Direct {
 				nd.args = append(nd.args, "--peer-route", to.Name+"="+c.Proxy(nd.Name, to.Name).Addr())
 			}
 		}
@@ -171,12 +175,11 @@ func tail(s string, n int) string {
 // free a moment ago.
 func freeTCPAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := clitest.FreeTCPPort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // waitStarted waits until nd's process logs that it started.
@@ -193,6 +196,22 @@ func (c *Cluster) waitStarted(nd *Node) {
 			c.t.Fatalf("%s did not start within %v\nstderr: %s", nd.Name, clitest.ReadyTimeout, nd.Proc.Stderr.String())
 		}
 	}
+}
+
+// WritesHeldAtTakeover returns how long the node said, when it last came
+// to lead, that it would hold writes for the leases of the leader before
+// it (the writes_held_for of its "leading the cluster" log line), or "?".
+func (n *Node) WritesHeldAtTakeover() string {
+	held := "?"
+	for _, line := range strings.Split(n.Proc.Stderr.String(), "\n") {
+		if !strings.Contains(line, "leading the cluster") {
+			continue
+		}
+		if _, v, ok := strings.Cut(line, "writes_held_for="); ok {
+			held, _, _ = strings.Cut(v, " ")
+		}
+	}
+	return held
 }
 
 // Node returns the node named name, and fails the test if there is none.
@@ -329,6 +348,11 @@ func (c *Cluster) links(name string) []*faultproxy.Proxy {
 func (c *Cluster) Kill(name string) {
 	c.t.Helper()
 	nd := c.Node(name)
+	select {
+	case <-nd.Proc.Exited():
+		c.t.Fatalf("%s exited before it was killed\nstderr: %s", name, nd.Proc.Stderr.String())
+	default:
+	}
 	nd.Proc.Signal(c.t, syscall.SIGKILL)
 	nd.Proc.Wait(c.t, clitest.ExitTimeout)
 	nd.paused = false
