@@ -33,6 +33,7 @@ var errorCodes = []struct {
 	code protocol.Code
 }{
 	{store.ErrVersionMismatch, protocol.CodeVersionMismatch},
+	{store.ErrAnswered, protocol.CodeInvalidArgument},
 	{leasetable.ErrFenced, protocol.CodeFenced},
 	{leasetable.ErrNotFound, protocol.CodeNotFound},
 	{leasetable.ErrUnknownSession, protocol.CodeClosed},

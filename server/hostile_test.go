@@ -1041,3 +1041,49 @@ func TestSenderFlushBounded(t *testing.T) {
 		t.Fatal("flush of a closed sender reported its frame written")
 	}
 }
+
+// TestStaleWriteCopyRefused: a write that arrives after its client has
+// acknowledged its outcome (a copy held up in the network past the
+// client's retry on a new session) is refused, and undoes none of the
+// client's later writes; a retry of a write whose outcome the client has
+// not acknowledged gets that outcome back.
+func TestStaleWriteCopyRefused(t *testing.T) {
+	srv, fc := hostileServer(t, Config{})
+	const clientID = 42
+	a := dial(t, srv, protoclient.Options{ClientID: clientID})
+	w := func(c *protoclient.Client, id, acked uint64, value string) protocol.Message {
+		t.Helper()
+		send(t, c, &protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte("k"), Value: []byte(value), Acked: acked})
+		return recv(t, c)
+	}
+	first, ok := w(a, 1, 1, "v1").(*protocol.WriteReply)
+	if !ok || first.Duplicate {
+		t.Fatalf("first write: %#v", first)
+	}
+	// The same request on a new session, as a retry after a lost reply:
+	// the kept outcome.
+	b := dial(t, srv, protoclient.Options{ClientID: clientID})
+	if r, ok := w(b, 1, 1, "v1").(*protocol.WriteReply); !ok || !r.Duplicate || r.Version != first.Version {
+		t.Fatalf("retry of request 1: %#v; want the outcome at version %d again", r, first.Version)
+	}
+	// The client moves on: it has the outcome of request 1. Session a
+	// holds a lease on k from its write, and does not answer the
+	// invalidation: the write commits once that lease has run out.
+	send(t, b, &protocol.Write{ID: 2, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v2"), Acked: 2})
+	wait.For(t, testTimeout, "the second write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
+	fc.Advance(hostileTerm + hostileEps)
+	second, ok := recv(t, b).(*protocol.WriteReply)
+	if !ok || second.Duplicate {
+		t.Fatalf("second write: %#v", second)
+	}
+	// A copy of request 1 now must not put v1 back.
+	for _, c := range []*protoclient.Client{a, b} {
+		send(t, c, &protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v1"), Acked: 1})
+		if e := expectError(t, c, 1, protocol.CodeInvalidArgument); !strings.Contains(e.Message, "answered already") {
+			t.Errorf("stale copy of request 1: %q", e.Message)
+		}
+	}
+	if r := get(t, b, "k"); string(r.Value) != "v2" || r.Version != second.Version {
+		t.Fatalf("k after the stale copies: %q at version %d; want v2 at %d", r.Value, r.Version, second.Version)
+	}
+}

@@ -29,7 +29,11 @@ type outcome struct {
 
 // clientRecord is what the store keeps of one client.
 type clientRecord struct {
-	last     int64 // Unix ns of its last write (Command.At)
+	last int64 // Unix ns of its last write (Command.At)
+	// acked is the highest Command.Acked the client sent: it has the
+	// outcome of every request below it, so a copy of one that arrives
+	// now is stale and must not be applied.
+	acked    uint64
 	outcomes []outcome
 }
 
@@ -46,10 +50,11 @@ func (r *clientRecord) find(request uint64) (outcome, bool) {
 	return outcome{}, false
 }
 
-// add keeps o, forgets the outcomes below acked, and keeps at most
-// maxOutcomes.
+// add keeps o, raises the record's acked to acked, forgets the outcomes
+// below it, and keeps at most maxOutcomes.
 func (r *clientRecord) add(o outcome, acked uint64) {
-	i := sort.Search(len(r.outcomes), func(i int) bool { return r.outcomes[i].request >= acked })
+	r.acked = max(r.acked, acked)
+	i := sort.Search(len(r.outcomes), func(i int) bool { return r.outcomes[i].request >= r.acked })
 	r.outcomes = r.outcomes[i:]
 	i = sort.Search(len(r.outcomes), func(i int) bool { return r.outcomes[i].request >= o.request })
 	r.outcomes = append(r.outcomes, outcome{})
@@ -60,11 +65,13 @@ func (r *clientRecord) add(o outcome, acked uint64) {
 	}
 }
 
-// encode lays the record out as the 8-byte time of the last write, then
-// per outcome its request and version (8 bytes each) and a flag byte.
+// encode lays the record out as the 8-byte time of the last write and
+// the 8-byte acked, then per outcome its request and version (8 bytes
+// each) and a flag byte.
 func (r *clientRecord) encode() []byte {
-	b := make([]byte, 0, 8+17*len(r.outcomes))
+	b := make([]byte, 0, 16+17*len(r.outcomes))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.last))
+	b = binary.BigEndian.AppendUint64(b, r.acked)
 	for _, o := range r.outcomes {
 		b = binary.BigEndian.AppendUint64(b, o.request)
 		b = binary.BigEndian.AppendUint64(b, o.version)
@@ -78,11 +85,11 @@ func (r *clientRecord) encode() []byte {
 }
 
 func decodeClientRecord(b []byte) (clientRecord, error) {
-	if len(b) < 8 || (len(b)-8)%17 != 0 {
+	if len(b) < 16 || (len(b)-16)%17 != 0 {
 		return clientRecord{}, fmt.Errorf("corrupt client record of %d bytes", len(b))
 	}
-	r := clientRecord{last: int64(binary.BigEndian.Uint64(b))}
-	for p := b[8:]; len(p) > 0; p = p[17:] {
+	r := clientRecord{last: int64(binary.BigEndian.Uint64(b)), acked: binary.BigEndian.Uint64(b[8:])}
+	for p := b[16:]; len(p) > 0; p = p[17:] {
 		if p[16] > 1 {
 			return clientRecord{}, fmt.Errorf("corrupt client record: flag %d", p[16])
 		}
@@ -92,7 +99,8 @@ func decodeClientRecord(b []byte) (clientRecord, error) {
 }
 
 // kept returns the kept outcome of the write c, whose Client is set, as
-// its Result, marked Duplicate, and the client's record.
+// its Result, marked Duplicate, and the client's record; for a request
+// below what the client acknowledged, ErrAnswered.
 func kept(tx txn, c Command) (Result, bool, clientRecord, error) {
 	var rec clientRecord
 	b, ok, err := tx.get(clientKey(c.Client))
@@ -103,6 +111,12 @@ func kept(tx txn, c Command) (Result, bool, clientRecord, error) {
 		return Result{}, false, rec, err
 	}
 	o, ok := rec.find(c.Request)
+	if !ok && c.Request < rec.acked {
+		// A copy that arrived after its client had the outcome, such
+		// as a frame held up in the network past a retry: applied now,
+		// it could undo the client's later writes.
+		return Result{Err: fmt.Errorf("%w: request %d of client %d, which has the outcome of every request below %d", ErrAnswered, c.Request, c.Client, rec.acked)}, true, rec, nil
+	}
 	if !ok {
 		return Result{}, false, rec, nil
 	}
@@ -114,7 +128,8 @@ func kept(tx txn, c Command) (Result, bool, clientRecord, error) {
 }
 
 // execOnce applies the write c, whose Client is set, at most once: a
-// request whose outcome is kept gets it back, marked Duplicate.
+// request whose outcome is kept gets it back, marked Duplicate, and one
+// below what its client acknowledged is refused (kept).
 func execOnce(tx txn, ct *counters, c Command) (Result, error) {
 	r, ok, rec, err := kept(tx, c)
 	if err != nil || ok {

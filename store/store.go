@@ -103,7 +103,9 @@ type Command struct {
 	// retried after a lost reply, perhaps through another leader, gets
 	// that outcome back (Result.Duplicate) instead of being applied again.
 	// Acked says that the client has the outcome of each of its writes
-	// with a lower Request, which the store may then forget. At is when
+	// with a lower Request: the store forgets those outcomes, and from
+	// then on refuses a write of the client with a lower Request
+	// (ErrAnswered), which can only be a stale copy. At is when
 	// the leader made the command (wall clock), and for OpForgetClients
 	// the cutoff. The fields are left out of an encoding when zero.
 	Client  uint64        `msgpack:",omitempty"`
@@ -134,9 +136,9 @@ type Result struct {
 	Version uint64
 	// Token is the fencing token OpGrantWriteLease issued.
 	Token uint64
-	// Err is ErrVersionMismatch for a compare-and-swap that did not match.
-	// It is part of the command's deterministic outcome, not a failure of
-	// the store.
+	// Err is ErrVersionMismatch for a compare-and-swap that did not match,
+	// and ErrAnswered for a stale copy of a client's write. It is part of
+	// the command's deterministic outcome, not a failure of the store.
 	Err error
 	// Duplicate says that the write was applied before, under the same
 	// Command.Client and Command.Request, and that this is that outcome:
@@ -198,6 +200,10 @@ var (
 	// ErrVersionMismatch is the outcome of a compare-and-swap whose key is
 	// not at the expected version.
 	ErrVersionMismatch = errors.New("version mismatch")
+	// ErrAnswered is the outcome of a write whose request is below the
+	// Acked its client sent since: a stale copy, which changes nothing
+	// (see Command.Client).
+	ErrAnswered = errors.New("request answered already")
 	// ErrFailed is returned by Apply after an earlier Apply failed, until
 	// Reopen succeeds.
 	ErrFailed = errors.New("storage failed to persist an earlier change and must be reopened")
@@ -238,7 +244,9 @@ type Store interface {
 	Close() error
 	// Kept returns the kept outcome of the write c, which has a Client, if
 	// the store applied it before: the Result that applying c now would
-	// return, marked Duplicate. It reports false if c would be applied.
+	// return, marked Duplicate; or, for a stale copy of a request below the
+	// Acked its client sent, ErrAnswered. It reports false if c would be
+	// applied.
 	Kept(c Command) (Result, bool, error)
 	// IdleClients returns up to limit clients whose write outcomes the
 	// store keeps and whose last write was made before cutoff, for an

@@ -481,13 +481,25 @@ var onceContract = []struct {
 		}
 		wantRecord(t, s, "a", str("3"), 3)
 	}},
-	{"outcomes below acked are forgotten", func(t *testing.T, s store.Store) {
+	{"requests below acked are refused", func(t *testing.T, s store.Store) {
 		mustApply(t, s, write(put("a", "1"), 1, 1, 1, 100), write(put("a", "2"), 1, 2, 1, 100))
 		// The client has the outcome of request 1: a request 1 now is
-		// applied as a new write. Request 2's outcome is kept.
+		// a stale copy, refused, and changes nothing, also after later
+		// writes of the client. Request 2's outcome is kept.
 		rs := mustApply(t, s, write(put("a", "3"), 1, 3, 2, 100), write(put("a", "4"), 1, 1, 2, 100), write(put("a", "5"), 1, 2, 2, 100))
-		if rs[0].Duplicate || rs[0].Version != 3 || rs[1].Duplicate || rs[1].Version != 4 || !rs[2].Duplicate || rs[2].Version != 2 {
-			t.Errorf("results %+v; want 3 and 4 applied, 2 a duplicate", rs)
+		if rs[0].Duplicate || rs[0].Version != 3 || !errors.Is(rs[1].Err, store.ErrAnswered) || rs[1].Version != 0 || !rs[2].Duplicate || rs[2].Version != 2 {
+			t.Errorf("results %+v; want 3 applied, 1 refused, 2 a duplicate", rs)
+		}
+		rs = mustApply(t, s, write(put("a", "6"), 1, 1, 1, 101))
+		if !errors.Is(rs[0].Err, store.ErrAnswered) {
+			t.Errorf("request 1 with a lower acked: %+v; want ErrAnswered", rs[0])
+		}
+		if r, ok, err := s.Kept(write(put("a", "6"), 1, 1, 1, 101)); err != nil || !ok || !errors.Is(r.Err, store.ErrAnswered) {
+			t.Errorf("Kept(request 1) = %+v, %v, %v; want ErrAnswered", r, ok, err)
+		}
+		wantRecord(t, s, "a", str("3"), 3)
+		if st := mustState(t, s); st.Revision != 3 {
+			t.Errorf("revision %d, want 3: refused writes take no revision", st.Revision)
 		}
 	}},
 	{"idle clients are listed and forgotten", func(t *testing.T, s store.Store) {

@@ -55,6 +55,9 @@ type Options struct {
 	QUICConfig *quic.Config
 	// Name names the client in its hello (Hello.Client).
 	Name string
+	// ClientID is the client identity its hello gives (Hello.ClientID),
+	// under which the server applies each write request once; 0: none.
+	ClientID uint64
 	// Version is the protocol version the hello names. Zero means
 	// protocol.Version.
 	Version uint16
@@ -255,7 +258,7 @@ func (c *Client) sayHello(ctx context.Context, opts Options) error {
 		if v == 0 {
 			v = protocol.Version
 		}
-		if err := c.Send(&protocol.Hello{Version: v, Client: opts.Name}); err != nil {
+		if err := c.Send(&protocol.Hello{Version: v, Client: opts.Name, ClientID: opts.ClientID}); err != nil {
 			return err
 		}
 		m, err := c.Recv(ctx)
