@@ -14,17 +14,8 @@ import (
 	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
-	"github.com/leased/leased/replica"
 	"github.com/leased/leased/server"
 )
-
-// relaxedRaft gives the nodes of a test cluster raft timeouts that a
-// loaded machine under -race keeps: there the defaults' 100 ms leader
-// lease lapses now and then, and the lead moves in the middle of a test.
-func relaxedRaft() *server.Cluster {
-	return &server.Cluster{Replica: replica.Config{HeartbeatTimeout: 500 * time.Millisecond,
-		ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}}
-}
 
 // admin opens an admin session (Hello.Admin) with the node at addr.
 func admin(t *testing.T, cl *testkit.Cluster, addr string) *protoclient.Client {
@@ -95,7 +86,7 @@ func follower(cl *testkit.Cluster, leader string) string {
 // codes.
 func TestAdminStatusAndMembers(t *testing.T) {
 	t.Parallel()
-	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
+	cl := testkit.NewCluster(t, 3, server.Config{Cluster: testkit.RelaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	f := follower(cl, leader)
 	fc := admin(t, cl, cl.Addrs[f])
@@ -162,7 +153,7 @@ func TestAdminStatusAndMembers(t *testing.T) {
 // and its Serve returns ErrRemoved.
 func TestMemberAddAndRemove(t *testing.T) {
 	t.Parallel()
-	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
+	cl := testkit.NewCluster(t, 3, server.Config{Cluster: testkit.RelaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	peer := cl.StartJoining("n4")
 	n4 := admin(t, cl, cl.Addrs["n4"])
@@ -205,7 +196,7 @@ func TestMemberAddAndRemove(t *testing.T) {
 // voter.
 func TestRemoveLastVoterRefused(t *testing.T) {
 	t.Parallel()
-	cl := testkit.NewCluster(t, 1, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
+	cl := testkit.NewCluster(t, 1, server.Config{Cluster: testkit.RelaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	lc := admin(t, cl, cl.Addrs[leader])
 	e := wantError(t, "remove the last voter", call(t, lc, &protocol.MemberRemove{Name: leader}, stepTimeout), protocol.CodeInvalidArgument)
@@ -223,7 +214,7 @@ func TestRemoveLastVoterRefused(t *testing.T) {
 func TestTransferLead(t *testing.T) {
 	t.Parallel()
 	const term, eps = 3 * time.Second, 100 * time.Millisecond
-	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: term, Epsilon: eps})
+	cl := testkit.NewCluster(t, 3, server.Config{Cluster: testkit.RelaxedRaft(), LeaseTerm: term, Epsilon: eps})
 	leader := cl.Leader()
 	c, e := hello(t, cl, cl.Addrs[leader])
 	if e != nil {
@@ -278,7 +269,7 @@ func TestTransferLead(t *testing.T) {
 func TestShutdownHandsOff(t *testing.T) {
 	t.Parallel()
 	logs := &syncBuffer{}
-	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second,
+	cl := testkit.NewCluster(t, 3, server.Config{Cluster: testkit.RelaxedRaft(), LeaseTerm: time.Second,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	leader := cl.Leader()
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
@@ -318,7 +309,7 @@ func (s *syncBuffer) String() string {
 // leader, asks the last one it knew, learns that it was removed, and stops.
 func TestRemovedWhileDown(t *testing.T) {
 	t.Parallel()
-	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
+	cl := testkit.NewCluster(t, 3, server.Config{Cluster: testkit.RelaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	gone := follower(cl, leader)
 	// It must have recorded the leader's client address before it goes.

@@ -12,17 +12,8 @@ import (
 	"github.com/leased/leased/internal/testkit/clitest"
 	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
-	"github.com/leased/leased/replica"
 	"github.com/leased/leased/server"
 )
-
-// relaxedRaft gives the nodes of a test cluster raft timeouts that a
-// loaded machine under -race keeps: there the defaults' 100 ms leader
-// lease lapses now and then, and the lead moves in the middle of a test.
-func relaxedRaft() *server.Cluster {
-	return &server.Cluster{Replica: replica.Config{HeartbeatTimeout: 500 * time.Millisecond,
-		ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}}
-}
 
 // clusterCtl runs leasectl against cl with --endpoints eps.
 func clusterCtl(t *testing.T, cl *testkit.Cluster, eps string, args ...string) clitest.Result {
@@ -36,7 +27,7 @@ func clusterCtl(t *testing.T, cl *testkit.Cluster, eps string, args ...string) c
 // from the leader; status adds every member's status.
 func TestEndpointStatusAndMemberList(t *testing.T) {
 	t.Parallel()
-	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
+	cl := testkit.NewCluster(t, 3, server.Config{Cluster: testkit.RelaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 
 	var st struct {
@@ -128,7 +119,7 @@ func TestEndpointStatusAndMemberList(t *testing.T) {
 // clear errors.
 func TestMemberTransferAddRemove(t *testing.T) {
 	t.Parallel()
-	cl := testkit.NewCluster(t, 3, server.Config{Cluster: relaxedRaft(), LeaseTerm: time.Second})
+	cl := testkit.NewCluster(t, 3, server.Config{Cluster: testkit.RelaxedRaft(), LeaseTerm: time.Second})
 	leader := cl.Leader()
 	to := follower(cl, leader)
 	var tr struct{ From, To string }

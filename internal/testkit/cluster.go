@@ -12,6 +12,7 @@ import (
 
 	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/internal/tlsfiles"
+	"github.com/leased/leased/replica"
 	"github.com/leased/leased/server"
 )
 
@@ -35,6 +36,15 @@ type Cluster struct {
 	cfg    server.Config
 	// configs are the configurations each node started with, for Restart.
 	configs map[string]server.Config
+}
+
+// RelaxedRaft returns a server.Cluster whose raft timeouts a loaded
+// machine under -race keeps: there the defaults' 100 ms leader lease lapses
+// now and then, and the lead would move in the middle of a test. Give it
+// as Config.Cluster to NewCluster.
+func RelaxedRaft() *server.Cluster {
+	return &server.Cluster{Replica: replica.Config{HeartbeatTimeout: 500 * time.Millisecond,
+		ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}}
 }
 
 // NewCluster starts n nodes, each with cfg (Dir, Addr, TLSConfig and
