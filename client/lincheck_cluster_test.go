@@ -27,7 +27,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -35,7 +34,6 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/leased/leased/client"
-	"github.com/leased/leased/internal/netfault"
 	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/internal/testkit/lincheck"
 	"github.com/leased/leased/internal/testkit/proccluster"
@@ -259,15 +257,7 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 // history, and in the test's cleanup, before the cluster stops.
 func dialClusterClient(t *testing.T, c *proccluster.Cluster, i int, seed uint64) *linClient {
 	t.Helper()
-	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := &linClient{id: i, pc: netfault.Wrap(udp, int64(seed)+int64(i))}
-	cfg := c.ClientConfig()
-	cfg.Name = fmt.Sprintf("lin-%d", i)
-	cfg.PacketConn = lc.pc
-	cfg.MaxReconnectDelay = 100 * time.Millisecond
+	lc, cfg := newLinClient(t, i, seed, c.ClientConfig())
 	// A killed leader sends nothing more: the clients notice it by their
 	// idle timeouts, and then follow the new leader. The timeouts differ,
 	// so that some clients still serve the old leader's leases from their

@@ -430,15 +430,7 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	res := historyResult{faults: make(map[string]int)}
 	clients := make([]*linClient, sc.clients)
 	for i := range clients {
-		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lc := &linClient{id: i, pc: netfault.Wrap(udp, int64(seed)+int64(i))}
-		cfg := srv.ClientConfig()
-		cfg.Name = fmt.Sprintf("lin-%d", i)
-		cfg.PacketConn = lc.pc
-		cfg.MaxReconnectDelay = 100 * time.Millisecond
+		lc, cfg := newLinClient(t, i, seed, srv.ClientConfig())
 		if i == 0 && sc.drift != 0 && sc.drift != 1 {
 			cfg.Clock = netfault.Drift(clock.Real(), sc.drift)
 			res.faults["drifting-clients"]++
@@ -765,4 +757,22 @@ func runNemesis(t *testing.T, sc scenario, rng *rand.Rand, clients []*linClient,
 			*srv = (*srv).Restart(t)
 		}
 	}
+}
+
+// newLinClient returns client i of a history with seed, before it dials:
+// its packets go through a netfault.Conn of their own, faultless until the
+// history sets faults, and cfg, based on base, sends them there and names
+// the client. The caller dials, and closes lc.pc if the dial fails.
+func newLinClient(t *testing.T, i int, seed uint64, base client.Config) (*linClient, client.Config) {
+	t.Helper()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := &linClient{id: i, pc: netfault.Wrap(udp, int64(seed)+int64(i))}
+	cfg := base
+	cfg.Name = fmt.Sprintf("lin-%d", i)
+	cfg.PacketConn = lc.pc
+	cfg.MaxReconnectDelay = 100 * time.Millisecond
+	return lc, cfg
 }
