@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/server"
+	"github.com/quic-go/quic-go"
 )
 
 // TestClusterFollowsTheLeader: a client given every node of a three-node
@@ -108,4 +110,69 @@ func TestDialWaitsForALeader(t *testing.T) {
 	}
 	defer r.c.Close()
 	mustPutWithin(t, r.c, "k", "v", 3*time.Second+testTimeout)
+}
+
+// TestDialDoesNotWaitForASilentEndpoint: an endpoint that completes the
+// QUIC handshake but never answers the hello, as a node stopped right
+// after it, does not hold up Dial once another endpoint took the session:
+// the losing dials end at once instead of at their timeout (2 s).
+func TestDialDoesNotWaitForASilentEndpoint(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	tlsConf, err := server.LoadOrCreateTLS(srv.Dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	ln, err := tr.Listen(tlsConf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, accepted := make(chan *quic.Conn, 8), make(chan struct{}) // room for every attempt
+	go func() {
+		defer close(accepted)
+		for {
+			qc, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			silent <- qc // holds the connection open, and answers nothing
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-accepted
+		for len(silent) > 0 {
+			(<-silent).CloseWithError(0, "")
+		}
+		tr.Close()
+		udp.Close()
+	})
+	// The two handshakes race; an attempt counts once the silent endpoint
+	// has taken its connection, which it almost always has by the time the
+	// live one answers.
+	for attempt := 1; ; attempt++ {
+		before := len(silent)
+		start := time.Now()
+		c, err := client.Dial(stepCtx(t), ln.Addr().String()+","+srv.Addr().String(), client.Config{CAFile: srv.CA(), Logger: discardLogger()})
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, c, "k", "v")
+		c.Close()
+		if len(silent) > before {
+			if took >= time.Second {
+				t.Errorf("Dial took %v with a silent endpoint beside a live one; the silent one held it up", took)
+			}
+			return
+		}
+		if attempt == 5 {
+			t.Fatalf("the silent endpoint took no connection in %d dials", attempt)
+		}
+	}
 }

@@ -143,11 +143,21 @@ func dialOne(ctx context.Context, c *Client, addr string) (*conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		stream.SetReadDeadline(dl)
 	}
+	// A cancel ends the wait for the answer too, as when another node
+	// of dialAll took the session first: the read ends at once.
+	stop := context.AfterFunc(ctx, func() { stream.SetReadDeadline(time.Now()) })
 	fr := protocol.NewFrameReader(stream, 0)
 	m, err := fr.ReadMessage()
+	if !stop() && err == nil {
+		// Canceled as the answer came: the deadline may be set yet.
+		err = ctx.Err()
+	}
 	stream.SetReadDeadline(time.Time{})
 	if err != nil {
 		qc.CloseWithError(0, "")
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: hello from %s: %w", ErrUnavailable, addr, ctx.Err())
+		}
 		return nil, fmt.Errorf("%w: hello from %s: %w", ErrUnavailable, addr, transportError(err))
 	}
 	hello, ok := m.(*protocol.HelloReply)
