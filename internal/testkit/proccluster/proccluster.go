@@ -93,8 +93,28 @@ func (n *Node) Running() bool {
 
 // Start starts the nodes of a new cluster, with a CA of its own from
 // leased cert create-ca, and waits until each has started (not until one
-// leads: see Leader).
+// leads: see Leader). The ports it gives the nodes were free when it chose
+// them; if another process takes one before its node binds it, Start
+// starts the whole cluster again on new ports, a few times.
 func Start(t testing.TB, cfg Config) *Cluster {
+	t.Helper()
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		c, taken := start(t, cfg)
+		if c != nil {
+			return c
+		}
+		if attempt == attempts {
+			t.Fatalf("a port given to a node was taken before it bound it, %d times:\n%s", attempts, taken)
+		}
+		t.Logf("a port given to a node was taken before it bound it; starting the cluster again on new ports:\n%s", taken)
+	}
+}
+
+// start is one attempt of Start. If a node could not bind a port it was
+// given, it kills the nodes it started and returns nil and that node's
+// error output.
+func start(t testing.TB, cfg Config) (*Cluster, string) {
 	t.Helper()
 	n := cfg.Nodes
 	if n == 0 {
@@ -157,9 +177,22 @@ func Start(t testing.TB, cfg Config) *Cluster {
 		nd.Proc = clitest.Cmd{}.Start(t, cfg.Bins.Leased, nd.args...)
 	}
 	for _, nd := range c.Nodes {
-		c.waitStarted(nd)
+		if taken := c.waitStarted(nd); taken {
+			for _, other := range c.Nodes {
+				select {
+				case <-other.Proc.Exited():
+				default:
+					other.Proc.Signal(t, syscall.SIGKILL)
+					other.Proc.Wait(t, clitest.ExitTimeout)
+				}
+			}
+			for _, p := range c.proxies {
+				p.Close()
+			}
+			return nil, nd.Name + ": " + nd.Proc.Stderr.String()
+		}
 	}
-	return c
+	return c, ""
 }
 
 // tail returns the last n lines of s.
@@ -183,12 +216,18 @@ func freeTCPAddr(t testing.TB) string {
 }
 
 // waitStarted waits until nd's process logs that it started.
-func (c *Cluster) waitStarted(nd *Node) {
+// It reports whether the node exited because a port it was given was
+// taken (only Start's first start of a node may see that); it fails the
+// test if the node exited for another reason, or did not start in time.
+func (c *Cluster) waitStarted(nd *Node) (taken bool) {
 	c.t.Helper()
 	deadline := time.Now().Add(clitest.ReadyTimeout)
 	for !strings.Contains(nd.Proc.Stderr.String(), "leased started") {
 		select {
 		case <-nd.Proc.Exited():
+			if strings.Contains(nd.Proc.Stderr.String(), "address already in use") {
+				return true
+			}
 			c.t.Fatalf("%s exited before it started\nstderr: %s", nd.Name, nd.Proc.Stderr.String())
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -196,6 +235,7 @@ func (c *Cluster) waitStarted(nd *Node) {
 			c.t.Fatalf("%s did not start within %v\nstderr: %s", nd.Name, clitest.ReadyTimeout, nd.Proc.Stderr.String())
 		}
 	}
+	return false
 }
 
 // WritesHeldAtTakeover returns how long the node said, when it last came
@@ -402,5 +442,7 @@ func (c *Cluster) Restart(name string) {
 		c.t.Fatalf("restart of %s while it runs", name)
 	}
 	nd.Proc = clitest.Cmd{}.Start(c.t, c.bins.Leased, nd.args...)
-	c.waitStarted(nd)
+	if c.waitStarted(nd) {
+		c.t.Fatalf("%s could not bind its addresses again: another process took one while it was down\nstderr: %s", name, nd.Proc.Stderr.String())
+	}
 }
