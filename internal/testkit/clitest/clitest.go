@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -112,28 +113,70 @@ func Main(m interface{ Run() int }, bins *Binaries) int {
 	return m.Run()
 }
 
-// FreeUDPPort returns a UDP port on 127.0.0.1 that was free a moment ago.
-// Another process may take it before it is used; callers retry.
+// FreeUDPPort returns a UDP port on 127.0.0.1 that was free a moment ago,
+// for a server process to listen on. See freePort.
 func FreeUDPPort() (int, error) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := pc.LocalAddr().(*net.UDPAddr).Port
-	pc.Close()
-	return port, nil
+	return freePort(func(addr string) (io.Closer, error) { return net.ListenPacket("udp", addr) })
 }
 
-// FreeTCPPort returns a TCP port on 127.0.0.1 that was free a moment ago.
-// Another process may take it before it is used.
+// FreeTCPPort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// for a server process to listen on. See freePort.
 func FreeTCPPort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return freePort(func(addr string) (io.Closer, error) { return net.Listen("tcp", addr) })
+}
+
+// freePort returns a port that listen could bind on 127.0.0.1 a moment
+// ago. It draws it at random below the kernel's ephemeral range, where no
+// socket bound to port 0 and no outgoing connection takes it: a port from
+// that range, released for a process to bind, is soon taken by the many
+// QUIC clients and peer connections of the tests that run meanwhile, also
+// while a killed server is down and about to bind it again. Another test
+// drawing the same port is unlikely. Where the range is unknown it falls
+// back to a port the kernel picks.
+func freePort(listen func(addr string) (io.Closer, error)) (int, error) {
+	if lo := ephemeralLow(); lo > minTestPort+1000 {
+		for range 100 {
+			port := minTestPort + rand.IntN(lo-minTestPort)
+			if l, err := listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+				l.Close()
+				return port, nil
+			}
+		}
+	}
+	l, err := listen("127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port, nil
+	defer l.Close()
+	switch a := l.(type) {
+	case net.PacketConn:
+		return a.LocalAddr().(*net.UDPAddr).Port, nil
+	case net.Listener:
+		return a.Addr().(*net.TCPAddr).Port, nil
+	}
+	return 0, fmt.Errorf("clitest: cannot tell the port of %T", l)
+}
+
+// minTestPort is the lowest port freePort draws: above the well-known and
+// most registered ports.
+const minTestPort = 20000
+
+// ephemeralLow returns the lowest port of the kernel's ephemeral range, or
+// 0 if it cannot tell.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return lo
 }
 
 // Result is the outcome of a finished command.
