@@ -24,7 +24,9 @@ const handedBase SessionID = 1 << 63
 // HandOff prepares the core's leases for the next leader: it stops granting
 // leases and serving reads (they fail with ErrUnavailable: the next leader
 // writes at once), holds new writes, waits for the committing ones, and
-// applies an OpHandoff with every live lease. The
+// applies an OpHandoff with every live lease. A core that still holds
+// writes for an earlier leader's leases (Stats.WritesAllowedIn) applies
+// none: the next leader then waits out the newest horizon instead. The
 // caller (package server) then transfers the leadership, and calls Resume
 // if that fails. Writes held meanwhile are abandoned when their sessions
 // close; their clients send them again to the next leader.
@@ -40,6 +42,18 @@ func (c *Core) HandOff() error {
 	c.horizonMu.Lock() // no horizon is persisted after the handoff
 	defer c.horizonMu.Unlock()
 	now = c.clock.Now()
+	if now.Before(c.barrier) {
+		// This core still waits out leases that an earlier run or leader
+		// may have granted (restore). They are not in its table, so a
+		// handoff could not carry them: it hands nothing over, and the
+		// next leader holds its writes until the newest horizon has
+		// passed, as a failover does. That horizon covers the barrier
+		// too, since this core's own horizons reach past it
+		// (advanceHorizon).
+		c.log.Info("not handing the leases over: writes are still held for the leases of an earlier leader; the next leader holds them too",
+			"until", c.barrier, "wait", c.barrier.Sub(now))
+		return nil
+	}
 	c.mu.Lock()
 	infos := c.table.Leases()
 	c.mu.Unlock()

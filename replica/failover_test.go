@@ -387,3 +387,91 @@ func TestHandoffWaitsForNoHorizon(t *testing.T) {
 		}
 	})
 }
+
+// TestHandoffWhileHoldingWaitsOutTheOldLeader: a leader that took the
+// lead in a failover, and still holds writes for the leases the cut-off
+// leader before it granted, hands the lead over. Those leases are not in
+// its table, so it hands none over: the next leader holds its first write
+// until exactly the newest horizon it applied, plus ε, and so after the
+// last lease of both earlier leaders has run out.
+func TestHandoffWhileHoldingWaitsOutTheOldLeader(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, func(cfg *replica.Config) {
+			s := raft.NewInmemStore()
+			cfg.LogStore, cfg.StableStore = s, s
+		})
+		first := c.leader()
+		fc := newCore(t, first)
+		fc.OpenSession(1)
+		granted := time.Now()
+		if _, term, err := fc.Read(1, []byte("k")); err != nil || term != foTerm {
+			t.Fatalf("read on the first leader: term %v, %v", term, err)
+		}
+		c.converge(first)
+		var firstID raft.ServerID
+		for id, n := range c.nodes {
+			if n == first {
+				firstID = id
+			}
+		}
+		c.isolate(firstID)
+		var second *replica.Node
+		for second == nil {
+			time.Sleep(10 * time.Millisecond)
+			for id, n := range c.nodes {
+				if id != firstID && n.IsLeader() {
+					second = n
+				}
+			}
+		}
+		sc := newCore(t, second)
+		if held := sc.Stats().WritesAllowedIn; held <= 0 {
+			t.Fatalf("the second leader holds no write after a failover")
+		}
+		// The second leader grants a lease of its own while it holds.
+		sc.OpenSession(2)
+		time.Sleep(time.Second)
+		secondGrant := time.Now()
+		if _, term, err := sc.Read(2, []byte("k")); err != nil || term != foTerm {
+			t.Fatalf("read on the second leader: term %v, %v", term, err)
+		}
+		if err := sc.HandOff(); err != nil {
+			t.Fatal(err)
+		}
+		var thirdID raft.ServerID
+		for id, n := range c.nodes {
+			if id != firstID && n != second {
+				thirdID = id
+			}
+		}
+		if err := second.Raft().LeadershipTransferToServer(thirdID, raft.ServerAddress(thirdID)).Error(); err != nil {
+			t.Fatal(err)
+		}
+		third := c.nodes[thirdID]
+		if err := third.WaitLeading(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st, err := third.State()
+		if err != nil || st.HandedOff {
+			t.Fatalf("the third leader's state: %+v, %v; want no handoff", st, err)
+		}
+		tc := newCore(t, third)
+		if held := tc.Stats().WritesAllowedIn; held <= 0 {
+			t.Errorf("the third leader holds no write after a handoff from a leader that held them")
+		}
+		tc.OpenSession(3)
+		o := <-submitPut(t, tc, 3, "k", "v")
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		if want := st.HorizonApplied.Add(st.Span + foEps); !o.at.Equal(want) {
+			t.Errorf("the third leader's first write committed at %v, want exactly the newest horizon applied plus span and ε, %v", o.at, want)
+		}
+		for who, exp := range map[string]time.Time{"first": granted.Add(foTerm + foEps), "second": secondGrant.Add(foTerm + foEps)} {
+			if o.at.Before(exp) {
+				t.Errorf("the third leader wrote %v before the %s leader's lease ran out", exp.Sub(o.at), who)
+			}
+		}
+	})
+}
