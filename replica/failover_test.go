@@ -222,11 +222,24 @@ func testFailover(t *testing.T, stall bool) {
 
 // TestRestartOfEveryNodeWaitsOutTheHorizon: when every node stops at once
 // (a crash: the cores do not lower the horizon) and the cluster starts
-// again, no node applied the horizon entry since its start, and the new
-// leader holds its first write until exactly the persisted wall-clock
-// horizon, after the lease granted before the stop has run out.
+// again, each node counts the newest horizon entry as applied at its
+// start. A new leader that recorded the horizon itself holds its first
+// write until exactly the persisted wall-clock horizon; one that did not
+// trusts no other node's wall clock, and holds it until the horizon's span
+// plus ε after its start. Either way the lease granted before the stop has
+// run out by then.
 func TestRestartOfEveryNodeWaitsOutTheHorizon(t *testing.T) {
 	t.Parallel()
+	for _, own := range []bool{true, false} {
+		name := "recorded by another node"
+		if own {
+			name = "recorded by the new leader"
+		}
+		t.Run(name, func(t *testing.T) { testRestartOfEveryNode(t, own) })
+	}
+}
+
+func testRestartOfEveryNode(t *testing.T, own bool) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := map[raft.ServerID]*raft.InmemStore{}
 		c := newCluster(t, 3, func(cfg *replica.Config) {
@@ -236,7 +249,14 @@ func TestRestartOfEveryNodeWaitsOutTheHorizon(t *testing.T) {
 			cfg.LogStore, cfg.StableStore = logs[cfg.ID], logs[cfg.ID]
 		})
 		l := c.leader()
-		oc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true, Logger: quiet()}, unowned{l}, nobody{})
+		var recorder raft.ServerID
+		for id, n := range c.nodes {
+			if n == l {
+				recorder = id
+			}
+		}
+		oc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true,
+			Clockname: l.Clockname(), Logger: quiet()}, unowned{l}, nobody{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,8 +267,8 @@ func TestRestartOfEveryNodeWaitsOutTheHorizon(t *testing.T) {
 		}
 		c.converge(l)
 		st, err := l.State()
-		if err != nil || st.Horizon.IsZero() {
-			t.Fatalf("state %+v, %v: no horizon", st, err)
+		if err != nil || st.Horizon.IsZero() || st.HorizonBy != l.Clockname() {
+			t.Fatalf("state %+v, %v: no horizon by the leader's clock %q", st, err, l.Clockname())
 		}
 		time.Sleep(time.Second)
 		for _, id := range ids(3) {
@@ -256,21 +276,46 @@ func TestRestartOfEveryNodeWaitsOutTheHorizon(t *testing.T) {
 		}
 		oc.Close() // after the stop: it cannot lower the horizon any more
 
+		restarted := time.Now()
 		for _, id := range ids(3) {
-			c.start(id, nil)
+			if own || id != recorder {
+				c.start(id, nil)
+			}
 		}
 		nl := c.leader()
-		if got, _ := nl.State(); !got.HorizonApplied.IsZero() {
-			t.Fatalf("the restarted leader applied the horizon entry again at %v", got.HorizonApplied)
+		if own && nl != c.nodes[recorder] {
+			if err := nl.Raft().LeadershipTransferToServer(recorder, raft.ServerAddress(recorder)).Error(); err != nil {
+				t.Fatal(err)
+			}
+			nl = c.leader()
 		}
-		nc := newCore(t, nl)
+		if isRecorder := nl == c.nodes[recorder]; isRecorder != own {
+			t.Fatalf("the new leader recorded the horizon: %v, want %v", isRecorder, own)
+		}
+		if err := nl.WaitLeading(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := nl.State()
+		if err != nil || !got.HorizonApplied.Equal(restarted) {
+			t.Fatalf("the restarted leader counts the horizon as applied at %v (%v), want at its start %v", got.HorizonApplied, err, restarted)
+		}
+		nc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true,
+			Clockname: nl.Clockname(), Logger: quiet()}, unowned{nl}, nobody{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
 		nc.OpenSession(2)
 		o := <-submitPut(t, nc, 2, "k", "v")
 		if o.Err != nil {
 			t.Fatal(o.Err)
 		}
-		if !o.at.Equal(st.Horizon) {
-			t.Errorf("the first write after the restart committed at %v, want the persisted horizon %v", o.at, st.Horizon)
+		want := st.Horizon
+		if !own {
+			want = restarted.Add(st.Span + foEps)
+		}
+		if !o.at.Equal(want) {
+			t.Errorf("the first write after the restart committed at %v, want %v", o.at, want)
 		}
 		if exp := granted.Add(foTerm + foEps); o.at.Before(exp) {
 			t.Errorf("the first write after the restart committed %v before the lease granted before it ran out", exp.Sub(o.at))

@@ -150,8 +150,20 @@ func NewFSM(db *store.Badger, clk clock.Clock, log *slog.Logger) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
+	st, err := db.State()
+	if err != nil {
+		return nil, err
+	}
 	f := &FSM{db: db, log: log, clock: clock.OrReal(clk)}
 	f.applied.Store(idx)
+	if !st.Horizon.IsZero() || st.HandedOff {
+		// The newest horizon entry was applied before this start, on a
+		// clock that is gone: count it as applied now. Its leases end
+		// no later than its span after it, plus ε, from then, whoever
+		// recorded it; only a core that recorded it itself may trust
+		// its wall-clock time instead (core.Config.Clockname).
+		f.horizonApplied = f.clock.Now()
+	}
 	return f, nil
 }
 
@@ -207,10 +219,10 @@ func (f *FSM) stampHorizon() {
 	f.mu.Unlock()
 }
 
-// HorizonApplied is when the newest horizon entry was applied here, or,
-// after a snapshot was restored, when it was restored: no earlier than
-// the leader that appended it did. Zero if none was applied since the
-// start: the horizon's wall-clock time then bounds the old leases.
+// HorizonApplied is when the newest horizon entry was applied here: no
+// earlier than the leader that appended it did. An entry applied before
+// this node's start, or in a snapshot it restored, counts as applied then.
+// Zero if the state holds no horizon.
 func (f *FSM) HorizonApplied() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -134,13 +134,18 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 		}
 	} else {
 		st := cfg.Store
+		ccfg := cfg.coreConfig()
 		if st == nil {
-			if st, err = openReplica(cfg); err != nil {
+			n, err := openReplica(cfg)
+			if err != nil {
 				closeUDP()
 				return nil, false, fmt.Errorf("leased: %w", err)
 			}
+			// The horizons this node records are on its own clock,
+			// which it may trust after a restart.
+			st, ccfg.Clockname = n, n.Clockname()
 		}
-		if s.core, err = core.New(cfg.coreConfig(), st, s); err != nil {
+		if s.core, err = core.New(ccfg, st, s); err != nil {
 			st.Close()
 			closeUDP()
 			return nil, true, fmt.Errorf("leased: %w", err)
