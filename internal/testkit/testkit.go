@@ -13,8 +13,9 @@
 // written under a temporary folder when the server starts, so their
 // validity counts from the bubble's time.
 //
-// Only tests use it. Server tests inside package server cannot import it
-// (it imports the server); they use simnet and protoclient directly.
+// Only tests use it: the client's, and the server's external tests
+// (package server_test). Tests inside package server cannot import it (it
+// imports the server); they use simnet and protoclient directly.
 package testkit
 
 import (
