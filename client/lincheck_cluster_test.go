@@ -62,8 +62,10 @@ type clusterScenario struct {
 	scenario
 	// nodes is the size of the cluster.
 	nodes int
-	// nemesis are the fault kinds injected, one at a time.
+	// nemesis are the fault kinds injected: one at a time, or, with
+	// overlap, up to overlap node faults at once on distinct nodes.
 	nemesis []clusterFault
+	overlap int
 	// unsafe starts the nodes with --unsafe-skip-horizon-wait: the
 	// negative control.
 	unsafe bool
@@ -116,6 +118,11 @@ func clusterScenarios() []clusterScenario {
 	// enough for several kills.
 	kill := with(string(faultKillLeader), faultKillLeader)
 	kill.term, kill.history = killTerm, 5*time.Second
+	// together runs every fault kind at once: five nodes, so that two
+	// node faults at a time leave a quorum, and each fault begins while
+	// the one before it lasts.
+	together := with("together", clusterFaultKinds...)
+	together.nodes, together.overlap, together.history = 5, 2, 6*time.Second
 	return []clusterScenario{
 		kill,
 		with(string(faultStopLeader), faultStopLeader),
@@ -123,6 +130,7 @@ func clusterScenarios() []clusterScenario {
 		with(string(faultRestartFollower), faultRestartFollower),
 		with(string(faultTransfer), faultTransfer),
 		with("all", clusterFaultKinds...),
+		together,
 	}
 }
 
@@ -241,7 +249,11 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 		d = *linHistory
 	}
 	runClients(clients, cs.scenario, rec, seed, func() {
-		runClusterNemesis(t, cs, rng, c, res.faults, time.Now().Add(d))
+		if cs.overlap > 1 {
+			runOverlappingNemesis(t, cs, rng, c, res.faults, time.Now().Add(d))
+		} else {
+			runClusterNemesis(t, cs, rng, c, res.faults, time.Now().Add(d))
+		}
 	})
 	served := serverSummary(clients)
 	closeClients(clients, res.faults)
@@ -342,6 +354,140 @@ func runClusterNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *proc
 				t.Logf("transfer %s → %s: %v", lead.Name, to, err)
 			} else {
 				faults["transfers"]++
+			}
+		default:
+			t.Fatalf("unknown cluster fault %q", kind)
+		}
+	}
+}
+
+// runOverlappingNemesis injects the fault kinds of cs until end, a new one
+// every quarter to half a term, on a node that no fault holds, while up to
+// cs.overlap earlier ones last: a new leader is killed, stopped or cut off
+// while the one before it is still down, a follower restarts meanwhile, or
+// the lead is handed over while another node is down. Each fault ends on
+// its own time; those still on at end are undone then. faults counts the
+// faults, and in "overlapping" those that began while another lasted.
+func runOverlappingNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *proccluster.Cluster, faults map[string]int, end time.Time) {
+	type ongoing struct {
+		node  string
+		until time.Time
+		undo  func()
+	}
+	var active []ongoing
+	held := func(name string) bool {
+		for _, a := range active {
+			if a.node == name {
+				return true
+			}
+		}
+		return false
+	}
+	// settle undoes the faults due by now, or every fault if all.
+	settle := func(now time.Time, all bool) {
+		kept := active[:0]
+		for _, a := range active {
+			if all || !now.Before(a.until) {
+				a.undo()
+			} else {
+				kept = append(kept, a)
+			}
+		}
+		active = kept
+	}
+	defer func() { settle(time.Time{}, true) }()
+	about := func(d time.Duration) time.Duration { return d + time.Duration(rng.Int64N(int64(d))) }
+	// free returns a node other than lead that no fault holds and that
+	// runs, or nil.
+	free := func(lead *proccluster.Node) *proccluster.Node {
+		var fs []*proccluster.Node
+		for _, nd := range c.Others(lead.Name) {
+			if !held(nd.Name) && nd.Running() {
+				fs = append(fs, nd)
+			}
+		}
+		if len(fs) == 0 {
+			return nil
+		}
+		return fs[rng.IntN(len(fs))]
+	}
+	next := time.Now().Add(about(150 * time.Millisecond))
+	for {
+		now := time.Now()
+		if !now.Before(end) {
+			return
+		}
+		settle(now, false)
+		wake := next
+		for _, a := range active {
+			if a.until.Before(wake) {
+				wake = a.until
+			}
+		}
+		if end.Before(wake) {
+			wake = end
+		}
+		if now.Before(wake) {
+			time.Sleep(wake.Sub(now))
+			continue
+		}
+		if now.Before(next) {
+			continue
+		}
+		next = now.Add(about(cs.term / 4))
+		if len(active) >= cs.overlap {
+			continue
+		}
+		kind := cs.nemesis[rng.IntN(len(cs.nemesis))]
+		lead := c.Leader()
+		now = time.Now()
+		if !now.Before(end) {
+			return
+		}
+		if held(lead.Name) {
+			continue
+		}
+		if len(active) > 0 && kind != faultTransfer {
+			faults["overlapping"]++
+		}
+		switch kind {
+		case faultKillLeader:
+			faults["leader-kills"]++
+			c.Kill(lead.Name)
+			name := lead.Name
+			active = append(active, ongoing{name, now.Add(about(cs.term / 2)), func() { c.Restart(name) }})
+		case faultStopLeader:
+			faults["leader-stops"]++
+			c.Pause(lead.Name)
+			name := lead.Name
+			active = append(active, ongoing{name, now.Add(about(cs.term)), func() { c.Cont(name) }})
+		case faultCutLeader:
+			faults["leader-cuts"]++
+			c.CutOff(lead.Name)
+			name := lead.Name
+			active = append(active, ongoing{name, now.Add(about(cs.term)), func() { c.Heal(name) }})
+		case faultRestartFollower:
+			f := free(lead)
+			if f == nil {
+				continue
+			}
+			faults["follower-restarts"]++
+			c.Kill(f.Name)
+			name := f.Name
+			active = append(active, ongoing{name, now.Add(about(cs.term / 2)), func() { c.Restart(name) }})
+		case faultTransfer:
+			f := free(lead)
+			if f == nil {
+				continue
+			}
+			if err := transferLead(c, lead, f.Name); err != nil {
+				faults["transfers-refused"]++
+				t.Logf("transfer %s → %s: %v", lead.Name, f.Name, err)
+			} else {
+				faults["transfers"]++
+				if len(active) > 0 {
+					faults["overlapping"]++
+				}
 			}
 		default:
 			t.Fatalf("unknown cluster fault %q", kind)

@@ -368,7 +368,7 @@ func firstSeed(t *testing.T) uint64 {
 func formatCounts(m map[string]int) string {
 	var parts []string
 	for _, k := range []string{"network-clients", "partitions", "pauses", "drifting-clients", "crashes",
-		"leader-kills", "leader-stops", "leader-cuts", "follower-restarts", "transfers", "transfers-refused", "packets-dropped", "packets-duplicated", "packets-delayed"} {
+		"leader-kills", "leader-stops", "leader-cuts", "follower-restarts", "transfers", "transfers-refused", "overlapping", "packets-dropped", "packets-duplicated", "packets-delayed"} {
 		if n, ok := m[k]; ok {
 			parts = append(parts, fmt.Sprintf("%s %d", k, n))
 		}
