@@ -35,6 +35,30 @@ func (c *cluster) isolate(id raft.ServerID) {
 	}
 }
 
+// id returns the ID of node n.
+func (c *cluster) id(n *replica.Node) raft.ServerID {
+	for id, m := range c.nodes {
+		if m == n {
+			return id
+		}
+	}
+	c.t.Fatal("the node is not in the cluster")
+	return ""
+}
+
+// leaderOtherThan waits, on the bubble's clock, until a node other than
+// id leads, and returns it.
+func (c *cluster) leaderOtherThan(id raft.ServerID) *replica.Node {
+	for {
+		time.Sleep(10 * time.Millisecond)
+		for other, n := range c.nodes {
+			if other != id && n.IsLeader() {
+				return n
+			}
+		}
+	}
+}
+
 // unowned keeps a core from closing the node it applies through: the test
 // closes the nodes.
 type unowned struct{ *replica.Node }
@@ -146,27 +170,14 @@ func testFailover(t *testing.T, stall bool) {
 			applied[n] = st.HorizonApplied
 		}
 		st, _ := old.State()
-		var oldID raft.ServerID
-		for id, n := range c.nodes {
-			if n == old {
-				oldID = id
-			}
-		}
+		oldID := c.id(old)
 		if stall {
 			logs[oldID].stall()
 			// Let raft shut down once the test is over.
 			t.Cleanup(logs[oldID].resume)
 		}
 		c.isolate(oldID)
-		var nl *replica.Node
-		for nl == nil {
-			time.Sleep(10 * time.Millisecond)
-			for id, n := range c.nodes {
-				if id != oldID && n.IsLeader() {
-					nl = n
-				}
-			}
-		}
+		nl := c.leaderOtherThan(oldID)
 		start := time.Now()
 		nc := newCore(t, nl)
 		nc.OpenSession(3)
@@ -249,12 +260,7 @@ func testRestartOfEveryNode(t *testing.T, own bool) {
 			cfg.LogStore, cfg.StableStore = logs[cfg.ID], logs[cfg.ID]
 		})
 		l := c.leader()
-		var recorder raft.ServerID
-		for id, n := range c.nodes {
-			if n == l {
-				recorder = id
-			}
-		}
+		recorder := c.id(l)
 		oc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true,
 			Clockname: l.Clockname(), Logger: quiet()}, unowned{l}, nobody{})
 		if err != nil {
@@ -454,22 +460,9 @@ func TestHandoffWhileHoldingWaitsOutTheOldLeader(t *testing.T) {
 			t.Fatalf("read on the first leader: term %v, %v", term, err)
 		}
 		c.converge(first)
-		var firstID raft.ServerID
-		for id, n := range c.nodes {
-			if n == first {
-				firstID = id
-			}
-		}
+		firstID := c.id(first)
 		c.isolate(firstID)
-		var second *replica.Node
-		for second == nil {
-			time.Sleep(10 * time.Millisecond)
-			for id, n := range c.nodes {
-				if id != firstID && n.IsLeader() {
-					second = n
-				}
-			}
-		}
+		second := c.leaderOtherThan(firstID)
 		sc := newCore(t, second)
 		if held := sc.Stats().WritesAllowedIn; held <= 0 {
 			t.Fatalf("the second leader holds no write after a failover")
