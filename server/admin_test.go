@@ -246,10 +246,13 @@ func TestTransferLead(t *testing.T) {
 	}
 	call(t, c2, &protocol.Write{Op: protocol.OpPut, Key: []byte("fresh"), Value: []byte("x")}, stepTimeout)
 	fresh := time.Since(start)
-	// The old leader's horizon reached past the lease's term: the write
-	// came before it could have passed.
-	if fresh >= term {
-		t.Errorf("a write of a key nobody holds committed %v after the transfer began; a handoff should not wait for the old horizon (%v and more)", fresh, term)
+	// Writes are available again within a second of a planned handoff
+	// (the requirement), so well before the old leader's horizon, which
+	// reaches past the lease's term, could have passed. The span is in
+	// process and on real time: a transfer, a poll of the lead loops, a
+	// hello and a commit, 50-300 ms under -race on 2 cores with three runs at once.
+	if fresh >= time.Second {
+		t.Errorf("a write of a key nobody holds committed %v after the transfer began, want under 1s; a handoff should not wait for the old horizon (%v and more)", fresh, term)
 	}
 	if _, ok := call(t, c2, &protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v2")}, stepTimeout+2*term).(*protocol.WriteReply); !ok {
 		t.Fatal("put of k on the new leader failed")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
 
@@ -125,6 +126,84 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("New: %v, want the config error", err)
 			}
 		})
+	}
+}
+
+// TestClusterConfigDefaults: every field of Cluster is known here, as
+// TestConfigDefaults does for Config: with a valid non-zero value that
+// Validate accepts and withDefaults keeps, and what its zero value does:
+// either Validate refuses it with an error naming the field, or it means a
+// default, which Validate accepts. The fields of Cluster.Replica are known
+// too: either the server sets them (openCluster), or they tune raft and
+// their zero value means replica's default. A field added to either
+// struct without a line here fails the test, so that its default and its
+// validation are thought about.
+func TestClusterConfigDefaults(t *testing.T) {
+	tlsConf := &tls.Config{}
+	var ln net.Listener = &net.TCPListener{}
+	base := func() Cluster {
+		return Cluster{Name: "n1", PeerAddr: "127.0.0.1:7501", PeerTLS: tlsConf, PeerClientTLS: tlsConf}
+	}
+	fields := map[string]struct {
+		set any // a valid non-zero value, kept as it is
+		// Exactly one of: the error Validate gives for the zero value, or
+		// what the zero value means (Validate accepts it).
+		zeroErr, zeroMeans string
+	}{
+		"Name":          {"n1", "Name is empty", ""},
+		"PeerAddr":      {"127.0.0.1:7501", "PeerAddr is empty", ""},
+		"PeerListener":  {ln, "", "listen on PeerAddr"},
+		"Peers":         {[]Peer{{"n1", "127.0.0.1:7501"}, {"n2", "127.0.0.1:7502"}}, "", "a cluster of this node alone"},
+		"PeerTLS":       {tlsConf, "PeerTLS and PeerClientTLS are required", ""},
+		"PeerClientTLS": {tlsConf, "PeerTLS and PeerClientTLS are required", ""},
+		"PeerRoutes":    {map[string]string{"n2": "127.0.0.1:9002"}, "", "dial every peer at its PeerAddr"},
+		"Replica":       {replica.Config{HeartbeatTimeout: time.Second}, "", "replica's defaults"},
+		"Join":          {true, "", "bootstrap Peers on a first start"},
+	}
+	typ := reflect.TypeFor[Cluster]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		f, ok := fields[name]
+		if !ok {
+			t.Errorf("Cluster.%s is not in this test: add it, with its default and its validation", name)
+			continue
+		}
+		if (f.zeroErr == "") == (f.zeroMeans == "") {
+			t.Errorf("Cluster.%s: give either the error of its zero value or what the zero value means", name)
+			continue
+		}
+		set := base()
+		reflect.ValueOf(&set).Elem().Field(i).Set(reflect.ValueOf(f.set))
+		cfg := Config{Cluster: &set}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Cluster.%s = %v: %v", name, f.set, err)
+		}
+		if got := reflect.ValueOf(*cfg.withDefaults().Cluster).Field(i).Interface(); !reflect.DeepEqual(got, f.set) {
+			t.Errorf("Cluster.%s = %v became %v", name, f.set, got)
+		}
+		zero := base()
+		reflect.ValueOf(&zero).Elem().Field(i).SetZero()
+		err := Config{Cluster: &zero}.Validate()
+		switch {
+		case f.zeroErr != "" && (err == nil || !strings.Contains(err.Error(), f.zeroErr)):
+			t.Errorf("zero Cluster.%s: Validate = %v, want an error naming %q", name, err, f.zeroErr)
+		case f.zeroErr == "" && err != nil:
+			t.Errorf("zero Cluster.%s (%s): %v", name, f.zeroMeans, err)
+		}
+	}
+
+	// The fields of replica.Config that openCluster sets from the server's
+	// own configuration, whatever Cluster.Replica holds, and those that
+	// tune raft, whose zero value means replica's default.
+	setByServer := map[string]bool{"Dir": true, "ID": true, "Transport": true, "Bootstrap": true, "Join": true, "Clock": true, "Logger": true}
+	tuning := map[string]bool{"HeartbeatTimeout": true, "ElectionTimeout": true, "LeaderLeaseTimeout": true, "CommitTimeout": true,
+		"ApplyTimeout": true, "SnapshotThreshold": true, "TrailingLogs": true, "SnapshotInterval": true, "WALSegmentSize": true,
+		"MaxEntryBytes": true, "LogStore": true, "StableStore": true}
+	rtyp := reflect.TypeFor[replica.Config]()
+	for i := range rtyp.NumField() {
+		if name := rtyp.Field(i).Name; !setByServer[name] && !tuning[name] {
+			t.Errorf("replica.Config.%s is not in this test: say whether openCluster sets it or Cluster.Replica tunes it, and check both", name)
+		}
 	}
 }
 

@@ -43,39 +43,61 @@ type endpointJSON struct {
 	Leader               string  `json:"leader,omitempty"`
 	LeaderAddr           string  `json:"leader_addr,omitempty"`
 	WritesHeldForSeconds float64 `json:"writes_held_for_seconds"`
+	// WritesHeldUntil is, while the leader holds writes, the local time
+	// (RFC 3339, milliseconds) until which it holds them: when its answer
+	// came plus WritesHeldForSeconds. Absent when writes are not held.
+	WritesHeldUntil string `json:"writes_held_until,omitempty"`
 	// Error says why the endpoint did not answer.
 	Error string `json:"error,omitempty"`
 }
 
-func endpointOf(ep string, st *client.NodeStatus, err error) endpointJSON {
+// heldUntilLayout is the layout of writes_held_until: RFC 3339 with
+// milliseconds.
+const heldUntilLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// endpointOf is the status st that the node at ep answered at time at, or
+// err.
+func endpointOf(ep string, st *client.NodeStatus, at time.Time, err error) endpointJSON {
 	if err != nil {
 		return endpointJSON{Endpoint: ep, Error: strings.TrimPrefix(err.Error(), "leased: ")}
 	}
-	return endpointJSON{Endpoint: ep, Name: st.Name, ClientAddr: st.ClientAddr, PeerAddr: st.PeerAddr, Role: st.Role,
+	e := endpointJSON{Endpoint: ep, Name: st.Name, ClientAddr: st.ClientAddr, PeerAddr: st.PeerAddr, Role: st.Role,
 		RaftTerm: st.RaftTerm, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
 		Leader: st.Leader, LeaderAddr: st.LeaderAddr, WritesHeldForSeconds: seconds(st.WritesHeldFor)}
+	if st.WritesHeldFor > 0 {
+		// The answer's time bounds the node's from above, so the time is
+		// never earlier than the node's own.
+		e.WritesHeldUntil = at.Add(st.WritesHeldFor).Format(heldUntilLayout)
+	}
+	return e
 }
 
-// row is the endpoint's row in the endpoint status table.
-func (e endpointJSON) row() []string {
+// row is the endpoint's row in the endpoint status table, printed at time
+// now. On the leader, WRITES is "allowed", or "until" the local time it
+// holds writes until and, in parentheses, how long that is from now.
+func (e endpointJSON) row(now time.Time) []string {
 	if e.Error != "" {
-		return []string{e.Endpoint, "-", "unreachable", "-", "-", "-", "-", "-"}
+		return []string{e.Endpoint, "-", "-", "-", "unreachable", "-", "-", "-", "-", "-"}
 	}
 	writes := "allowed"
 	if e.Role != protocol.RoleLeader {
 		writes = "-"
-	} else if e.WritesHeldForSeconds > 0 {
-		writes = "held for " + strconv.FormatFloat(e.WritesHeldForSeconds, 'f', 3, 64) + "s"
+	} else if until, err := time.Parse(heldUntilLayout, e.WritesHeldUntil); err == nil {
+		left := max(until.Sub(now), 0)
+		writes = "until " + until.Format("15:04:05.000") + " (" + strconv.FormatFloat(left.Seconds(), 'f', 1, 64) + "s)"
 	}
-	leader := e.Leader
-	if leader == "" {
-		leader = "-"
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
 	}
 	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
-	return []string{e.Endpoint, e.Name, e.Role, u(e.RaftTerm), u(e.CommitIndex), u(e.AppliedIndex), leader, writes}
+	return []string{e.Endpoint, dash(e.Name), dash(e.ClientAddr), dash(e.PeerAddr), e.Role,
+		u(e.RaftTerm), u(e.CommitIndex), u(e.AppliedIndex), dash(e.Leader), writes}
 }
 
-var endpointHeader = []string{"ENDPOINT", "NAME", "ROLE", "RAFT_TERM", "COMMIT", "APPLIED", "LEADER", "WRITES"}
+var endpointHeader = []string{"ENDPOINT", "NAME", "CLIENT_ADDR", "PEER_ADDR", "ROLE", "RAFT_TERM", "COMMIT", "APPLIED", "LEADER", "WRITES"}
 
 // endpoints returns the --endpoints list.
 func (a *app) endpoints() []string { return strings.Split(a.endpoint, ",") }
@@ -112,12 +134,12 @@ func (a *app) eachStatus() []endpointJSON {
 			defer cancel()
 			adm, err := a.dialAdmin(ctx, ep)
 			if err != nil {
-				out[i] = endpointOf(ep, nil, err)
+				out[i] = endpointOf(ep, nil, time.Time{}, err)
 				return
 			}
 			defer adm.Close()
 			st, err := adm.Status(ctx)
-			out[i] = endpointOf(ep, st, err)
+			out[i] = endpointOf(ep, st, time.Now(), err)
 		}()
 	}
 	for range eps {
@@ -139,11 +161,13 @@ func (a *app) endpointCmd() *cobra.Command {
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
-		Short: "Print each endpoint's role, raft term, commit and applied index, and leader",
+		Short: "Print each endpoint's addresses, role, raft term, commit and applied index, and leader",
 		Long: `Ask every node given with --endpoints, each directly and followers too, for
-its name, role (leader, follower or candidate), raft term, commit and applied
-index, the leader it knows, and, on the leader, whether it still holds writes
-after taking the lead. An endpoint that does not answer is shown as
+its name, client and peer address, role (leader, follower or candidate), raft
+term, commit and applied index, the leader it knows, and, on the leader,
+whether it still holds writes after taking the lead: WRITES shows "allowed",
+or the local time until which it holds them and how long that is from now
+(until 15:04:05.000 (2.3s)). An endpoint that does not answer is shown as
 unreachable, the error is printed on stderr, and leasectl exits with status 3.`,
 		Example: `  leasectl --endpoints 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 endpoint status`,
 		Args:    argsExactly(),
@@ -151,8 +175,9 @@ unreachable, the error is printed on stderr, and leasectl exits with status 3.`,
 			sts := a.eachStatus()
 			rows := make([][]string, len(sts))
 			failed := 0
+			now := time.Now()
 			for i, st := range sts {
-				rows[i] = st.row()
+				rows[i] = st.row(now)
 				if st.Error != "" {
 					failed++
 				}
