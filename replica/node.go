@@ -374,6 +374,13 @@ func (n *Node) State() (store.State, error) {
 	return st, err
 }
 
+// Failure returns why the node's state machine stopped applying the log
+// (its database failed to apply a committed entry), or nil while it
+// applies. A node whose state machine stopped can neither catch up nor
+// serve as a leader; a restart applies the log again from the database's
+// applied index.
+func (n *Node) Failure() error { return n.fsm.stoppedErr() }
+
 // Reopen settles the outcome of a failed Apply: it waits until every entry
 // appended before it is applied here, which only a leader can do. After it,
 // State and Get show every committed entry.

@@ -527,6 +527,26 @@ func (s *Server) listedBy(ctx context.Context, addr string) error {
 	return errUnlisted
 }
 
+// ErrStateMachineStopped is returned by Serve when this node's state
+// machine stopped applying the log (its database failed to apply a
+// committed entry). The node stops serving, so that another node leads
+// and its clients follow; a restart applies the log again.
+var ErrStateMachineStopped = errors.New("leased: this node's state machine stopped applying the log; restart it to apply the log again")
+
+// leaveOnFailure stops a node of a cluster whose state machine stopped:
+// as a follower it could never catch up, and as a leader it would hold
+// the lead and commit nothing, so it stops serving, and Serve returns
+// ErrStateMachineStopped. lead calls it, and returns.
+func (s *Server) leaveOnFailure(err error) {
+	s.log.Error("this node's state machine stopped: it stops serving so that another node leads; restart it to apply the log again",
+		"node", s.cfg.Cluster.Name, "err", err)
+	s.failed.Store(&err)
+	if c := s.currentCore(); c != nil {
+		s.dropLead(c)
+	}
+	s.beginClose()
+}
+
 // leaveCluster stops a node that was removed from its cluster: it stops
 // serving, and Serve returns ErrRemoved. lead calls it, and returns.
 func (s *Server) leaveCluster() {

@@ -173,6 +173,10 @@ func (s *Server) lead() {
 			s.leaveCluster()
 			return
 		}
+		if err := s.node.Failure(); err != nil {
+			s.leaveOnFailure(err)
+			return
+		}
 		leading := s.node.IsLeader()
 		s.smu.Lock()
 		c, term := s.core, s.leadTerm

@@ -56,7 +56,8 @@ type Server struct {
 	closing  bool
 
 	nextSession atomic.Uint64
-	removed     atomic.Bool // this node was removed from its cluster (leaveCluster)
+	removed     atomic.Bool           // this node was removed from its cluster (leaveCluster)
+	failed      atomic.Pointer[error] // why this node's state machine stopped (leaveOnFailure)
 
 	msgsIn  [protocol.NumTypes]atomic.Uint64
 	msgsOut [protocol.NumTypes]atomic.Uint64
@@ -235,6 +236,9 @@ func (s *Server) serve(ctx context.Context) error {
 			case <-s.stop:
 				if s.removed.Load() {
 					return ErrRemoved
+				}
+				if err := s.failed.Load(); err != nil {
+					return fmt.Errorf("%w: %w", ErrStateMachineStopped, *err)
 				}
 				return ErrServerClosed
 			default:
