@@ -553,6 +553,24 @@ func crashCheck(t *testing.T, srv *clitest.Server, m *crashModel, prevRev uint64
 	return crashCheckAt(t, srv.ClientConfig(), srv.Addr, m, prevRev, when)
 }
 
+// getSettled reads key through c, again while the server answers
+// ErrUnavailable, within ctx: a cluster whose lead just moved holds reads
+// of the keys the last leader was writing until their writes settle, and a
+// leader that has lost its quorum refuses reads until it steps down.
+func getSettled(ctx context.Context, c *client.Client, key string) (client.Item, error) {
+	for {
+		it, err := c.Get(ctx, key)
+		if !errors.Is(err, client.ErrUnavailable) {
+			return it, err
+		}
+		select {
+		case <-ctx.Done():
+			return it, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // crashCheckAt is crashCheck with a client of cfg dialing endpoints: one
 // server, or the endpoint list of a cluster (TestCrashCluster).
 func crashCheckAt(t *testing.T, cfg client.Config, endpoints string, m *crashModel, prevRev uint64, when string) (uint64, time.Duration) {
@@ -568,7 +586,7 @@ func crashCheckAt(t *testing.T, cfg client.Config, endpoints string, m *crashMod
 	defer c.Close()
 	var maxRead uint64
 	for key, ks := range snap {
-		it, err := c.Get(ctx, key)
+		it, err := getSettled(ctx, c, key)
 		if err != nil {
 			t.Fatalf("%s: checker: get %s: %v", when, key, err)
 		}
