@@ -771,10 +771,12 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		return 0, err
 	}
 	cn, err := c.conn()
-	if err != nil && token == 0 && !errors.Is(err, ErrClosed) {
+	if err != nil && !errors.Is(err, ErrClosed) {
 		// Wait for the client to reconnect; the last session's settings
-		// bound the wait. A write lease ends with its session: a write
-		// under it fails at once.
+		// bound the wait. A write under a write lease waits too: the
+		// server keeps the lease while its term lasts, across a restart,
+		// and takes the write from the new session if its token is still
+		// the live one (ErrFenced otherwise).
 		cn, err = c.awaitConn(ctx, c.clock.Now().Add(c.retryWindow()/2))
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", ErrCanceled, err) // never sent: nothing changed

@@ -1,0 +1,60 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
+)
+
+// DESIGN §7: a write lease survives a restart of the server with its token
+// and term. The library reports it lost when its session goes (it cannot
+// renew it from another session), but its fenced writes, sent from the new
+// session, still commit while the lease lasts on the server; once it has
+// run out they are fenced, and another client's write waits for it.
+func TestWriteLeaseFencedWritesAfterRestart(t *testing.T) {
+	bubble(t, nil, func(t *testing.T, srv *testkit.Server) {
+		ev := newEvents()
+		h := srv.Dial(client.Config{OnEvent: ev.on})
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.StepTimeout)
+		defer cancel()
+		wl, err := h.AcquireWriteLease(ctx, "owned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		granted := time.Now()
+		if _, err := wl.Put(ctx, []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+		srv.Restart(nil)
+		select {
+		case <-wl.Done():
+		case <-time.After(testkit.StepTimeout):
+			t.Fatal("the write lease is not reported lost after its session went")
+		}
+		ver, err := wl.Put(ctx, []byte("v2"))
+		if err != nil {
+			t.Fatalf("the holder's fenced write after the restart: %v", err)
+		}
+		if it, err := h.Get(ctx, "owned"); err != nil || string(it.Value) != "v2" || it.Version != ver {
+			t.Fatalf("read after the fenced write: %+v, %v; want v2 at version %d", it, err, ver)
+		}
+		// Another client's write waits for the lease, which nobody
+		// renews, until it could have run out.
+		o := srv.Dial(client.Config{})
+		octx, ocancel := context.WithTimeout(context.Background(), 2*timeTerm)
+		defer ocancel()
+		if _, err := o.Put(octx, "owned", []byte("other")); err != nil {
+			t.Fatal(err)
+		}
+		if end := granted.Add(timeTerm + srv.Config.Epsilon); time.Now().Before(end) {
+			t.Errorf("another client's write committed %v before the write lease could have run out", end.Sub(time.Now()))
+		}
+		if _, err := wl.Put(octx, []byte("late")); !errors.Is(err, client.ErrFenced) {
+			t.Errorf("the holder's write after another client's: %v, want ErrFenced", err)
+		}
+	})
+}
