@@ -126,57 +126,6 @@ func TestE2EUnresponsiveHolderBoundsWrite(t *testing.T) {
 	t.Logf("raw write: Waited %v, Holders %d, round trip %v", rep.Waited, rep.Holders, took)
 }
 
-// DESIGN.md §4.1: while a write waits, readers get the last committed value,
-// uncached; after the commit they get the new one.
-func TestE2EReadsDuringPendingWrite(t *testing.T) {
-	leaktest.Check(t)
-	const term = time.Second
-	srv := startServer(t, server.Config{LeaseTerm: term})
-	b := dial(t, srv, client.Config{Name: "writer"})
-	c := dial(t, srv, client.Config{Name: "reader"})
-	other := dial(t, srv, client.Config{Name: "bystander"})
-	v0 := mustPut(t, b, "k", "old")
-	// The reader holds a lease too: it is invalidated and acknowledges at
-	// once, and its reads during the wait must not be cached again.
-	if it := mustGet(t, c, "k"); string(it.Value) != "old" {
-		t.Fatalf("read before: %s", fmtItem(it))
-	}
-
-	_, lo, hi := holdLease(t, srv, "k")
-	var reads int
-	w := writeAgainstSilentHolder(t, srv, b, other, "k", "new", lo, hi, func(waiting func() bool) {
-		// Read several times across the wait. A read that returned while
-		// the write still waited must give the old value, uncached.
-		for reads < 5 {
-			it, err := c.Get(stepCtx(t), "k")
-			stillWaiting := waiting()
-			if err != nil {
-				t.Fatalf("read during the write: %v", err)
-			}
-			if !stillWaiting {
-				break
-			}
-			if string(it.Value) != "old" || it.Version != v0 || it.Cached {
-				t.Fatalf("read during the write: %s, want the committed %q at %d, uncached", fmtItem(it), "old", v0)
-			}
-			reads++
-			time.Sleep(term / 10) // spread the reads across the wait
-		}
-	})
-	if reads < 3 {
-		t.Errorf("only %d reads happened while the write waited", reads)
-	}
-	for _, cl := range []*client.Client{c, other, b} {
-		it := mustGet(t, cl, "k")
-		if string(it.Value) != "new" || it.Version != w.version {
-			t.Fatalf("read after the commit: %s, want %q at %d", fmtItem(it), "new", w.version)
-		}
-	}
-	if it := mustGet(t, c, "k"); !it.Cached {
-		t.Errorf("the reader's second read after the commit is not cached: %s", fmtItem(it))
-	}
-}
-
 // CompareAndSwap with a stale version changes nothing; with the current one
 // it commits.
 func TestE2ECompareAndSwap(t *testing.T) {

@@ -10,6 +10,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -239,6 +240,83 @@ func TestSilentHolderBoundsWrite(t *testing.T) {
 		}
 		if st := srv.Stats(); st.InvalidationsExpired != 1 {
 			t.Errorf("InvalidationsExpired = %d, want 1", st.InvalidationsExpired)
+		}
+	})
+}
+
+// DESIGN.md §4.1: while a write waits for a silent holder, readers get the
+// last committed value, uncached, up to the tick before the commit; from
+// the commit on they get the new one, and cache it again.
+func TestReadsDuringPendingWrite(t *testing.T) {
+	bubble(t, nil, func(t *testing.T, srv *testkit.Server) {
+		eps := srv.Stats().Epsilon
+		b := srv.Dial(client.Config{Name: "writer"})
+		c := srv.Dial(client.Config{Name: "reader"})
+		other := srv.Dial(client.Config{Name: "bystander"})
+		v0 := mustPut(t, b, "k", "old")
+		// The reader holds a lease too: it is invalidated and acknowledges
+		// at once, and its reads during the wait must not be cached again.
+		if it := mustGet(t, c, "k"); string(it.Value) != "old" {
+			t.Fatalf("read before: %s", fmtItem(it))
+		}
+		h := srv.Raw(protoclient.Options{Name: "silent"})
+		if g, ok := rawCall(t, h, &protocol.Get{Key: []byte("k")}).(*protocol.GetReply); !ok || g.Term != timeTerm {
+			t.Fatalf("silent holder's read: %+v", g)
+		}
+		commit := time.Now().Add(timeTerm + eps) // the silent holder's lease ends
+		type result struct {
+			v   uint64
+			err error
+			at  time.Time
+		}
+		done := make(chan result, 1)
+		go func() {
+			v, err := b.Put(context.Background(), "k", []byte("new"))
+			done <- result{v, err, time.Now()}
+		}()
+		synctest.Wait()
+		if st := srv.Stats(); st.WritesWaiting != 1 {
+			t.Fatalf("WritesWaiting = %d, want the write waiting for the silent holder", st.WritesWaiting)
+		}
+		read := func(when string) {
+			t.Helper()
+			it := mustGet(t, c, "k")
+			if string(it.Value) != "old" || it.Version != v0 || it.Cached {
+				t.Fatalf("read %s, %v before the commit: %s, want the committed %q at %d, uncached",
+					when, time.Until(commit), fmtItem(it), "old", v0)
+			}
+		}
+		// Every tenth of a term across the wait, and on the last tick
+		// before the commit.
+		reads := 0
+		for ; time.Until(commit) > timeTerm/10; reads++ {
+			read(fmt.Sprintf("%d", reads))
+			time.Sleep(timeTerm / 10)
+		}
+		if want := int((timeTerm + eps - 1) / (timeTerm / 10)); reads != want {
+			t.Errorf("%d reads during the wait, want %d", reads, want)
+		}
+		time.Sleep(time.Until(commit) - time.Nanosecond)
+		read("on the last tick")
+		select {
+		case r := <-done:
+			t.Fatalf("the write returned %v before the silent holder's lease ended: %d, %v", time.Until(commit), r.v, r.err)
+		default:
+		}
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("blocked Put: %v", r.err)
+		}
+		if !r.at.Equal(commit) {
+			t.Errorf("the write committed %v after the end of the silent holder's lease, want at it", r.at.Sub(commit))
+		}
+		for _, cl := range []*client.Client{c, other, b} {
+			if it := mustGet(t, cl, "k"); string(it.Value) != "new" || it.Version != r.v {
+				t.Fatalf("read after the commit: %s, want %q at %d", fmtItem(it), "new", r.v)
+			}
+		}
+		if it := mustGet(t, c, "k"); !it.Cached {
+			t.Errorf("the reader's second read after the commit is not cached: %s", fmtItem(it))
 		}
 	})
 }
