@@ -257,32 +257,16 @@ func rawCall(t *testing.T, c *protoclient.Client, m protocol.Message) protocol.M
 	return reply
 }
 
-// rawGet reads key with a lease and returns the reply, with the times just
-// before the request was sent and just after the reply arrived: the server
-// granted the lease in between.
-func rawGet(t *testing.T, c *protoclient.Client, key string) (reply *protocol.GetReply, sent, received time.Time) {
-	t.Helper()
-	sent = time.Now()
-	m := rawCall(t, c, &protocol.Get{Key: []byte(key)})
-	received = time.Now()
-	g, ok := m.(*protocol.GetReply)
-	if !ok {
-		t.Fatalf("raw get %q: got %T %+v", key, m, m)
-	}
-	return g, sent, received
-}
-
 // holdLease makes a raw holder that reads key, holds its lease and then
-// never answers. It returns the holder and the interval in which the server
-// granted the lease.
-func holdLease(t *testing.T, srv *testServer, key string) (h *protoclient.Client, sent, received time.Time) {
+// never answers.
+func holdLease(t *testing.T, srv *testServer, key string) *protoclient.Client {
 	t.Helper()
-	h = dialRaw(t, srv)
-	g, sent, received := rawGet(t, h, key)
-	if g.Term <= 0 {
-		t.Fatalf("raw holder got term %v for %q, want a lease", g.Term, key)
+	h := dialRaw(t, srv)
+	g, ok := rawCall(t, h, &protocol.Get{Key: []byte(key)}).(*protocol.GetReply)
+	if !ok || g.Term <= 0 {
+		t.Fatalf("raw holder's read of %q: %+v, want a lease", key, g)
 	}
-	return h, sent, received
+	return h
 }
 
 // blockedWrite is the outcome of a write that had to wait for an
@@ -296,14 +280,12 @@ type blockedWrite struct {
 
 // writeAgainstSilentHolder has writer put value to key, whose lease a holder
 // that does not answer was granted between grantLo and grantHi. While the
-// write waits it has bystander and writer put to other keys, and calls
-// during (if not nil) with a function that reports whether the write is
-// still waiting. It checks the promise of DESIGN.md §4.6: the write commits
+// write waits it has bystander and writer put to other keys. It checks the promise of DESIGN.md §4.6: the write commits
 // no earlier than the holder's lease can have run out on the holder's own
 // clock plus ε, and no later than the rest of the lease (term + ε after the
 // grant) plus slack; and writes to other keys are not held up meanwhile.
 func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *client.Client, key, value string,
-	grantLo, grantHi time.Time, during func(waiting func() bool)) blockedWrite {
+	grantLo, grantHi time.Time) blockedWrite {
 	t.Helper()
 	term, eps := srv.Cfg.LeaseTerm, srv.Stats().Epsilon
 	before := srv.Stats()
@@ -344,11 +326,7 @@ func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *
 	waitedFrom := time.Since(start)
 	_, out.otherKey = timedPut(t, bystander, key+"-other", "x")
 	_, out.otherSame = timedPut(t, writer, key+"-other2", "y")
-	if stillWaiting() {
-		if during != nil {
-			during(stillWaiting)
-		}
-	} else {
+	if !stillWaiting() {
 		// Only possible if this goroutine was held up for the whole lease;
 		// the bounds below still tell a bug from a slow machine.
 		t.Logf("the write finished before the test could observe its wait (seen waiting after %v)", waitedFrom)

@@ -154,7 +154,7 @@ func TestE2EStoppedHolderProcess(t *testing.T) {
 	// The holder's grant came before "ready" and after its request was
 	// sent, which the test cannot see; that request took a round trip of
 	// well under the slack, so count the grant from "ready" - slack.
-	w := writeAgainstSilentHolder(t, srv, b, c, "k", "new", ready.Add(-slack), ready, nil)
+	w := writeAgainstSilentHolder(t, srv, b, c, "k", "new", ready.Add(-slack), ready)
 	if it := mustGet(t, c, "k"); string(it.Value) != "new" || it.Version != w.version {
 		t.Fatalf("after the write: %s", fmtItem(it))
 	}
