@@ -520,3 +520,57 @@ func TestRestartWithShorterTerm(t *testing.T) {
 		}
 	})
 }
+
+// DESIGN.md §6: a client whose server restarts reconnects in the
+// background. An entry it cached under the old session is served from the
+// cache until its lease ends, to the tick, and is not renewed on the new
+// session however often it is read; the next read comes from the new
+// server, and a write waits for the restarted server's barrier.
+func TestReconnectedEntryRunsOut(t *testing.T) {
+	bubble(t, nil, func(t *testing.T, srv *testkit.Server) {
+		eps := srv.Stats().Epsilon
+		ev := newEvents()
+		a := srv.Dial(client.Config{OnEvent: ev.on, MaxReconnectDelay: 100 * time.Millisecond})
+		granted := time.Now()
+		v := mustPut(t, a, "k", "kept")
+		leaseEnd := granted.Add(timeTerm)
+		srv.Restart(nil)
+		ev.wait(t, client.EventDisconnected, testTimeout, nil)
+		ev.wait(t, client.EventReconnected, testTimeout, nil)
+		if s, ok := a.Session(); !ok || s.ID == 0 {
+			t.Fatalf("no session after EventReconnected")
+		}
+		renews := msgs(srv, "renew")
+		read := func(cached bool) {
+			t.Helper()
+			it := mustGet(t, a, "k")
+			if string(it.Value) != "kept" || it.Version != v || it.Cached != cached {
+				t.Fatalf("read %v after the grant: %s, want %q at %d, cached %v", time.Since(granted), fmtItem(it), "kept", v, cached)
+			}
+		}
+		// Every tenth of a term, so that the client asks to renew it.
+		for time.Until(leaseEnd) > timeTerm/10 {
+			read(true)
+			time.Sleep(timeTerm / 10)
+		}
+		time.Sleep(time.Until(leaseEnd) - time.Nanosecond)
+		read(true)
+		time.Sleep(time.Nanosecond)
+		read(false)
+		read(true) // the new session's lease
+		if msgs(srv, "renew") == renews {
+			t.Errorf("the client did not ask the new server to renew the entry it read")
+		}
+		if n := srv.Stats().Sessions; n != 1 {
+			t.Errorf("sessions after reconnect: %d", n)
+		}
+		// The restarted server holds writes until the old session's lease
+		// has ended on the server.
+		if _, err := a.Put(stepCtx(t), "k", []byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		if at, want := time.Since(granted), timeTerm+eps; at != want {
+			t.Errorf("the first write after the restart committed %v after the old session's grant, want %v", at, want)
+		}
+	})
+}
