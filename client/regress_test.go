@@ -221,41 +221,38 @@ func TestServeEndsWithItsContext(t *testing.T) {
 // TestLargeRenewalBatches: renewing more keys than fit in one frame splits
 // the batch instead of losing the session.
 func TestLargeRenewalBatches(t *testing.T) {
-	leaktest.Check(t)
-	const term = 600 * time.Millisecond
-	srv := startServer(t, server.Config{LeaseTerm: term, MaxValueSize: 1024}) // frames of about 6 KiB
-	ev := newEvents()
-	a := dial(t, srv, client.Config{OnEvent: ev.on})
-	pad := strings.Repeat("x", 200)
-	keys := make([]string, 60) // 12 KB of keys to renew
-	for i := range keys {
-		keys[i] = fmt.Sprintf("%s%d", pad, i)
-		mustGet(t, a, keys[i])
-	}
-	// Read every key through two terms: the client renews them all, in
-	// more than one message, and the session survives.
-	deadline := time.Now().Add(2 * term)
-	for time.Now().Before(deadline) {
-		for _, k := range keys {
-			if _, err := a.Get(context.Background(), k); err != nil {
-				t.Fatal(err)
+	// Frames of about 6 KiB.
+	bubble(t, func(c *server.Config) { c.MaxValueSize = 1024 }, func(t *testing.T, srv *testkit.Server) {
+		ev := newEvents()
+		a := srv.Dial(client.Config{OnEvent: ev.on})
+		pad := strings.Repeat("x", 200)
+		keys := make([]string, 60) // 12 KB of keys to renew
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%s%d", pad, i)
+			mustGet(t, a, keys[i])
+		}
+		// Read every key through two terms: the client renews them all
+		// twice (two thirds into each term), each time in more than one
+		// message, and every read is served from the cache.
+		for end := time.Now().Add(2 * timeTerm); time.Now().Before(end); time.Sleep(timeTerm / 20) {
+			for _, k := range keys {
+				if it := mustGet(t, a, k); !it.Cached {
+					t.Fatalf("%q is not cached %v after its first read", k[len(pad):], 2*timeTerm-time.Until(end))
+				}
 			}
 		}
-		time.Sleep(term / 20)
-	}
-	for _, e := range ev.snapshot() {
-		if e.Kind == client.EventDisconnected {
-			t.Fatalf("the session was lost while renewing: %v", e.Err)
+		for _, e := range ev.snapshot() {
+			switch e.Kind {
+			case client.EventDisconnected:
+				t.Fatalf("the session was lost while renewing: %v", e.Err)
+			case client.EventLeasesExpired:
+				t.Fatalf("leases expired while renewed: %d keys", len(e.Keys))
+			}
 		}
-	}
-	if n := msgsIn(srv, "renew"); n < 2 {
-		t.Fatalf("%d renew messages, want the batch split in several", n)
-	}
-	for _, k := range keys {
-		if it := mustGet(t, a, k); !it.Cached {
-			t.Fatalf("%q is not cached after renewals", k[len(pad):])
+		if n := msgs(srv, "renew"); n < 4 {
+			t.Fatalf("%d renew messages for two renewals, want each batch split in several", n)
 		}
-	}
+	})
 }
 
 // TestHotKeyCachedAgain: after invalidations, a key read by many goroutines
