@@ -104,7 +104,11 @@ func TestAckAfterReRead(t *testing.T) {
 			// Give the read every chance to overtake the acknowledgement:
 			// hold it until the read has returned, which it can only do
 			// if it is not ordered behind the acknowledgement, or for a
-			// while if it is.
+			// while if it is. This wait keeps the test on real time: a
+			// read ordered behind the acknowledgement waits for c.smu, a
+			// sync.Mutex, which synctest does not count as durably
+			// blocked, so in a bubble the fake clock would never reach
+			// the bound and the passing case would hang.
 			select {
 			case <-returned:
 			case <-time.After(250 * time.Millisecond):
