@@ -121,7 +121,7 @@ func TestAckAfterReRead(t *testing.T) {
 		t.Fatalf("the raw write was not abandoned: %+v", e)
 	}
 	markAbandoned()
-	waitStalled(t, stalled, testTimeout, "the acknowledgement of an invalidation")
+	wait.Chan(t, stalled, testTimeout, "a clock read at the acknowledgement of an invalidation (has the point the test holds moved?)")
 	select {
 	case it := <-reread:
 		if string(it.Value) != "v1" {
@@ -340,7 +340,7 @@ func TestHerdAnswersDoNotQueue(t *testing.T) {
 		}()
 	}
 	for range readers {
-		waitStalled(t, arrived, testTimeout, "the arrival of the three reads' answers")
+		wait.Chan(t, arrived, testTimeout, "a clock read at the arrival of the three reads' answers (has the point the test holds moved?)")
 	}
 	// Each read missed (no answer is cached yet) and went to the server.
 	returned := func(what string) {
