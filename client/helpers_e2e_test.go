@@ -12,13 +12,12 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
@@ -30,20 +29,15 @@ const (
 	// server: dialling, a read, a write that is not expected to wait for a
 	// lease. It is generous because the race detector on a loaded 2-core
 	// machine can stall goroutines for a long time; a healthy step takes
-	// milliseconds.
-	testTimeout = 10 * time.Second
+	// milliseconds. It is testkit's StepTimeout, which is fake time in a
+	// synctest bubble.
+	testTimeout = testkit.StepTimeout
 	// slack is the allowance for scheduling, the network, fsync and timer
 	// lateness on top of a lease wait that the protocol promises. It is wide
 	// because the machine is noisy; the figures logged by the tests show the
 	// real overhead.
 	slack = 250 * time.Millisecond
-	// defaultEps is the server's default ε.
-	defaultEps = server.DefaultEpsilon
 )
-
-func discardLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
 
 // testServer is an in-process server started by startServer.
 type testServer struct {
@@ -72,7 +66,7 @@ func startServer(t *testing.T, cfg server.Config) *testServer {
 		cfg.Addr = "127.0.0.1:0"
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = discardLogger()
+		cfg.Logger = testkit.Discard()
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -115,7 +109,7 @@ func dialAddr(t *testing.T, addr, caFile string, cfg client.Config) *client.Clie
 		cfg.CAFile = caFile
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = discardLogger()
+		cfg.Logger = testkit.Discard()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -162,8 +156,11 @@ func timedPut(t *testing.T, c *client.Client, key, value string) (uint64, time.D
 }
 
 // msgsIn is the server's count of received messages of type name ("get",
-// "renew", ...).
-func msgsIn(srv *testServer, name string) uint64 { return srv.Stats().MessagesIn[name] }
+// "renew", ...), of a real server (startServer) or an in-memory one
+// (internal/testkit).
+func msgsIn(srv interface{ Stats() *protocol.StatsReply }, name string) uint64 {
+	return srv.Stats().MessagesIn[name]
+}
 
 // sumIn is the server's count of all received messages.
 func sumIn(srv *testServer) uint64 {

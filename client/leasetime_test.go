@@ -39,9 +39,6 @@ func bubble(t *testing.T, cfg func(*server.Config), f func(t *testing.T, srv *te
 	})
 }
 
-// msgs is the server's count of received messages of type name.
-func msgs(srv *testkit.Server, name string) uint64 { return srv.Stats().MessagesIn[name] }
-
 // DESIGN.md §3.5: entries read during the current term are renewed before
 // they expire, in batches, so hot keys never miss.
 func TestHotKeysRenewed(t *testing.T) {
@@ -52,7 +49,7 @@ func TestHotKeysRenewed(t *testing.T) {
 		for _, k := range keys {
 			mustGet(t, a, k)
 		}
-		gets, renews := msgs(srv, "get"), msgs(srv, "renew")
+		gets, renews := msgsIn(srv, "get"), msgsIn(srv, "renew")
 		// Read the hot keys every 50 ms for five terms.
 		const rounds = 5 * int(timeTerm/(50*time.Millisecond))
 		for n := range rounds {
@@ -63,13 +60,13 @@ func TestHotKeysRenewed(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if g := msgs(srv, "get"); g != gets {
+		if g := msgsIn(srv, "get"); g != gets {
 			t.Errorf("hot reads reached the server: get %d -> %d", gets, g)
 		}
 		// One batch for all three keys each time two thirds of a term has
 		// passed since the last renewal, checked every eighth of a term:
 		// five terms hold six or seven of them.
-		if r := msgs(srv, "renew") - renews; r < 6 || r > 8 {
+		if r := msgsIn(srv, "renew") - renews; r < 6 || r > 8 {
 			t.Errorf("%d renew messages over five terms, want 6 to 8 (three keys batched, every 2/3 term)", r)
 		}
 		for _, e := range ev.snapshot() {
@@ -115,11 +112,11 @@ func TestUnreadEntryExpires(t *testing.T) {
 		if expiredAt < timeTerm || expiredAt > timeTerm+timeTerm/8+10*time.Millisecond {
 			t.Errorf("%q reported expired after %v; want within an eighth of a term after its term %v", "cold", expiredAt, timeTerm)
 		}
-		gets := msgs(srv, "get")
+		gets := msgsIn(srv, "get")
 		if it := mustGet(t, a, "cold"); it.Cached {
 			t.Errorf("expired entry served from cache: %s", fmtItem(it))
 		}
-		if g := msgs(srv, "get"); g != gets+1 {
+		if g := msgsIn(srv, "get"); g != gets+1 {
 			t.Errorf("read of an expired entry: get %d -> %d, want one more", gets, g)
 		}
 	})
@@ -379,7 +376,7 @@ func TestWriteLeaseRenewed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gets := msgs(srv, "get")
+		gets := msgsIn(srv, "get")
 		// Hold it for four terms, reading from the cache every 50 ms.
 		for n := range 4 * int(timeTerm/(50*time.Millisecond)) {
 			if !wl.Valid() {
@@ -390,7 +387,7 @@ func TestWriteLeaseRenewed(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if g := msgs(srv, "get"); g != gets {
+		if g := msgsIn(srv, "get"); g != gets {
 			t.Errorf("holder's reads reached the server: get %d -> %d", gets, g)
 		}
 		if n := srv.Stats().WriteLeases; n != 1 {
@@ -540,7 +537,7 @@ func TestReconnectedEntryRunsOut(t *testing.T) {
 		if s, ok := a.Session(); !ok || s.ID == 0 {
 			t.Fatalf("no session after EventReconnected")
 		}
-		renews := msgs(srv, "renew")
+		renews := msgsIn(srv, "renew")
 		read := func(cached bool) {
 			t.Helper()
 			it := mustGet(t, a, "k")
@@ -558,7 +555,7 @@ func TestReconnectedEntryRunsOut(t *testing.T) {
 		time.Sleep(time.Nanosecond)
 		read(false)
 		read(true) // the new session's lease
-		if msgs(srv, "renew") == renews {
+		if msgsIn(srv, "renew") == renews {
 			t.Errorf("the client did not ask the new server to renew the entry it read")
 		}
 		if n := srv.Stats().Sessions; n != 1 {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/clitest"
 	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/server"
@@ -45,7 +46,7 @@ func TestHelperProcess(t *testing.T) {
 	err := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
-		c, err := client.Dial(ctx, os.Getenv(helperAddr), client.Config{CAFile: os.Getenv(helperCA), Name: "holder-process", Logger: discardLogger()})
+		c, err := client.Dial(ctx, os.Getenv(helperAddr), client.Config{CAFile: os.Getenv(helperCA), Name: "holder-process", Logger: testkit.Discard()})
 		if err != nil {
 			return err
 		}

@@ -201,7 +201,7 @@ func TestRecallBeforeGrantReply(t *testing.T) {
 // Serve's context ends.
 func TestServeEndsWithItsContext(t *testing.T) {
 	leaktest.Check(t)
-	srv, err := server.New(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: discardLogger()})
+	srv, err := server.New(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: testkit.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestLargeRenewalBatches(t *testing.T) {
 				t.Fatalf("leases expired while renewed: %d keys", len(e.Keys))
 			}
 		}
-		if n := msgs(srv, "renew"); n < 4 {
+		if n := msgsIn(srv, "renew"); n < 4 {
 			t.Fatalf("%d renew messages for two renewals, want each batch split in several", n)
 		}
 	})
