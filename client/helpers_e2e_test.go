@@ -57,7 +57,7 @@ func (s *testServer) CA() string { return server.CAPath(s.Dir) }
 // startServer starts a server with cfg; zero Dir means a new temporary
 // folder and zero Addr an ephemeral port on 127.0.0.1. The server is closed
 // in t.Cleanup.
-func startServer(t *testing.T, cfg server.Config) *testServer {
+func startServer(t testing.TB, cfg server.Config) *testServer {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -98,12 +98,12 @@ func startServer(t *testing.T, cfg server.Config) *testServer {
 
 // dial connects a client of the real library to srv, trusting srv's CA. It
 // is closed in t.Cleanup.
-func dial(t *testing.T, srv *testServer, cfg client.Config) *client.Client {
+func dial(t testing.TB, srv *testServer, cfg client.Config) *client.Client {
 	t.Helper()
 	return dialAddr(t, srv.Addr().String(), srv.CA(), cfg)
 }
 
-func dialAddr(t *testing.T, addr, caFile string, cfg client.Config) *client.Client {
+func dialAddr(t testing.TB, addr, caFile string, cfg client.Config) *client.Client {
 	t.Helper()
 	if cfg.CAFile == "" && cfg.TLSConfig == nil {
 		cfg.CAFile = caFile
