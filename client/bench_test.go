@@ -1,9 +1,7 @@
 package client_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,43 +19,10 @@ const benchTerm = 60 * time.Second
 // benchParallelism makes RunParallel start 32 goroutines per GOMAXPROCS.
 const benchParallelism = 32
 
-var benchLog = slog.New(slog.DiscardHandler)
-
-// benchEnv is an in-process server and the data folder its CA lives in.
-type benchEnv struct {
-	srv *server.Server
-	dir string
-}
-
-// benchServer starts a server that is closed when the benchmark ends.
-func benchServer(b *testing.B) *benchEnv {
-	b.Helper()
-	dir := b.TempDir()
-	srv, err := server.New(server.Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: benchTerm, Logger: benchLog})
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(context.Background())
-	b.Cleanup(func() { srv.Close() })
-	return &benchEnv{srv: srv, dir: dir}
-}
-
-// benchDial connects a client that is closed when the benchmark ends,
-// before the server is.
-func benchDial(b *testing.B, env *benchEnv, name string) *client.Client {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, env.srv.Addr().String(), client.Config{
-		CAFile: server.CAPath(env.dir),
-		Name:   name,
-		Logger: benchLog,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return c
+// benchServer starts a server of term benchTerm (startServer), closed when
+// the benchmark ends.
+func benchServer(b *testing.B) *testServer {
+	return startServer(b, server.Config{LeaseTerm: benchTerm})
 }
 
 // benchGet reads key and fails the benchmark unless the answer's Cached is
@@ -87,9 +52,9 @@ func benchP50(b *testing.B, samples []time.Duration) {
 // benchHoldWriteLease makes a second client hold the write lease on key, so
 // that the server grants no read lease on it to anyone else: every read of
 // it goes to the server.
-func benchHoldWriteLease(b *testing.B, env *benchEnv, key string) {
+func benchHoldWriteLease(b *testing.B, env *testServer, key string) {
 	b.Helper()
-	owner := benchDial(b, env, "owner")
+	owner := dial(b, env, client.Config{Name: "owner"})
 	if _, err := owner.Put(b.Context(), key, []byte("value")); err != nil {
 		b.Fatal(err)
 	}
@@ -103,10 +68,10 @@ func BenchmarkCachedGet(b *testing.B) {
 	env := benchServer(b)
 	ctx := b.Context()
 	const key = "cached-key"
-	if _, err := benchDial(b, env, "writer").Put(ctx, key, []byte("value")); err != nil {
+	if _, err := dial(b, env, client.Config{Name: "writer"}).Put(ctx, key, []byte("value")); err != nil {
 		b.Fatal(err)
 	}
-	c := benchDial(b, env, "reader")
+	c := dial(b, env, client.Config{Name: "reader"})
 	benchGet(b, c, key, false) // fills the cache under a lease
 	benchGet(b, c, key, true)
 	b.ReportAllocs()
@@ -120,7 +85,7 @@ func BenchmarkCachedGet(b *testing.B) {
 
 func BenchmarkCachedGetParallel(b *testing.B) {
 	env := benchServer(b)
-	c := benchDial(b, env, "reader")
+	c := dial(b, env, client.Config{Name: "reader"})
 	ctx := b.Context()
 	keys := make([]string, 64)
 	for i := range keys {
@@ -154,7 +119,7 @@ func BenchmarkUncachedGet(b *testing.B) {
 	env := benchServer(b)
 	const key = "contended-key"
 	benchHoldWriteLease(b, env, key)
-	c := benchDial(b, env, "reader")
+	c := dial(b, env, client.Config{Name: "reader"})
 	ctx := b.Context()
 	benchGet(b, c, key, false)
 	var samples []time.Duration
@@ -174,7 +139,7 @@ func BenchmarkUncachedGetParallel(b *testing.B) {
 	env := benchServer(b)
 	const key = "contended-key"
 	benchHoldWriteLease(b, env, key)
-	c := benchDial(b, env, "reader")
+	c := dial(b, env, client.Config{Name: "reader"})
 	ctx := b.Context()
 	benchGet(b, c, key, false)
 	var bad atomic.Int64
@@ -211,13 +176,13 @@ func benchPutHolders(b *testing.B, n int) {
 	env := benchServer(b)
 	ctx := b.Context()
 	const key = "hot-key"
-	writer := benchDial(b, env, "writer")
+	writer := dial(b, env, client.Config{Name: "writer"})
 	if _, err := writer.Put(ctx, key, []byte("v0")); err != nil {
 		b.Fatal(err)
 	}
 	holders := make([]*client.Client, n)
 	for i := range holders {
-		holders[i] = benchDial(b, env, fmt.Sprintf("holder-%d", i))
+		holders[i] = dial(b, env, client.Config{Name: fmt.Sprintf("holder-%d", i)})
 	}
 	// lease makes every holder read the key from the server, which grants
 	// it a lease; a second read checks that the answer was cached.
@@ -276,7 +241,7 @@ func benchPutHolders(b *testing.B, n int) {
 func BenchmarkPutNoHolders(b *testing.B) {
 	env := benchServer(b)
 	ctx := b.Context()
-	writer := benchDial(b, env, "writer")
+	writer := dial(b, env, client.Config{Name: "writer"})
 	const key = "cold-key"
 	value := []byte("value")
 	var samples []time.Duration

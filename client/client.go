@@ -39,7 +39,6 @@ const (
 	DefaultIdleTimeout   = time.Second
 	DefaultRenewFraction = 2.0 / 3.0
 	DefaultMaxReconnect  = 5 * time.Second
-	maxKeySize           = 4096
 )
 
 // Config configures a Client. The zero value of every field means its
@@ -511,8 +510,8 @@ func checkKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
-	case len(key) > maxKeySize:
-		return fmt.Errorf("%w: key of %d bytes, limit %d", ErrTooLarge, len(key), maxKeySize)
+	case len(key) > protocol.MaxKeySize:
+		return fmt.Errorf("%w: key of %d bytes, limit %d", ErrTooLarge, len(key), protocol.MaxKeySize)
 	}
 	return nil
 }

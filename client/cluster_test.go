@@ -39,7 +39,7 @@ func TestClusterFollowsTheLeader(t *testing.T) {
 		t.Fatalf("read after the write: %s", fmtItem(it))
 	}
 	// Only a follower alone: the dial fails and names the leader.
-	_, err := client.Dial(stepCtx(t), cl.Addrs[follower], client.Config{CAFile: cl.CAFile, Logger: discardLogger()})
+	_, err := client.Dial(stepCtx(t), cl.Addrs[follower], client.Config{CAFile: cl.CAFile, Logger: testkit.Discard()})
 	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), cl.Addrs[first]) {
 		t.Errorf("dial of a follower alone: %v; want ErrUnavailable naming the leader %s", err, cl.Addrs[first])
 	}
@@ -94,7 +94,7 @@ func TestDialWaitsForALeader(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := client.Dial(ctx, cl.Endpoints(), client.Config{CAFile: cl.CAFile, Logger: discardLogger()})
+		c, err := client.Dial(ctx, cl.Endpoints(), client.Config{CAFile: cl.CAFile, Logger: testkit.Discard()})
 		done <- result{c, err}
 	}()
 	time.Sleep(300 * time.Millisecond) // a few rounds of the dial, with nobody leading
@@ -158,7 +158,7 @@ func TestDialDoesNotWaitForASilentEndpoint(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		before := len(silent)
 		start := time.Now()
-		c, err := client.Dial(stepCtx(t), ln.Addr().String()+","+srv.Addr().String(), client.Config{CAFile: srv.CA(), Logger: discardLogger()})
+		c, err := client.Dial(stepCtx(t), ln.Addr().String()+","+srv.Addr().String(), client.Config{CAFile: srv.CA(), Logger: testkit.Discard()})
 		took := time.Since(start)
 		if err != nil {
 			t.Fatal(err)

@@ -12,13 +12,12 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
@@ -30,20 +29,15 @@ const (
 	// server: dialling, a read, a write that is not expected to wait for a
 	// lease. It is generous because the race detector on a loaded 2-core
 	// machine can stall goroutines for a long time; a healthy step takes
-	// milliseconds.
-	testTimeout = 10 * time.Second
+	// milliseconds. It is testkit's StepTimeout, which is fake time in a
+	// synctest bubble.
+	testTimeout = testkit.StepTimeout
 	// slack is the allowance for scheduling, the network, fsync and timer
 	// lateness on top of a lease wait that the protocol promises. It is wide
 	// because the machine is noisy; the figures logged by the tests show the
 	// real overhead.
 	slack = 250 * time.Millisecond
-	// defaultEps is the server's default ε.
-	defaultEps = server.DefaultEpsilon
 )
-
-func discardLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
 
 // testServer is an in-process server started by startServer.
 type testServer struct {
@@ -63,7 +57,7 @@ func (s *testServer) CA() string { return server.CAPath(s.Dir) }
 // startServer starts a server with cfg; zero Dir means a new temporary
 // folder and zero Addr an ephemeral port on 127.0.0.1. The server is closed
 // in t.Cleanup.
-func startServer(t *testing.T, cfg server.Config) *testServer {
+func startServer(t testing.TB, cfg server.Config) *testServer {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -72,7 +66,7 @@ func startServer(t *testing.T, cfg server.Config) *testServer {
 		cfg.Addr = "127.0.0.1:0"
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = discardLogger()
+		cfg.Logger = testkit.Discard()
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -104,18 +98,18 @@ func startServer(t *testing.T, cfg server.Config) *testServer {
 
 // dial connects a client of the real library to srv, trusting srv's CA. It
 // is closed in t.Cleanup.
-func dial(t *testing.T, srv *testServer, cfg client.Config) *client.Client {
+func dial(t testing.TB, srv *testServer, cfg client.Config) *client.Client {
 	t.Helper()
 	return dialAddr(t, srv.Addr().String(), srv.CA(), cfg)
 }
 
-func dialAddr(t *testing.T, addr, caFile string, cfg client.Config) *client.Client {
+func dialAddr(t testing.TB, addr, caFile string, cfg client.Config) *client.Client {
 	t.Helper()
 	if cfg.CAFile == "" && cfg.TLSConfig == nil {
 		cfg.CAFile = caFile
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = discardLogger()
+		cfg.Logger = testkit.Discard()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -162,8 +156,11 @@ func timedPut(t *testing.T, c *client.Client, key, value string) (uint64, time.D
 }
 
 // msgsIn is the server's count of received messages of type name ("get",
-// "renew", ...).
-func msgsIn(srv *testServer, name string) uint64 { return srv.Stats().MessagesIn[name] }
+// "renew", ...), of a real server (startServer) or an in-memory one
+// (internal/testkit).
+func msgsIn(srv interface{ Stats() *protocol.StatsReply }, name string) uint64 {
+	return srv.Stats().MessagesIn[name]
+}
 
 // sumIn is the server's count of all received messages.
 func sumIn(srv *testServer) uint64 {
@@ -257,32 +254,16 @@ func rawCall(t *testing.T, c *protoclient.Client, m protocol.Message) protocol.M
 	return reply
 }
 
-// rawGet reads key with a lease and returns the reply, with the times just
-// before the request was sent and just after the reply arrived: the server
-// granted the lease in between.
-func rawGet(t *testing.T, c *protoclient.Client, key string) (reply *protocol.GetReply, sent, received time.Time) {
-	t.Helper()
-	sent = time.Now()
-	m := rawCall(t, c, &protocol.Get{Key: []byte(key)})
-	received = time.Now()
-	g, ok := m.(*protocol.GetReply)
-	if !ok {
-		t.Fatalf("raw get %q: got %T %+v", key, m, m)
-	}
-	return g, sent, received
-}
-
 // holdLease makes a raw holder that reads key, holds its lease and then
-// never answers. It returns the holder and the interval in which the server
-// granted the lease.
-func holdLease(t *testing.T, srv *testServer, key string) (h *protoclient.Client, sent, received time.Time) {
+// never answers.
+func holdLease(t *testing.T, srv *testServer, key string) *protoclient.Client {
 	t.Helper()
-	h = dialRaw(t, srv)
-	g, sent, received := rawGet(t, h, key)
-	if g.Term <= 0 {
-		t.Fatalf("raw holder got term %v for %q, want a lease", g.Term, key)
+	h := dialRaw(t, srv)
+	g, ok := rawCall(t, h, &protocol.Get{Key: []byte(key)}).(*protocol.GetReply)
+	if !ok || g.Term <= 0 {
+		t.Fatalf("raw holder's read of %q: %+v, want a lease", key, g)
 	}
-	return h, sent, received
+	return h
 }
 
 // blockedWrite is the outcome of a write that had to wait for an
@@ -296,14 +277,12 @@ type blockedWrite struct {
 
 // writeAgainstSilentHolder has writer put value to key, whose lease a holder
 // that does not answer was granted between grantLo and grantHi. While the
-// write waits it has bystander and writer put to other keys, and calls
-// during (if not nil) with a function that reports whether the write is
-// still waiting. It checks the promise of DESIGN.md §4.6: the write commits
+// write waits it has bystander and writer put to other keys. It checks the promise of DESIGN.md §4.6: the write commits
 // no earlier than the holder's lease can have run out on the holder's own
 // clock plus ε, and no later than the rest of the lease (term + ε after the
 // grant) plus slack; and writes to other keys are not held up meanwhile.
 func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *client.Client, key, value string,
-	grantLo, grantHi time.Time, during func(waiting func() bool)) blockedWrite {
+	grantLo, grantHi time.Time) blockedWrite {
 	t.Helper()
 	term, eps := srv.Cfg.LeaseTerm, srv.Stats().Epsilon
 	before := srv.Stats()
@@ -344,11 +323,7 @@ func writeAgainstSilentHolder(t *testing.T, srv *testServer, writer, bystander *
 	waitedFrom := time.Since(start)
 	_, out.otherKey = timedPut(t, bystander, key+"-other", "x")
 	_, out.otherSame = timedPut(t, writer, key+"-other2", "y")
-	if stillWaiting() {
-		if during != nil {
-			during(stillWaiting)
-		}
-	} else {
+	if !stillWaiting() {
 		// Only possible if this goroutine was held up for the whole lease;
 		// the bounds below still tell a bug from a slow machine.
 		t.Logf("the write finished before the test could observe its wait (seen waiting after %v)", waitedFrom)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/clitest"
 	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/server"
@@ -45,7 +46,7 @@ func TestHelperProcess(t *testing.T) {
 	err := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
-		c, err := client.Dial(ctx, os.Getenv(helperAddr), client.Config{CAFile: os.Getenv(helperCA), Name: "holder-process", Logger: discardLogger()})
+		c, err := client.Dial(ctx, os.Getenv(helperAddr), client.Config{CAFile: os.Getenv(helperCA), Name: "holder-process", Logger: testkit.Discard()})
 		if err != nil {
 			return err
 		}
@@ -154,7 +155,7 @@ func TestE2EStoppedHolderProcess(t *testing.T) {
 	// The holder's grant came before "ready" and after its request was
 	// sent, which the test cannot see; that request took a round trip of
 	// well under the slack, so count the grant from "ready" - slack.
-	w := writeAgainstSilentHolder(t, srv, b, c, "k", "new", ready.Add(-slack), ready, nil)
+	w := writeAgainstSilentHolder(t, srv, b, c, "k", "new", ready.Add(-slack), ready)
 	if it := mustGet(t, c, "k"); string(it.Value) != "new" || it.Version != w.version {
 		t.Fatalf("after the write: %s", fmtItem(it))
 	}

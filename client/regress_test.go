@@ -104,7 +104,11 @@ func TestAckAfterReRead(t *testing.T) {
 			// Give the read every chance to overtake the acknowledgement:
 			// hold it until the read has returned, which it can only do
 			// if it is not ordered behind the acknowledgement, or for a
-			// while if it is.
+			// while if it is. This wait keeps the test on real time: a
+			// read ordered behind the acknowledgement waits for c.smu, a
+			// sync.Mutex, which synctest does not count as durably
+			// blocked, so in a bubble the fake clock would never reach
+			// the bound and the passing case would hang.
 			select {
 			case <-returned:
 			case <-time.After(250 * time.Millisecond):
@@ -117,7 +121,7 @@ func TestAckAfterReRead(t *testing.T) {
 		t.Fatalf("the raw write was not abandoned: %+v", e)
 	}
 	markAbandoned()
-	waitStalled(t, stalled, testTimeout, "the acknowledgement of an invalidation")
+	wait.Chan(t, stalled, testTimeout, "a clock read at the acknowledgement of an invalidation (has the point the test holds moved?)")
 	select {
 	case it := <-reread:
 		if string(it.Value) != "v1" {
@@ -197,7 +201,7 @@ func TestRecallBeforeGrantReply(t *testing.T) {
 // Serve's context ends.
 func TestServeEndsWithItsContext(t *testing.T) {
 	leaktest.Check(t)
-	srv, err := server.New(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: discardLogger()})
+	srv, err := server.New(server.Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: testkit.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,41 +225,38 @@ func TestServeEndsWithItsContext(t *testing.T) {
 // TestLargeRenewalBatches: renewing more keys than fit in one frame splits
 // the batch instead of losing the session.
 func TestLargeRenewalBatches(t *testing.T) {
-	leaktest.Check(t)
-	const term = 600 * time.Millisecond
-	srv := startServer(t, server.Config{LeaseTerm: term, MaxValueSize: 1024}) // frames of about 6 KiB
-	ev := newEvents()
-	a := dial(t, srv, client.Config{OnEvent: ev.on})
-	pad := strings.Repeat("x", 200)
-	keys := make([]string, 60) // 12 KB of keys to renew
-	for i := range keys {
-		keys[i] = fmt.Sprintf("%s%d", pad, i)
-		mustGet(t, a, keys[i])
-	}
-	// Read every key through two terms: the client renews them all, in
-	// more than one message, and the session survives.
-	deadline := time.Now().Add(2 * term)
-	for time.Now().Before(deadline) {
-		for _, k := range keys {
-			if _, err := a.Get(context.Background(), k); err != nil {
-				t.Fatal(err)
+	// Frames of about 6 KiB.
+	bubble(t, func(c *server.Config) { c.MaxValueSize = 1024 }, func(t *testing.T, srv *testkit.Server) {
+		ev := newEvents()
+		a := srv.Dial(client.Config{OnEvent: ev.on})
+		pad := strings.Repeat("x", 200)
+		keys := make([]string, 60) // 12 KB of keys to renew
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%s%d", pad, i)
+			mustGet(t, a, keys[i])
+		}
+		// Read every key through two terms: the client renews them all
+		// twice (two thirds into each term), each time in more than one
+		// message, and every read is served from the cache.
+		for end := time.Now().Add(2 * timeTerm); time.Now().Before(end); time.Sleep(timeTerm / 20) {
+			for _, k := range keys {
+				if it := mustGet(t, a, k); !it.Cached {
+					t.Fatalf("%q is not cached %v after its first read", k[len(pad):], 2*timeTerm-time.Until(end))
+				}
 			}
 		}
-		time.Sleep(term / 20)
-	}
-	for _, e := range ev.snapshot() {
-		if e.Kind == client.EventDisconnected {
-			t.Fatalf("the session was lost while renewing: %v", e.Err)
+		for _, e := range ev.snapshot() {
+			switch e.Kind {
+			case client.EventDisconnected:
+				t.Fatalf("the session was lost while renewing: %v", e.Err)
+			case client.EventLeasesExpired:
+				t.Fatalf("leases expired while renewed: %d keys", len(e.Keys))
+			}
 		}
-	}
-	if n := msgsIn(srv, "renew"); n < 2 {
-		t.Fatalf("%d renew messages, want the batch split in several", n)
-	}
-	for _, k := range keys {
-		if it := mustGet(t, a, k); !it.Cached {
-			t.Fatalf("%q is not cached after renewals", k[len(pad):])
+		if n := msgsIn(srv, "renew"); n < 4 {
+			t.Fatalf("%d renew messages for two renewals, want each batch split in several", n)
 		}
-	}
+	})
 }
 
 // TestHotKeyCachedAgain: after invalidations, a key read by many goroutines
@@ -339,7 +340,7 @@ func TestHerdAnswersDoNotQueue(t *testing.T) {
 		}()
 	}
 	for range readers {
-		waitStalled(t, arrived, testTimeout, "the arrival of the three reads' answers")
+		wait.Chan(t, arrived, testTimeout, "a clock read at the arrival of the three reads' answers (has the point the test holds moved?)")
 	}
 	// Each read missed (no answer is cached yet) and went to the server.
 	returned := func(what string) {

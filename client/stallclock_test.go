@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/leased/leased/internal/clock"
@@ -72,17 +71,5 @@ func (s *stallClock) readAtPoint() bool {
 		if !more {
 			return false
 		}
-	}
-}
-
-// waitStalled waits, for at most within, for ch to be signalled by a stall
-// function: the test failing here means the client no longer reads its
-// clock at the point the test relies on.
-func waitStalled(t *testing.T, ch <-chan struct{}, within time.Duration, point string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(within):
-		t.Fatalf("no goroutine read the clock at %s within %v: the point the test holds has moved", point, within)
 	}
 }

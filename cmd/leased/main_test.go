@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/server"
 )
 
@@ -126,21 +127,23 @@ func TestNoFlags(t *testing.T) {
 // the server at addr answers, for at most clitest.ReadyTimeout.
 func waitAnswer(t *testing.T, p *clitest.Proc, dir, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(clitest.ReadyTimeout)
-	for {
-		r := clitest.Cmd{Dir: dir}.Run(t, bins.Leasectl, "--endpoint", addr, "--timeout", "1s", "status")
-		if r.Code == 0 {
-			return
+	var last clitest.Result
+	answered := false
+	defer func() { // a failed wait unwinds through here
+		if !answered {
+			t.Logf("last leasectl status: %s\nleased stderr: %s", last.Stderr, p.Stderr.String())
 		}
+	}()
+	wait.For(t, clitest.ReadyTimeout, "leased at "+addr+" to answer", func() bool {
 		select {
 		case <-p.Exited():
-			t.Fatalf("leased exited\nstderr: %s", p.Stderr.String())
-		case <-time.After(50 * time.Millisecond):
+			t.Fatal("leased exited")
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leased did not answer within %v: %s\nleased stderr: %s", clitest.ReadyTimeout, r.Stderr, p.Stderr.String())
-		}
-	}
+		last = clitest.Cmd{Dir: dir}.Run(t, bins.Leasectl, "--endpoint", addr, "--timeout", "1s", "status")
+		return last.Code == 0
+	})
+	answered = true
 }
 
 // TestRestartKeepsValue checks that a value written before a restart on the

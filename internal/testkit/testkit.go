@@ -21,7 +21,6 @@ package testkit
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -206,7 +205,7 @@ func (s *Server) Raw(opts protoclient.Options) *protoclient.Client {
 }
 
 // Discard returns a logger that drops everything.
-func Discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func Discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func mustUDP(addr string) *net.UDPAddr {
 	ua, err := net.ResolveUDPAddr("udp", addr)
