@@ -51,7 +51,7 @@ func TestWriteLeaseFencedWritesAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		if end := granted.Add(timeTerm + srv.Config.Epsilon); time.Now().Before(end) {
-			t.Errorf("another client's write committed %v before the write lease could have run out", end.Sub(time.Now()))
+			t.Errorf("another client's write committed %v before the write lease could have run out", time.Until(end))
 		}
 		if _, err := wl.Put(octx, []byte("late")); !errors.Is(err, client.ErrFenced) {
 			t.Errorf("the holder's write after another client's: %v, want ErrFenced", err)
