@@ -91,13 +91,16 @@ type Config struct {
 	// the clients idle for longer. 0 means they are never forgotten.
 	RetryWindow time.Duration
 	// Inherited are the keys that writes of an earlier leader's term
-	// changed as this node took the lead (replica.Node.Inherited): raft
-	// committed them with the new leader's first entry, but their writers
-	// may not have been told, and the old leader may have taken them for
-	// failed and may serve the keys' old values, cached or not, until its
-	// horizon. Until the write barrier, reads of these keys fail with
-	// ErrUnavailable, and retries of those writes wait for the barrier.
-	Inherited []string
+	// changed as this node applied them in a later one
+	// (replica.Node.Inherited), each with a bound, on this core's clock
+	// and without ε, on the leases that leader may have granted on the
+	// key's old value: raft committed the writes with a later leader's
+	// first entry, but their writers may not have been told, and the
+	// leader that appended them may have taken them for failed and may
+	// serve the keys' old values, cached or not, until its horizon. Until
+	// its bound plus ε, reads of such a key fail with ErrUnavailable, and
+	// every write waits (the write barrier reaches that far).
+	Inherited map[string]time.Time
 	// Clockname names this node's clock, so that a later core of the
 	// same node knows the horizons this one records (store.State.HorizonBy):
 	// it may count them on the wall clock, which a restart does not reset,
@@ -190,9 +193,10 @@ type Core struct {
 	barrier     time.Time     // the bound of an earlier run's leases; writes wait for it
 	inherited   time.Time     // the end of the leases handed over by an earlier leader
 	started     time.Time
-	// held are Config.Inherited, until the barrier; set in restore, and
-	// read-only after New returns.
-	held map[string]struct{}
+	// held maps the keys of Config.Inherited whose bound plus ε had not
+	// passed at the start to that time; set in restore, and read-only
+	// after New returns.
+	held map[string]time.Time
 
 	// The store's health; see commit.go.
 	down downState
@@ -325,8 +329,8 @@ func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, erro
 	}
 	now := c.clock.Now()
 	k := string(key)
-	if c.isHeld(k, now) {
-		return store.Record{}, 0, fmt.Errorf("%w: read %q: a write of the last leader's term is settling on this key until %v", ErrUnavailable, key, c.barrier.Format(time.RFC3339Nano))
+	if until := c.heldUntil(k, now); !until.IsZero() {
+		return store.Record{}, 0, fmt.Errorf("%w: read %q: a write of an earlier leader's term is settling on this key until %v", ErrUnavailable, key, until.Format(time.RFC3339Nano))
 	}
 	term := c.cfg.TermFor(k)
 	if (term > 0 || c.cfg.Replicated) && c.ensureHorizon(now) != nil {
@@ -492,15 +496,18 @@ func (c *Core) Close() error {
 	return c.closeErr
 }
 
-// isHeld reports whether key is one of Config.Inherited and the barrier
-// has not passed at now.
-func (c *Core) isHeld(key string, now time.Time) bool {
-	if len(c.held) == 0 || !now.Before(c.barrier) {
-		return false
+// heldUntil reports until when reads of key are held at now (isHeld),
+// zero if they are not.
+func (c *Core) heldUntil(key string, now time.Time) time.Time {
+	if until, ok := c.held[key]; ok && now.Before(until) {
+		return until
 	}
-	_, ok := c.held[key]
-	return ok
+	return time.Time{}
 }
+
+// isHeld reports whether key is one of Config.Inherited and its bound,
+// plus ε, has not passed at now.
+func (c *Core) isHeld(key string, now time.Time) bool { return !c.heldUntil(key, now).IsZero() }
 
 // poke tells the timer loop that the next deadline may have moved.
 func (c *Core) poke() {

@@ -361,9 +361,10 @@ func TestLostLeadOutcome(t *testing.T) {
 	})
 }
 
-// A new leader's core holds the keys it inherited writes on: until the
-// barrier, reads of them fail, and a retry of such a write waits for the
-// barrier although its outcome is kept; other keys are served at once.
+// A new leader's core holds the keys it inherited writes on: until their
+// bound plus ε, reads of them fail, and every write, a retry of such a write
+// too although its outcome is kept, waits until then; other keys are read
+// at once.
 func TestInheritedKeysHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := store.NewMemory()
@@ -377,27 +378,36 @@ func TestInheritedKeysHeld(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Inherited: []string{"k"},
+		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Inherited: map[string]time.Time{"k": now.Add(3 * time.Second), "gone": now.Add(-eps)},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, durable{st}, &notices{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		barrier := now.Add(3 * time.Second)
+		barrier := now.Add(3*time.Second + eps) // the key's bound plus ε, past the horizon
+		if left := c.Stats().WritesAllowedIn; left != barrier.Sub(now) {
+			t.Errorf("writes held for %v, want until the inherited key's bound plus ε, %v", left, barrier.Sub(now))
+		}
 		c.OpenSession(1)
 		if _, _, err := c.Read(1, []byte("k")); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("read of an inherited key before the barrier: %v, want ErrUnavailable", err)
 		}
-		if _, _, err := c.Read(1, []byte("other")); err != nil {
-			t.Errorf("read of another key: %v", err)
+		for _, k := range []string{"other", "gone"} {
+			if _, _, err := c.Read(1, []byte(k)); err != nil {
+				t.Errorf("read of %s, not held: %v", k, err)
+			}
 		}
 		retry := submit(t, c, &Request{Session: 1, Op: store.OpPut, Key: []byte("k"), Value: []byte("new"), Client: 7, ID: 1, Acked: 1})
 		if o, ok := retry.outcome(); ok {
 			t.Fatalf("the retry of the inherited write ended before the barrier: %+v", o)
 		}
-		time.Sleep(time.Until(barrier))
+		time.Sleep(time.Until(barrier) - time.Nanosecond)
+		if _, _, err := c.Read(1, []byte("k")); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("read of an inherited key just before the barrier: %v, want ErrUnavailable", err)
+		}
+		time.Sleep(time.Nanosecond)
 		o := retry.must(t)
-		if !o.Duplicate || time.Now().Before(barrier) {
+		if !o.Duplicate || !time.Now().Equal(barrier) {
 			t.Errorf("retry: %+v at %v; want the kept outcome, at the barrier %v", o, time.Now(), barrier)
 		}
 		if rec, _, err := c.Read(1, []byte("k")); err != nil || string(rec.Value) != "new" {

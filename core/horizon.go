@@ -25,8 +25,13 @@ func (c *Core) restore() error {
 	}
 	c.started = c.clock.Now()
 	c.revision.Store(st.Revision)
+	held := c.holdInherited()
 	if st.HandedOff && !st.HorizonApplied.IsZero() {
-		return c.restoreHandoff(st)
+		if err := c.restoreHandoff(st); err != nil {
+			return err
+		}
+		c.holdWrites(held)
+		return nil
 	}
 	var hold time.Duration
 	switch {
@@ -49,25 +54,19 @@ func (c *Core) restore() error {
 		hold = wallHold(st.Horizon, st.Span, c.started)
 	}
 	if hold > 0 {
-		if len(c.cfg.Inherited) > 0 {
-			c.held = make(map[string]struct{}, len(c.cfg.Inherited))
-			for _, k := range c.cfg.Inherited {
-				c.held[k] = struct{}{}
-			}
-			c.log.Info("holding reads of keys the last leader was writing", "keys", len(c.held), "wait", hold)
-		}
 		// The old horizon holds writes back, but grants no lease here:
 		// this run grants only under horizons it persisted itself, which
 		// every later leader learns of before it writes (DESIGN §13).
-		c.barrier = c.started.Add(hold)
-		c.table.SetWriteBarrier(c.barrier)
+		barrier := c.started.Add(hold)
 		c.log.Info("restarted: holding writes until leases granted before the restart have expired",
 			"wait", hold, "write_leases", len(st.WriteLeases))
 		for _, wl := range st.WriteLeases {
-			c.table.RestoreWriteLease(wl.Key, wl.Token, c.barrier)
+			c.table.RestoreWriteLease(wl.Key, wl.Token, barrier)
 		}
+		c.holdWrites(maxTime(barrier, held))
 		return nil
 	}
+	c.holdWrites(held)
 	if len(st.WriteLeases) == 0 {
 		return nil
 	}
@@ -79,6 +78,41 @@ func (c *Core) restore() error {
 		return fmt.Errorf("core: end the expired write leases of an earlier run: %w", err)
 	}
 	return nil
+}
+
+// holdInherited sets the reads held of the keys of Config.Inherited whose
+// bound, plus ε, has not passed at the start, and returns when the last of
+// them is released (zero if none is held).
+func (c *Core) holdInherited() time.Time {
+	if c.cfg.UnsafeSkipHorizonWait {
+		return time.Time{}
+	}
+	var last time.Time
+	for k, bound := range c.cfg.Inherited {
+		until := bound.Add(c.cfg.Epsilon)
+		if !until.After(c.started) {
+			continue
+		}
+		if c.held == nil {
+			c.held = make(map[string]time.Time)
+		}
+		c.held[k] = until
+		last = maxTime(last, until)
+	}
+	if len(c.held) > 0 {
+		c.log.Info("holding reads of keys an earlier leader was writing", "keys", len(c.held), "wait", last.Sub(c.started))
+	}
+	return last
+}
+
+// holdWrites holds every write until barrier, if it is after the start:
+// the write barrier.
+func (c *Core) holdWrites(barrier time.Time) {
+	if !barrier.After(c.started) {
+		return
+	}
+	c.barrier = barrier
+	c.table.SetWriteBarrier(barrier)
 }
 
 // wallHold is how long writes wait at now for horizon h, written span

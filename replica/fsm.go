@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,33 +91,39 @@ type FSM struct {
 	term atomic.Pointer[func() uint64]
 
 	mu             sync.Mutex
-	stopped        error     // the storage failure that stopped the machine
-	horizonApplied time.Time // when the newest horizon entry was applied here; zero: not since the start
-	// inherited holds the keys that entries of an earlier term changed
-	// when this node applied them in term inheritedTerm (Inherited).
-	inherited     map[string]struct{}
-	inheritedTerm uint64
+	stopped        error         // the storage failure that stopped the machine
+	horizonApplied time.Time     // when the newest horizon entry was applied here (HorizonApplied)
+	span           time.Duration // the span of the newest horizon entry
+	// inherited maps the keys that entries of an earlier term than the
+	// node's changed, as it applied them, to when the leases of the
+	// leader that appended them end at the latest (Inherited).
+	inherited map[string]time.Time
 }
+
+// inheritedKept is how long after its bound an inherited key is kept:
+// past any ε the core adds to it.
+const inheritedKept = time.Minute
 
 // SetTerm gives the machine a way to read the node's current raft term,
 // with which it tells the entries a leader inherited (Inherited). The
 // node calls it once raft runs.
 func (f *FSM) SetTerm(term func() uint64) { f.term.Store(&term) }
 
-// Inherited returns the keys that writes of earlier terms changed when
-// this node applied them in its current term, and that term. A node
-// applies such writes once it leads: raft commits what the last leader
-// appended with the new leader's first entry. Their writers may not have
-// been told; the last leader may have taken them for failed and may serve
-// the old values until its horizon (DESIGN §13).
-func (f *FSM) Inherited() ([]string, uint64) {
+// Inherited returns the keys that writes of an earlier term than the
+// node's changed when this node applied them, each with a bound, on this
+// node's clock and without ε, on the leases that the leader that appended
+// the write may have granted on the key's old value: when the node applied
+// the write plus the span of the newest horizon entry before it. A later
+// leader commits such writes with its first entry; their writers may not
+// have been told, and the leader that appended them may have taken them
+// for failed and serve the old values until its horizon (DESIGN §13), as
+// long as any node may lead after it. Keys whose bound passed a minute
+// ago are dropped. A node that restarted, or restored a snapshot, knows
+// only the writes it applied since.
+func (f *FSM) Inherited() map[string]time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	keys := make([]string, 0, len(f.inherited))
-	for k := range f.inherited {
-		keys = append(keys, k)
-	}
-	return keys, f.inheritedTerm
+	return maps.Clone(f.inherited)
 }
 
 // noteInherited records the keys that the commands of l change, if l is
@@ -126,19 +133,27 @@ func (f *FSM) noteInherited(l *raft.Log, cmds []store.Command) {
 	if tp == nil {
 		return
 	}
-	cur := (*tp)()
-	if l.Term >= cur {
+	if l.Term >= (*tp)() {
 		return
 	}
+	now := f.clock.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.inheritedTerm != cur {
-		f.inherited, f.inheritedTerm = make(map[string]struct{}), cur
+	for k, until := range f.inherited {
+		if now.Sub(until) > inheritedKept {
+			delete(f.inherited, k)
+		}
 	}
+	until := now.Add(f.span)
 	for _, c := range cmds {
 		switch c.Op {
 		case store.OpPut, store.OpDelete, store.OpCAS:
-			f.inherited[string(c.Key)] = struct{}{}
+			if f.inherited == nil {
+				f.inherited = make(map[string]time.Time)
+			}
+			if k := string(c.Key); until.After(f.inherited[k]) {
+				f.inherited[k] = until
+			}
 		}
 	}
 }
@@ -154,7 +169,7 @@ func NewFSM(db *store.Badger, clk clock.Clock, log *slog.Logger) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{db: db, log: log, clock: clock.OrReal(clk)}
+	f := &FSM{db: db, log: log, clock: clock.OrReal(clk), span: st.Span}
 	f.applied.Store(idx)
 	if !st.Horizon.IsZero() || st.HandedOff {
 		// The newest horizon entry was applied before this start, on a
@@ -194,9 +209,15 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.applied.Store(l.Index)
 	f.noteInherited(l, cmds)
 	for _, c := range cmds {
-		if c.Op == store.OpSetHorizon || c.Op == store.OpHandoff {
-			f.stampHorizon()
-			break
+		switch c.Op {
+		case store.OpSetHorizon:
+			f.stampHorizon(c.Span)
+		case store.OpHandoff:
+			var longest time.Duration
+			for _, l := range c.Handoff {
+				longest = max(longest, l.Left)
+			}
+			f.stampHorizon(longest)
 		}
 	}
 	if derr != nil {
@@ -210,12 +231,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 // it: its proposer was answered before the restart.
 var errReplayed = errors.New("replica: entry applied before the restart")
 
-// stampHorizon notes that the newest horizon entry, or handoff, was
-// applied now.
-func (f *FSM) stampHorizon() {
+// stampHorizon notes that the newest horizon entry, or handoff, of span
+// was applied now.
+func (f *FSM) stampHorizon(span time.Duration) {
 	now := f.clock.Now()
 	f.mu.Lock()
-	f.horizonApplied = now
+	f.horizonApplied, f.span = now, span
 	f.mu.Unlock()
 }
 
@@ -276,10 +297,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.applied.Store(idx)
 	f.log.Info("restored a snapshot", "snapshot_index", idx)
+	st, err := f.db.State()
+	if err != nil {
+		return err
+	}
 	now := f.clock.Now()
 	f.mu.Lock()
 	f.stopped = nil // the database is whole again
-	f.horizonApplied = now
+	f.horizonApplied, f.span = now, st.Span
 	f.mu.Unlock()
 	return nil
 }

@@ -5,24 +5,29 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"slices"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/store"
 )
 
 // The machine notes the keys that writes of an earlier term change when
-// the node applies them in a later one: those a new leader inherits.
+// the node applies them in a later one, those a later leader inherits, each
+// with the bound of the leases of the leader that appended them: when they
+// were applied plus the span of the newest horizon before them. A later
+// term keeps them; they are dropped a minute after their bound.
 func TestFSMInherited(t *testing.T) {
 	db, err := store.Open(t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)), store.NoSync())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	f, err := NewFSM(db, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	clk := clock.NewFake()
+	f, err := NewFSM(db, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,18 +48,29 @@ func TestFSMInherited(t *testing.T) {
 	put := func(k string) store.Command {
 		return store.Command{Op: store.OpPut, Key: []byte(k), Value: []byte("v")}
 	}
+	const span = 10 * time.Second
+	apply(2, store.Command{Op: store.OpSetHorizon, Horizon: clk.Now().Add(span), Span: span})
 	apply(3, put("own")) // of the node's own term
+	clk.Advance(time.Second)
+	t0 := clk.Now()
 	apply(2, put("a"), store.Command{Op: store.OpDelete, Key: []byte("b")}, store.Command{Op: store.OpSetLeader, Key: []byte("n1")})
-	keys, got := f.Inherited()
-	slices.Sort(keys)
-	if got != 3 || !slices.Equal(keys, []string{"a", "b"}) {
-		t.Errorf("Inherited = %v in term %d; want [a b] in term 3", keys, got)
+	want := map[string]time.Time{"a": t0.Add(span), "b": t0.Add(span)}
+	if got := f.Inherited(); !maps.Equal(got, want) {
+		t.Errorf("Inherited = %v, want %v", got, want)
 	}
-	// A later term starts afresh.
+	// A later term keeps them, and adds its own.
 	term = 5
+	clk.Advance(time.Second)
 	apply(4, put("c"))
-	if keys, got := f.Inherited(); got != 5 || !slices.Equal(keys, []string{"c"}) {
-		t.Errorf("Inherited = %v in term %d; want [c] in term 5", keys, got)
+	want["c"] = t0.Add(time.Second + span)
+	if got := f.Inherited(); !maps.Equal(got, want) {
+		t.Errorf("Inherited in a later term = %v, want %v", got, want)
+	}
+	// A minute past their bound, the next inherited write drops them.
+	clk.Advance(span + time.Minute + time.Second)
+	apply(4, put("d"))
+	if got := f.Inherited(); len(got) != 1 || !got["d"].Equal(clk.Now().Add(span)) {
+		t.Errorf("Inherited a minute after the bounds = %v, want only d", got)
 	}
 }
 

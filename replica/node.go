@@ -356,9 +356,10 @@ func (n *Node) Get(key []byte) (store.Record, error) { return n.db.Get(key) }
 // state.
 func (n *Node) Kept(c store.Command) (store.Result, bool, error) { return n.db.Kept(c) }
 
-// Inherited returns the keys that writes of earlier terms changed when
-// this node applied them in its current term, and that term (FSM.Inherited).
-func (n *Node) Inherited() ([]string, uint64) { return n.fsm.Inherited() }
+// Inherited returns the keys that writes of an earlier term than the
+// node's changed when this node applied them, each with a bound on the
+// leases their leader may have granted on the old value (FSM.Inherited).
+func (n *Node) Inherited() map[string]time.Time { return n.fsm.Inherited() }
 
 // IdleClients returns up to limit clients of this node's applied state
 // whose last write was before cutoff.

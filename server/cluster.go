@@ -222,9 +222,7 @@ func (s *Server) takeLead() error {
 	cfg := s.cfg.coreConfig()
 	cfg.Replicated = true
 	cfg.Clockname = s.node.Clockname()
-	if keys, t := s.node.Inherited(); t == term {
-		cfg.Inherited = keys
-	}
+	cfg.Inherited = s.node.Inherited()
 	c, err := core.New(cfg, nodeStore{s.node}, s)
 	if err != nil {
 		return err
