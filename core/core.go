@@ -6,14 +6,14 @@
 // decisions back: replies, and through a Notifier the invalidations and
 // recalls to send.
 //
-// Locks, in the order they are taken: readMu (reads hold it shared while
-// they run; HandOff takes it to wait for them), then horizonMu (serializes
-// persisting the horizon, and is held across that Store.Apply), then mu
-// (guards the lease table; never held while calling out: the Store, a
-// Notifier, a Request's Done), then the leaves, the commit queue's lock and
-// the store health's lock (down.mu), which are taken under mu and hold
-// nothing else. The store has locks of its own, taken under none of Core's
-// but horizonMu.
+// Locks, in the order they are taken: readMu (held shared by reads while
+// they run; HandOff takes it to wait for them), horizonMu (serializes
+// persisting the horizon), mu (guards the lease table), then the commit
+// queue's lock and the store health's lock (down.mu), which take no other.
+// mu is never held while calling out (the Store, a Notifier, a Request's
+// Done); readMu, horizonMu and down.mu may be held across Store calls (a
+// read, persisting the horizon, reopening the store). The store takes
+// none of the core's locks.
 package core
 
 import (

@@ -43,7 +43,10 @@ func (c *Core) restore() error {
 		// then, and this node applied it later. ε covers the drift of the
 		// two clocks over the span (DESIGN §13).
 		hold = max(st.HorizonApplied.Add(st.Span+c.cfg.Epsilon).Sub(c.started), 0)
-		if c.cfg.Clockname != "" && st.HorizonBy == c.cfg.Clockname {
+		// A node running alone recorded its horizons with no clock name
+		// before it had one: they are its own too.
+		own := st.HorizonBy == c.cfg.Clockname || (!c.cfg.Replicated && st.HorizonBy == "")
+		if c.cfg.Clockname != "" && own {
 			// This node recorded the horizon itself, on this clock,
 			// perhaps before a restart that applied it again: the
 			// wall clock bounds its leases as well, and it does not

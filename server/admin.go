@@ -541,6 +541,11 @@ func (s *Server) leaveOnFailure(err error) {
 	s.log.Error("this node's state machine stopped: it stops serving so that another node leads; restart it to apply the log again",
 		"node", s.cfg.Cluster.Name, "err", err)
 	s.failed.Store(&err)
+	// Out of raft at once, so that it neither keeps the lead nor wins
+	// it again; Close closes the rest.
+	if err := s.node.Raft().Shutdown().Error(); err != nil {
+		s.log.Warn("raft did not shut down cleanly", "err", err)
+	}
 	if c := s.currentCore(); c != nil {
 		s.dropLead(c)
 	}

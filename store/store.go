@@ -178,10 +178,12 @@ type State struct {
 	// may count the horizon on its wall clock. Empty if not given.
 	HorizonBy string
 	// HorizonApplied is when this node applied the entry that recorded
-	// the horizon (or the handoff), on its own clock, if a replicated store applied it
-	// since it started (package replica); zero otherwise. A new leader
-	// counts the old leader's leases from it (DESIGN §13): the entry was
-	// appended before any replica applied it.
+	// the horizon (or the handoff), on its own clock, in a replicated store
+	// (package replica), which counts an entry it applied before its start,
+	// or in a snapshot it restored, as applied then; zero in a store that
+	// is not replicated. A new leader counts the old leader's leases from
+	// it (DESIGN §13): the entry was appended before any replica applied
+	// it.
 	HorizonApplied time.Time
 	// HandedOff says that the newest horizon entry is an OpHandoff, and
 	// Handoff holds the leases it handed over: the next leader counts
