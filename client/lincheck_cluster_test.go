@@ -447,23 +447,31 @@ func runOverlappingNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *
 		if held(lead.Name) {
 			continue
 		}
-		if len(active) > 0 && kind != faultTransfer {
-			faults["overlapping"]++
+		// began counts a fault injected while another lasts; it is
+		// called only once the fault is really on.
+		others := len(active)
+		began := func() {
+			if others > 0 {
+				faults["overlapping"]++
+			}
 		}
 		switch kind {
 		case faultKillLeader:
 			faults["leader-kills"]++
 			c.Kill(lead.Name)
+			began()
 			name := lead.Name
 			active = append(active, ongoing{name, now.Add(about(cs.term / 2)), func() { c.Restart(name) }})
 		case faultStopLeader:
 			faults["leader-stops"]++
 			c.Pause(lead.Name)
+			began()
 			name := lead.Name
 			active = append(active, ongoing{name, now.Add(about(cs.term)), func() { c.Cont(name) }})
 		case faultCutLeader:
 			faults["leader-cuts"]++
 			c.CutOff(lead.Name)
+			began()
 			name := lead.Name
 			active = append(active, ongoing{name, now.Add(about(cs.term)), func() { c.Heal(name) }})
 		case faultRestartFollower:
@@ -473,6 +481,7 @@ func runOverlappingNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *
 			}
 			faults["follower-restarts"]++
 			c.Kill(f.Name)
+			began()
 			name := f.Name
 			active = append(active, ongoing{name, now.Add(about(cs.term / 2)), func() { c.Restart(name) }})
 		case faultTransfer:
@@ -485,9 +494,7 @@ func runOverlappingNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *
 				t.Logf("transfer %s → %s: %v", lead.Name, f.Name, err)
 			} else {
 				faults["transfers"]++
-				if len(active) > 0 {
-					faults["overlapping"]++
-				}
+				began()
 			}
 		default:
 			t.Fatalf("unknown cluster fault %q", kind)
