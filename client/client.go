@@ -723,6 +723,11 @@ type WriteOption func(*writeOptions)
 
 type writeOptions struct {
 	result *WriteResult
+	// leaseUntil, if not zero, is when the write lease the write is made
+	// under could have run out on the server, on the client's clock: a
+	// write begun while disconnected waits for the next session until
+	// then at most. WriteLease sets it.
+	leaseUntil time.Time
 }
 
 // Result makes a write fill r with the server's report when it commits.
@@ -757,28 +762,48 @@ func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint
 // While the client is disconnected, the write waits for it to reconnect,
 // within ctx. A write whose connection is lost before its reply is sent
 // again on the next session, with the same request ID, so the server
-// applies it once (protocol.Hello.ClientID); a write under a write lease
-// is not, because the lease ends with the session. Both go on for at most
-// half the server's retry window, which bounds a wait with a context that
+// applies it once (protocol.Hello.ClientID). Both waits last at most half
+// the server's retry window, which bounds a wait with a context that
 // never ends.
+//
+// A write under a write lease (token not 0) is never sent twice: if its
+// connection is lost before the reply, it fails and its outcome is
+// unknown. One begun while the client is disconnected waits for the next
+// session while the lease may still live on the server, which keeps it
+// about its term past its last renewal: until the lease's deadline plus ε
+// on the client's clock (writeOptions.leaseUntil), if that comes before
+// the retry bound. (A restarted server keeps it until the restart's
+// horizon, which may be later; the client does not know it.) The server
+// then decides by the token: the write commits if the lease is still the
+// live one, and fails with ErrFenced otherwise.
 //
 // If ctx ends before the write commits, the write is abandoned and the
 // error wraps ErrCanceled; if the server cannot say, the error wraps
-// ErrUnavailable and the outcome is unknown.
+// ErrUnavailable and the outcome is unknown. A write that was never sent
+// changed nothing, and its error says so.
 func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, value []byte, expect, token uint64, opts []WriteOption) (uint64, error) {
 	if err := checkKey(key); err != nil {
 		return 0, err
 	}
+	var o writeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cn, err := c.conn()
 	if err != nil && !errors.Is(err, ErrClosed) {
 		// Wait for the client to reconnect; the last session's settings
-		// bound the wait. A write under a write lease waits too: the
-		// server keeps the lease while its term lasts, across a restart,
-		// and takes the write from the new session if its token is still
-		// the live one (ErrFenced otherwise).
-		cn, err = c.awaitConn(ctx, c.clock.Now().Add(c.retryWindow()/2))
-		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", ErrCanceled, err) // never sent: nothing changed
+		// bound the wait, and so does the write lease the write is made
+		// under, if any.
+		until, why := c.clock.Now().Add(c.retryWindow()/2), "not sent"
+		if !o.leaseUntil.IsZero() && o.leaseUntil.Before(until) {
+			until, why = o.leaseUntil, "not sent before the write lease could have run out"
+		}
+		cn, err = c.awaitConn(ctx, until)
+		if err != nil && !errors.Is(err, ErrClosed) {
+			err = fmt.Errorf("%w; the write was %s: nothing changed", err, why)
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w: %w", ErrCanceled, err)
+			}
 		}
 	}
 	if err != nil {
@@ -841,10 +866,6 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 			return 0, unexpected(m)
 		}
 		c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term, c.monoNow())
-		var o writeOptions
-		for _, opt := range opts {
-			opt(&o)
-		}
 		if o.result != nil {
 			*o.result = WriteResult{Version: r.Version, Waited: r.Waited, Holders: r.Holders, Term: r.Term, Replayed: r.Duplicate}
 		}

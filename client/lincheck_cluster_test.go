@@ -119,8 +119,8 @@ func clusterScenarios() []clusterScenario {
 	kill := with(string(faultKillLeader), faultKillLeader)
 	kill.term, kill.history = killTerm, 5*time.Second
 	// together runs every fault kind at once: five nodes, so that two
-	// node faults at a time leave a quorum, and each fault begins while
-	// the one before it lasts.
+	// node faults at a time leave a quorum, and a new fault every quarter
+	// to half a term while fewer than two are on, so that faults overlap.
 	together := with("together", clusterFaultKinds...)
 	together.nodes, together.overlap, together.history = 5, 2, 6*time.Second
 	return []clusterScenario{
@@ -135,7 +135,8 @@ func clusterScenarios() []clusterScenario {
 }
 
 // TestLinearizableCluster is the short form: a history of every fault kind
-// and two of "all", each of which must be linearizable. They run
+// and two of "all", each of which must be linearizable; in the history of
+// "together", at least one fault must begin while another lasts. They run
 // linParallel at a time, each on a cluster of its own.
 func TestLinearizableCluster(t *testing.T) {
 	if testing.Short() {
@@ -153,7 +154,15 @@ func TestLinearizableCluster(t *testing.T) {
 		}
 	}
 	checkHistories(t, names, first, func(t *testing.T, i int, seed uint64) historyResult {
-		return runClusterHistory(t, css[i], seed, *linOut)
+		cs := css[i]
+		res := runClusterHistory(t, cs, seed, *linOut)
+		// Scenario together is there to overlap faults: a history of it
+		// in which none began while another lasted tested nothing more
+		// than "all" does. A violation, if any, is reported instead.
+		if cs.overlap > 1 && res.err == nil && res.verdict == porcupine.Ok && res.faults["overlapping"] == 0 {
+			res.err = fmt.Errorf("scenario %s: no fault began while another lasted (faults: %s)", cs.name, formatCounts(res.faults))
+		}
+		return res
 	})
 }
 
@@ -447,23 +456,31 @@ func runOverlappingNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *
 		if held(lead.Name) {
 			continue
 		}
-		if len(active) > 0 && kind != faultTransfer {
-			faults["overlapping"]++
+		// began counts a fault injected while another lasts; it is
+		// called only once the fault is really on.
+		others := len(active)
+		began := func() {
+			if others > 0 {
+				faults["overlapping"]++
+			}
 		}
 		switch kind {
 		case faultKillLeader:
 			faults["leader-kills"]++
 			c.Kill(lead.Name)
+			began()
 			name := lead.Name
 			active = append(active, ongoing{name, now.Add(about(cs.term / 2)), func() { c.Restart(name) }})
 		case faultStopLeader:
 			faults["leader-stops"]++
 			c.Pause(lead.Name)
+			began()
 			name := lead.Name
 			active = append(active, ongoing{name, now.Add(about(cs.term)), func() { c.Cont(name) }})
 		case faultCutLeader:
 			faults["leader-cuts"]++
 			c.CutOff(lead.Name)
+			began()
 			name := lead.Name
 			active = append(active, ongoing{name, now.Add(about(cs.term)), func() { c.Heal(name) }})
 		case faultRestartFollower:
@@ -473,6 +490,7 @@ func runOverlappingNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *
 			}
 			faults["follower-restarts"]++
 			c.Kill(f.Name)
+			began()
 			name := f.Name
 			active = append(active, ongoing{name, now.Add(about(cs.term / 2)), func() { c.Restart(name) }})
 		case faultTransfer:
@@ -485,9 +503,7 @@ func runOverlappingNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *
 				t.Logf("transfer %s → %s: %v", lead.Name, f.Name, err)
 			} else {
 				faults["transfers"]++
-				if len(active) > 0 {
-					faults["overlapping"]++
-				}
+				began()
 			}
 		default:
 			t.Fatalf("unknown cluster fault %q", kind)

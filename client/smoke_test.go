@@ -3,18 +3,17 @@ package client_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/server"
 )
 
 func TestSmoke(t *testing.T) {
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testkit.Discard()
 	srv, err := server.New(server.Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: time.Second, Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -148,7 +148,24 @@ func (wl *WriteLease) write(ctx context.Context, op protocol.WriteOp, value []by
 	if wl.beginWrite() {
 		defer wl.writes.Done()
 	}
+	// Made while the client is disconnected, the write waits for the next
+	// session only while the lease may live on the server.
+	until := wl.until()
+	opts = append(opts[:len(opts):len(opts)], func(o *writeOptions) { o.leaseUntil = until })
 	return wl.c.write(ctx, op, wl.key, value, 0, wl.token, opts)
+}
+
+// until returns when the lease could have run out on the server, on the
+// client's clock: its deadline, plus ε of the last session if the client
+// had one.
+func (wl *WriteLease) until() time.Time {
+	wl.mu.Lock()
+	until := wl.deadline
+	wl.mu.Unlock()
+	if h := wl.c.lastHello.Load(); h != nil {
+		until = until.Add(h.Epsilon)
+	}
+	return until
 }
 
 // Release gives the lease up after the writes in flight under it finish.

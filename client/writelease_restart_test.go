@@ -3,11 +3,13 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit"
+	"github.com/leased/leased/server"
 )
 
 // DESIGN §7: a write lease survives a restart of the server with its token
@@ -55,6 +57,44 @@ func TestWriteLeaseFencedWritesAfterRestart(t *testing.T) {
 		}
 		if _, err := wl.Put(octx, []byte("late")); !errors.Is(err, client.ErrFenced) {
 			t.Errorf("the holder's write after another client's: %v, want ErrFenced", err)
+		}
+	})
+}
+
+// A write under a write lease begun while the server is down waits for the
+// next session only while the lease could still live on the server: it
+// fails, unsent, when the lease's deadline plus ε has passed on the
+// client's clock, not after half the retry window (2.5 minutes).
+func TestWriteLeaseWriteWhileDownBoundedByLease(t *testing.T) {
+	bubble(t, nil, func(t *testing.T, srv *testkit.Server) {
+		h := srv.Dial(client.Config{})
+		sess, ok := h.Session()
+		if !ok {
+			t.Fatal("no session after Dial")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		granted := time.Now()
+		wl, err := h.AcquireWriteLease(ctx, "owned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Close() // not restarted
+		select {
+		case <-wl.Done():
+		case <-time.After(testkit.StepTimeout):
+			t.Fatal("the write lease is not reported lost after its session went")
+		}
+		_, err = wl.Put(ctx, []byte("v"))
+		took := time.Since(granted)
+		if !errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrCanceled) {
+			t.Fatalf("write under the lease with the server down: %v, want ErrUnavailable (not ErrCanceled)", err)
+		}
+		if !strings.Contains(err.Error(), "nothing changed") {
+			t.Errorf("the error does not say that the unsent write changed nothing: %v", err)
+		}
+		if want := wl.Term() + sess.Epsilon; took != want {
+			t.Errorf("the write failed %v after the grant, want the lease's term plus ε, %v (retry bound %v)", took, want, server.DefaultRetryWindow/2)
 		}
 	})
 }

@@ -161,14 +161,14 @@ func TestCrashCluster(t *testing.T) {
 			resumes = append(resumes, d)
 		}
 		now := cl.Leader()
-		rev, _ = crashCheckAt(t, cl.ClientConfig(), cl.Endpoints(), m, rev, fmt.Sprintf("after restart %d", cycle))
+		rev, _ = crashCheckAt(t, cl.ClientConfig(), cl.Endpoints(), m, rev, fmt.Sprintf("after restart %d", cycle), true)
 		t.Logf("cycle %d: served %v, killed the %s %s, down %v; first write acknowledged %v after the kill; %s leads (it held writes for %s when it took over); revision %d; acked %d, unknown %d",
 			cycle, serve.Round(time.Millisecond), role, victim.Name, down.Round(time.Millisecond), d.Round(time.Millisecond),
 			now.Name, now.WritesHeldAtTakeover(), rev, m.nAcked.Load(), m.nUnknown.Load())
 	}
 
 	stopWriters()
-	rev, _ = crashCheckAt(t, cl.ClientConfig(), cl.Endpoints(), m, rev, "at the end")
+	rev, _ = crashCheckAt(t, cl.ClientConfig(), cl.Endpoints(), m, rev, "at the end", true)
 	ins := stopSettled(t, cl)
 	for i, in := range ins {
 		nd := cl.Nodes[i]
