@@ -251,8 +251,11 @@ func TestRestartAppliesOnlyNewEntries(t *testing.T) {
 			follower = id
 		}
 	}
-	held := c.nodes[follower].AppliedIndex()
+	old := c.nodes[follower]
 	c.stop(follower)
+	// Read once the node is closed: until then it may still apply
+	// entries that were on their way.
+	held := old.AppliedIndex()
 	for i := range 5 {
 		mustApply(t, l, put(fmt.Sprintf("late%d", i), "v"))
 	}
