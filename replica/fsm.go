@@ -113,7 +113,7 @@ func (f *FSM) SetTerm(term func() uint64) { f.term.Store(&term) }
 // node's changed when this node applied them, each with a bound, on this
 // node's clock and without ε, on the leases that the leader that appended
 // the write may have granted on the key's old value: when the node applied
-// the write plus the span of the newest horizon entry before it. A later
+// the newest horizon entry before the write, plus that entry's span. A later
 // leader commits such writes with its first entry; their writers may not
 // have been told, and the leader that appended them may have taken them
 // for failed and serve the old values until its horizon (DESIGN §13), as
@@ -144,7 +144,13 @@ func (f *FSM) noteInherited(l *raft.Log, cmds []store.Command) {
 			delete(f.inherited, k)
 		}
 	}
-	until := now.Add(f.span)
+	// The leader that appended the write granted leases only under
+	// horizons it saw committed, entries before this one: the newest of
+	// them applied here bounds its leases, from when it was applied.
+	until := now
+	if !f.horizonApplied.IsZero() {
+		until = f.horizonApplied.Add(f.span)
+	}
 	for _, c := range cmds {
 		switch c.Op {
 		case store.OpPut, store.OpDelete, store.OpCAS:

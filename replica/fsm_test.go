@@ -17,8 +17,8 @@ import (
 
 // The machine notes the keys that writes of an earlier term change when
 // the node applies them in a later one, those a later leader inherits, each
-// with the bound of the leases of the leader that appended them: when they
-// were applied plus the span of the newest horizon before them. A later
+// with the bound of the leases of the leader that appended them: when the
+// node applied the newest horizon entry before them plus its span. A later
 // term keeps them; they are dropped a minute after their bound.
 func TestFSMInherited(t *testing.T) {
 	db, err := store.Open(t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)), store.NoSync())
@@ -49,12 +49,15 @@ func TestFSMInherited(t *testing.T) {
 		return store.Command{Op: store.OpPut, Key: []byte(k), Value: []byte("v")}
 	}
 	const span = 10 * time.Second
-	apply(2, store.Command{Op: store.OpSetHorizon, Horizon: clk.Now().Add(span), Span: span})
+	horizon := func(entryTerm uint64) {
+		apply(entryTerm, store.Command{Op: store.OpSetHorizon, Horizon: clk.Now().Add(span), Span: span})
+	}
+	h0 := clk.Now()
+	horizon(2)
 	apply(3, put("own")) // of the node's own term
 	clk.Advance(time.Second)
-	t0 := clk.Now()
 	apply(2, put("a"), store.Command{Op: store.OpDelete, Key: []byte("b")}, store.Command{Op: store.OpSetLeader, Key: []byte("n1")})
-	want := map[string]time.Time{"a": t0.Add(span), "b": t0.Add(span)}
+	want := map[string]time.Time{"a": h0.Add(span), "b": h0.Add(span)}
 	if got := f.Inherited(); !maps.Equal(got, want) {
 		t.Errorf("Inherited = %v, want %v", got, want)
 	}
@@ -62,15 +65,19 @@ func TestFSMInherited(t *testing.T) {
 	term = 5
 	clk.Advance(time.Second)
 	apply(4, put("c"))
-	want["c"] = t0.Add(time.Second + span)
+	want["c"] = h0.Add(span)
 	if got := f.Inherited(); !maps.Equal(got, want) {
 		t.Errorf("Inherited in a later term = %v, want %v", got, want)
 	}
-	// A minute past their bound, the next inherited write drops them.
-	clk.Advance(span + time.Minute + time.Second)
+	// A minute past their bound, the next inherited write drops them; its
+	// own bound counts from the newest horizon.
+	clk.Advance(span + time.Minute)
+	h1 := clk.Now()
+	horizon(4)
+	clk.Advance(time.Second)
 	apply(4, put("d"))
-	if got := f.Inherited(); len(got) != 1 || !got["d"].Equal(clk.Now().Add(span)) {
-		t.Errorf("Inherited a minute after the bounds = %v, want only d", got)
+	if got := f.Inherited(); !maps.Equal(got, map[string]time.Time{"d": h1.Add(span)}) {
+		t.Errorf("Inherited a minute after the bounds = %v, want only d until %v", got, h1.Add(span))
 	}
 }
 
