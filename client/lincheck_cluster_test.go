@@ -464,35 +464,27 @@ func runOverlappingNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *
 				faults["overlapping"]++
 			}
 		}
+		// hold injects a node fault on node, counts it, and has it
+		// undone after d.
+		hold := func(counter, node string, inject, undo func(string), d time.Duration) {
+			faults[counter]++
+			inject(node)
+			began()
+			active = append(active, ongoing{node, now.Add(d), func() { undo(node) }})
+		}
 		switch kind {
 		case faultKillLeader:
-			faults["leader-kills"]++
-			c.Kill(lead.Name)
-			began()
-			name := lead.Name
-			active = append(active, ongoing{name, now.Add(about(cs.term / 2)), func() { c.Restart(name) }})
+			hold("leader-kills", lead.Name, c.Kill, c.Restart, about(cs.term/2))
 		case faultStopLeader:
-			faults["leader-stops"]++
-			c.Pause(lead.Name)
-			began()
-			name := lead.Name
-			active = append(active, ongoing{name, now.Add(about(cs.term)), func() { c.Cont(name) }})
+			hold("leader-stops", lead.Name, c.Pause, c.Cont, about(cs.term))
 		case faultCutLeader:
-			faults["leader-cuts"]++
-			c.CutOff(lead.Name)
-			began()
-			name := lead.Name
-			active = append(active, ongoing{name, now.Add(about(cs.term)), func() { c.Heal(name) }})
+			hold("leader-cuts", lead.Name, c.CutOff, c.Heal, about(cs.term))
 		case faultRestartFollower:
 			f := free(lead)
 			if f == nil {
 				continue
 			}
-			faults["follower-restarts"]++
-			c.Kill(f.Name)
-			began()
-			name := f.Name
-			active = append(active, ongoing{name, now.Add(about(cs.term / 2)), func() { c.Restart(name) }})
+			hold("follower-restarts", f.Name, c.Kill, c.Restart, about(cs.term/2))
 		case faultTransfer:
 			f := free(lead)
 			if f == nil {

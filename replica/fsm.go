@@ -219,11 +219,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		case store.OpSetHorizon:
 			f.stampHorizon(c.Span)
 		case store.OpHandoff:
-			var longest time.Duration
-			for _, l := range c.Handoff {
-				longest = max(longest, l.Left)
-			}
-			f.stampHorizon(longest)
+			f.stampHorizon(store.Longest(c.Handoff))
 		}
 	}
 	if derr != nil {

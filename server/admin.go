@@ -535,28 +535,29 @@ var ErrStateMachineStopped = errors.New("leased: this node's state machine stopp
 
 // leaveOnFailure stops a node of a cluster whose state machine stopped:
 // as a follower it could never catch up, and as a leader it would hold
-// the lead and commit nothing, so it stops serving, and Serve returns
-// ErrStateMachineStopped. lead calls it, and returns.
+// the lead and commit nothing, so it leaves raft at once, so that it
+// neither keeps the lead nor wins it again, and stops serving; Serve
+// returns ErrStateMachineStopped. lead calls it, and returns.
 func (s *Server) leaveOnFailure(err error) {
 	s.log.Error("this node's state machine stopped: it stops serving so that another node leads; restart it to apply the log again",
 		"node", s.cfg.Cluster.Name, "err", err)
-	s.failed.Store(&err)
-	// Out of raft at once, so that it neither keeps the lead nor wins
-	// it again; Close closes the rest.
 	if err := s.node.Raft().Shutdown().Error(); err != nil {
 		s.log.Warn("raft did not shut down cleanly", "err", err)
 	}
-	if c := s.currentCore(); c != nil {
-		s.dropLead(c)
-	}
-	s.beginClose()
+	s.leave(fmt.Errorf("%w: %w", ErrStateMachineStopped, err))
 }
 
 // leaveCluster stops a node that was removed from its cluster: it stops
 // serving, and Serve returns ErrRemoved. lead calls it, and returns.
 func (s *Server) leaveCluster() {
 	s.log.Error("this node was removed from the cluster: it stops serving; remove its data folder before it joins again", "node", s.cfg.Cluster.Name)
-	s.removed.Store(true)
+	s.leave(ErrRemoved)
+}
+
+// leave stops serving: it drops the lead, if this node has it, and closes
+// the server; Serve then returns why.
+func (s *Server) leave(why error) {
+	s.left.Store(&why)
 	if c := s.currentCore(); c != nil {
 		s.dropLead(c)
 	}

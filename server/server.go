@@ -56,8 +56,9 @@ type Server struct {
 	closing  bool
 
 	nextSession atomic.Uint64
-	removed     atomic.Bool           // this node was removed from its cluster (leaveCluster)
-	failed      atomic.Pointer[error] // why this node's state machine stopped (leaveOnFailure)
+	// left is what Serve returns once this node has left its cluster:
+	// ErrRemoved, or ErrStateMachineStopped with its cause (leave).
+	left atomic.Pointer[error]
 
 	msgsIn  [protocol.NumTypes]atomic.Uint64
 	msgsOut [protocol.NumTypes]atomic.Uint64
@@ -234,11 +235,8 @@ func (s *Server) serve(ctx context.Context) error {
 		if err != nil {
 			select {
 			case <-s.stop:
-				if s.removed.Load() {
-					return ErrRemoved
-				}
-				if err := s.failed.Load(); err != nil {
-					return fmt.Errorf("%w: %w", ErrStateMachineStopped, *err)
+				if err := s.left.Load(); err != nil {
+					return *err
 				}
 				return ErrServerClosed
 			default:

@@ -78,10 +78,7 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		}
 		return Result{}, setHorizon(tx, c.Horizon, c.Span, c.Key)
 	case OpHandoff:
-		var longest time.Duration
-		for _, l := range c.Handoff {
-			longest = max(longest, l.Left)
-		}
+		longest := Longest(c.Handoff)
 		if err := tx.set(metaHandoff, encodeHandoff(c.Handoff)); err != nil {
 			return Result{}, err
 		}

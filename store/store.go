@@ -116,6 +116,16 @@ type Command struct {
 	Handoff []HandedLease `msgpack:",omitempty"` // OpHandoff
 }
 
+// Longest returns the longest time left of the leases ls, 0 if none: how
+// long after it the leases of an OpHandoff may live.
+func Longest(ls []HandedLease) time.Duration {
+	var longest time.Duration
+	for _, l := range ls {
+		longest = max(longest, l.Left)
+	}
+	return longest
+}
+
 // HandedLease is a lease that a leader hands over to the next one.
 type HandedLease struct {
 	// Client is the identity of the holder's client (Command.Client), or
