@@ -86,27 +86,25 @@ func TestStatsCountersMatchWalk(t *testing.T) {
 
 // statsRun is one random run of TestStatsCountersMatchWalk.
 type statsRun struct {
-	t        *testing.T
-	rng      *rand.Rand
-	seed     uint64
-	tab      *Table
-	now      time.Time
-	nextID   SessionID
-	open     []SessionID
-	handed   []SessionID // closed holders of handed-over read leases
-	ready    []*Op       // ready ops the server has not finished
-	ops      []*Op       // ops submitted and not finished
-	ends     []Notice    // write leases ended, not yet ended in the store
-	tokens   uint64      // the last fencing token issued
-	clientOf map[SessionID]uint64
-	peak     Stats
+	t      *testing.T
+	rng    *rand.Rand
+	seed   uint64
+	tab    *Table
+	now    time.Time
+	nextID SessionID
+	open   []SessionID
+	handed []SessionID // closed holders of handed-over read leases
+	ready  []*Op       // ready ops the server has not finished
+	ops    []*Op       // ops submitted and not finished
+	ends   []Notice    // write leases ended, not yet ended in the store
+	tokens uint64      // the last fencing token issued
+	peak   Stats
 }
 
 var statsKeys = []string{"a", "b", "c", "d", "e"}
 
 func newStatsRun(t *testing.T, seed uint64) *statsRun {
-	r := &statsRun{t: t, rng: rand.New(rand.NewPCG(seed, 11)), seed: seed, tab: New(Config{Epsilon: eps}), now: t0,
-		nextID: 1, clientOf: make(map[SessionID]uint64)}
+	r := &statsRun{t: t, rng: rand.New(rand.NewPCG(seed, 11)), seed: seed, tab: New(Config{Epsilon: eps}), now: t0, nextID: 1}
 	// What a new core restores before any session opens: write leases of
 	// an earlier run, read leases handed over by an earlier leader.
 	for _, key := range statsKeys {
@@ -157,7 +155,6 @@ func (r *statsRun) step() {
 		r.open = append(r.open, id)
 		if c := uint64(r.rng.IntN(4)); c != 0 {
 			r.tab.SetClient(id, c)
-			r.clientOf[id] = c
 		}
 	case 1: // an open session is added again: nothing changes
 		if id, ok := r.pickOpen(); ok {
