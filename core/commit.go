@@ -26,7 +26,7 @@ func (c *Core) command(j job) store.Command {
 	case r == nil:
 		return store.Command{Op: store.OpEndWriteLease, Key: []byte(j.end.Key), Token: j.end.Token}
 	case r.Acquire:
-		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Term: c.cfg.WriteTermFor(string(r.Key))}
+		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Client: r.holder, Term: c.cfg.WriteTermFor(string(r.Key))}
 	}
 	cmd := store.Command{Op: r.Op, Key: r.Key, Value: r.Value, Expect: r.Expect}
 	if r.Client != 0 {

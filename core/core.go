@@ -386,7 +386,8 @@ func (c *Core) Relinquish(id SessionID, keys []string) {
 }
 
 // ReleaseWriteLease ends session id's write lease on key granted with
-// token. It fails with leasetable.ErrNotFound if there is no such lease.
+// token, or one of its client's other sessions (SetClient). It fails with
+// leasetable.ErrNotFound if there is no such lease.
 // Other sessions may lease the key once the end is durable; then, or when
 // the store fails to make it durable (it is ended again once the store is
 // back), done is called, unless ReleaseWriteLease failed.
@@ -441,7 +442,9 @@ type Stats struct {
 	Uptime time.Duration
 }
 
-// Stats returns the core's counters.
+// Stats returns the core's counters. It holds the lease table's lock only
+// to copy its counters, which costs the same however many leases there
+// are, so a flood of stats requests does not hold up reads and writes.
 func (c *Core) Stats() Stats {
 	now := c.clock.Now()
 	c.mu.Lock()
@@ -449,10 +452,22 @@ func (c *Core) Stats() Stats {
 	c.mu.Unlock()
 	st.Revision = c.revision.Load()
 	st.Uptime = now.Sub(c.started)
-	if left := c.barrier.Sub(now); !c.barrier.IsZero() && left > 0 {
-		st.WritesAllowedIn = left
-	}
+	st.WritesAllowedIn = c.writesAllowedIn(now)
 	return st
+}
+
+// WritesAllowedIn returns how long writes are still held for the leases of
+// an earlier run or leader (Stats.WritesAllowedIn), without taking the
+// lease table's lock.
+func (c *Core) WritesAllowedIn() time.Duration { return c.writesAllowedIn(c.clock.Now()) }
+
+// writesAllowedIn returns how long after now the write barrier ends, 0 if
+// it has. The barrier is set before New returns and never changes.
+func (c *Core) writesAllowedIn(now time.Time) time.Duration {
+	if left := c.barrier.Sub(now); !c.barrier.IsZero() && left > 0 {
+		return left
+	}
+	return 0
 }
 
 // NextDeadline returns when the lease table next has something to do: for

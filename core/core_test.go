@@ -105,13 +105,18 @@ func (p *pending) must(t *testing.T) Outcome {
 	return o
 }
 
-// runWithWriteLease runs a core over st in which session 1 acquires the
-// write lease on "k", then stops it with the lease live, and returns the
-// outcome of the acquisition.
+// holderClient is the client identity of the session that acquires the
+// write lease in runWithWriteLease; otherClient is another client's.
+const holderClient, otherClient = 0xa11ce, 0xb0b
+
+// runWithWriteLease runs a core over st in which session 1, of client
+// holderClient, acquires the write lease on "k", then stops it with the
+// lease live, and returns the outcome of the acquisition.
 func runWithWriteLease(t *testing.T, st store.Store) Outcome {
 	t.Helper()
 	a, _ := newCore(t, st)
 	a.OpenSession(1)
+	a.SetClient(1, holderClient)
 	acq := submit(t, a, &Request{Session: 1, Acquire: true, Key: []byte("k")}).must(t)
 	a.Close() // the lease is live: the horizon stays past it
 	return acq
@@ -122,10 +127,12 @@ func put(s SessionID, key, value string) *Request {
 }
 
 // TestWriteLeaseSurvivesRestart: a write lease is persisted with its
-// token. After a restart its holder, on a new session, writes under it at
-// once, before the write barrier; other sessions get no read lease on the
-// key, and their writes wait until the holder releases it and the barrier
-// has passed.
+// token and its holder's client identity. After a restart its holder's
+// client, on a new session, writes under it at once, before the write
+// barrier; another client's session that presents the token is fenced,
+// and may not release it; other sessions get no read lease on the key,
+// and their writes wait until the holder releases it and the barrier has
+// passed.
 func TestWriteLeaseSurvivesRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := durable{store.NewMemory()}
@@ -140,14 +147,31 @@ func TestWriteLeaseSurvivesRestart(t *testing.T) {
 		if left := b.Stats().WritesAllowedIn; left < term || left > term+eps {
 			t.Fatalf("writes held for %v after a restart with a live write lease of term %v", left, term)
 		}
+		if s, _ := st.State(); len(s.WriteLeases) != 1 || s.WriteLeases[0].Client != holderClient {
+			t.Fatalf("stored write leases %+v, want one recording client %#x", s.WriteLeases, holderClient)
+		}
 		for _, s := range []SessionID{11, 12} {
 			b.OpenSession(s)
 		}
+		b.SetClient(11, holderClient)
+		b.SetClient(12, otherClient)
 		if _, got, _ := b.Read(12, []byte("k")); got != 0 {
 			t.Fatalf("read lease %v on a key whose write lease was restored", got)
 		}
 		if err := b.Submit(&Request{Session: 12, Op: store.OpPut, Key: []byte("k"), Token: 2, Done: func(Outcome) {}}); !errors.Is(err, leasetable.ErrFenced) {
 			t.Fatalf("write with a token never granted: %v, want ErrFenced", err)
+		}
+		stolen := put(12, "k", "stolen")
+		stolen.Token = acq.Token
+		stolen.Done = func(o Outcome) { t.Errorf("another client's write with the live token has an outcome: %+v", o) }
+		if err := b.Submit(stolen); !errors.Is(err, leasetable.ErrFenced) {
+			t.Fatalf("another client's write with the live token: %v, want ErrFenced", err)
+		}
+		if err := b.ReleaseWriteLease(12, "k", acq.Token, nil); !errors.Is(err, leasetable.ErrNotFound) {
+			t.Fatalf("another client's release with the live token: %v, want ErrNotFound", err)
+		}
+		if tok, holder, ok := b.table.WriteLease("k"); !ok || tok != acq.Token || holder != leasetable.RestoredSession {
+			t.Fatalf("write lease %d held by %d (%v) after another client's attempts; want %d, still restored", tok, holder, ok, acq.Token)
 		}
 		other := submit(t, b, put(12, "k", "other"))
 		fenced := put(11, "k", "holder")
@@ -159,8 +183,10 @@ func TestWriteLeaseSurvivesRestart(t *testing.T) {
 		if _, ok := other.outcome(); ok {
 			t.Fatal("another session's write committed while the restored write lease was held")
 		}
-		if len(n.recalls) != 1 || n.recalls[0].Session != leasetable.RestoredSession {
-			t.Fatalf("recalls %+v, want one to the restored session", n.recalls)
+		// The recall went to the restored session, which nobody answers
+		// for; it goes again to the session that took the lease over.
+		if len(n.recalls) != 2 || n.recalls[0].Session != leasetable.RestoredSession || n.recalls[1] != (leasetable.Notice{Session: 11, Key: "k", Token: acq.Token}) {
+			t.Fatalf("recalls %+v, want one to the restored session, then one to session 11", n.recalls)
 		}
 		if err := b.ReleaseWriteLease(11, "k", acq.Token, nil); err != nil {
 			t.Fatalf("the new session releases the restored lease: %v", err)

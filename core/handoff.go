@@ -64,9 +64,13 @@ func (c *Core) HandOff() error {
 		if left <= 0 {
 			continue
 		}
-		h := store.HandedLease{Client: c.clientOf(l.Session), Key: l.Key, Left: left}
+		h := store.HandedLease{Key: l.Key, Left: left}
 		if l.Write {
-			h.Token = l.Token
+			// A write lease keeps the client it was granted to, even while
+			// a restored one waits for that client to come back.
+			h.Client, h.Token = l.Client, l.Token
+		} else {
+			h.Client = c.clientOf(l.Session)
 		}
 		ls = append(ls, h)
 		longest = max(longest, left)
@@ -106,13 +110,18 @@ func (c *Core) resume() {
 
 // SetClient records the client identity that session id gave (0: none),
 // and gives it the leases handed over to this core for that client. The
-// server calls it once a session's hello has been read.
+// write leases the session acquires record the identity, durably, and a
+// later session of the same client, on this core or after a restart or a
+// failover, may take them over by presenting their fencing token; no
+// other session may write under them. The server calls it once a
+// session's hello has been read, before the session's first request.
 func (c *Core) SetClient(id SessionID, client uint64) {
 	if client == 0 {
 		return
 	}
 	c.mu.Lock()
 	c.clients[id] = client
+	c.table.SetClient(id, client)
 	from, ok := c.handed[client]
 	if !ok {
 		c.mu.Unlock()
@@ -155,7 +164,7 @@ func (c *Core) restoreHandoff(st store.State) error {
 		}
 		c.inherited = maxTime(c.inherited, expiry)
 		if l.Token != 0 {
-			c.table.RestoreWriteLease(l.Key, l.Token, expiry)
+			c.table.RestoreWriteLease(l.Key, l.Token, l.Client, expiry)
 			kept[l.Key] = l.Token
 			continue
 		}

@@ -64,7 +64,7 @@ func (c *Core) restore() error {
 		c.log.Info("restarted: holding writes until leases granted before the restart have expired",
 			"wait", hold, "write_leases", len(st.WriteLeases))
 		for _, wl := range st.WriteLeases {
-			c.table.RestoreWriteLease(wl.Key, wl.Token, barrier)
+			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, barrier)
 		}
 		c.holdWrites(maxTime(barrier, held))
 		return nil

@@ -38,6 +38,7 @@ type Request struct {
 	Done func(Outcome)
 
 	op       leasetable.Op
+	holder   uint64 // an acquisition's: its session's client identity, recorded with the lease
 	received time.Time
 	ready    time.Time // when the table let it commit
 	once     sync.Once
@@ -77,7 +78,9 @@ type Outcome struct {
 func (r *Request) finish(o Outcome) { r.once.Do(func() { r.Done(o) }) }
 
 // Submit hands r to the lease table. A write carrying a fencing token must
-// match the live write lease on its key (leasetable.ErrFenced otherwise).
+// match the live write lease on its key, and come from its holder's
+// session or from a session of its holder's client (SetClient);
+// leasetable.ErrFenced otherwise, and nothing changes.
 // A write by the write lease's holder is ready at once; any other request
 // waits its turn on the key, invalidates the other sessions' read leases
 // and recalls another session's write lease, and commits when they are
@@ -108,6 +111,9 @@ func (c *Core) Submit(r *Request) error {
 	if c.stopping.Load() {
 		c.mu.Unlock()
 		return fmt.Errorf("%w: the server is shutting down; no new writes", ErrClosed)
+	}
+	if r.Acquire {
+		r.holder = c.clients[r.Session]
 	}
 	eff, err := c.table.Submit(&r.op, now)
 	c.enqueueReady(eff)

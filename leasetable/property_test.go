@@ -24,8 +24,9 @@ import (
 //     the write-lease holder (whose write lease is renewed) and to a session
 //     whose own write-lease write is in flight.
 //  3. Fencing: a tokened write is accepted exactly when its token is that of
-//     the key's unexpired write lease, and the tokens WriteLease reports
-//     only grow.
+//     the key's unexpired write lease and its session holds that lease (the
+//     model's sessions give no client identity, so none takes over
+//     another's lease), and the tokens WriteLease reports only grow.
 //
 // It also checks per-key FIFO order, that abandoned and ready are exclusive,
 // the Table's internal invariants after every call, and that everything
@@ -395,8 +396,8 @@ func (m *model) submitWrite() {
 		op.Token = 1 + m.rng.Uint64N(m.tokens.last+1)
 	}
 	w := m.writes[key]
-	fenced := op.Token != 0 && (w == nil || w.token != op.Token || !m.now.Before(w.expiry))
-	bypass := !fenced && w != nil && (op.Token == w.token || w.session == id) && !m.now.Before(m.barrier)
+	fenced := op.Token != 0 && (w == nil || w.token != op.Token || !m.now.Before(w.expiry) || w.session != id)
+	bypass := !fenced && w != nil && w.session == id && !m.now.Before(m.barrier)
 	if !fenced {
 		m.track(op, bypass)
 	}

@@ -19,9 +19,12 @@ import (
 // Errors returned by the Table.
 var (
 	// ErrFenced: a write carried a fencing token that is not the token of a
-	// live write lease on its key.
+	// live write lease on its key that its session may use (see
+	// Table.Submit). A token another client holds is refused the same way
+	// as one never granted, so that a guess learns nothing.
 	ErrFenced = errors.New("fencing token is not the live write lease's token")
-	// ErrNotFound: the write lease to release is not held with that token.
+	// ErrNotFound: the write lease to release is not held with that token
+	// by a session that may use it.
 	ErrNotFound = errors.New("no such write lease")
 	// ErrUnknownSession: the session was never added, or has been closed.
 	ErrUnknownSession = errors.New("unknown session")
@@ -118,7 +121,8 @@ type Config struct {
 	Epsilon time.Duration
 }
 
-// Stats are the Table's counters.
+// Stats are the Table's counters. The Table keeps the gauges (Sessions to
+// WritesWaiting) as they change; Keys is the size of its key index.
 type Stats struct {
 	Sessions             int    // open sessions
 	Keys                 int    // keys the Table tracks: with a lease, a write lease or an op
@@ -140,6 +144,7 @@ type lease struct {
 	heapIndex   int
 	write       bool
 	token       uint64 // write leases
+	client      uint64 // write leases: the holder's client identity (0: none); see mayUse
 	invalidated bool   // read leases: an invalidation was sent
 	recalled    bool   // write leases: a recall was sent
 	ending      bool   // write leases: ended, waiting for EndWriteLease
@@ -167,12 +172,13 @@ type session struct {
 	wrlses map[string]*lease // write leases by key
 	ops    map[*Op]struct{}  // ops queued or waiting
 	closed bool              // closed without relinquishing; kept until its leases expire
+	client uint64            // the client identity it gave (SetClient); 0: none
 }
 
 // RestoredSession holds the write leases that RestoreWriteLease brings back
-// from an earlier run. It is never open: no client speaks for it until one
-// presents a restored lease's token, and then the lease moves to that
-// client's session.
+// from an earlier run. It is never open: no client speaks for it until a
+// session of the lease's client presents its token, and then the lease
+// moves to that session.
 const RestoredSession SessionID = 0
 
 // Table is the lease state machine. See the package comment.
@@ -214,24 +220,38 @@ func (t *Table) LatestExpiry() time.Time {
 	return latest
 }
 
-// Stats returns the Table's counters.
+// Stats returns the Table's counters. It costs the same however many
+// sessions and leases the Table holds: the counters are kept as they
+// change, so that a flood of stats requests does not hold up the callers
+// that wait for the Table's owner's lock.
 func (t *Table) Stats() Stats {
 	s := t.stats
-	s.Sessions = 0
-	for _, ss := range t.sessions {
-		if !ss.closed {
-			s.Sessions++
-		}
-	}
-	s.WriteLeases = 0
-	for _, l := range t.leases {
-		if l.write {
-			s.WriteLeases++
-		}
-	}
-	s.Leases = len(t.leases) - s.WriteLeases
 	s.Keys = len(t.keys)
 	return s
+}
+
+// pushLease puts l in the expiry heap and counts it (Stats).
+func (t *Table) pushLease(l *lease) {
+	heap.Push(&t.leases, l)
+	if l.write {
+		t.stats.WriteLeases++
+	} else {
+		t.stats.Leases++
+	}
+}
+
+// removeLease takes l out of the expiry heap, if it is there, and stops
+// counting it. A write lease leaves the heap when it ends (Effects.EndWrite).
+func (t *Table) removeLease(l *lease) {
+	if l.heapIndex < 0 {
+		return
+	}
+	heap.Remove(&t.leases, l.heapIndex)
+	if l.write {
+		t.stats.WriteLeases--
+	} else {
+		t.stats.Leases--
+	}
 }
 
 // AddSession registers a session. Adding an open session again is a no-op.
@@ -244,6 +264,17 @@ func (t *Table) AddSession(id SessionID) {
 		leases: make(map[string]*lease),
 		wrlses: make(map[string]*lease),
 		ops:    make(map[*Op]struct{}),
+	}
+	t.stats.Sessions++
+}
+
+// SetClient records the client identity that open session id gave (0:
+// none). The write leases the session is granted from then on record it,
+// and a session of the same client may take them over (see Submit). The
+// caller sets it once, before the session submits anything.
+func (t *Table) SetClient(id SessionID, client uint64) {
+	if s := t.openSession(id); s != nil {
+		s.client = client
 	}
 }
 
@@ -272,6 +303,7 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 		eff.Abandoned = append(eff.Abandoned, op)
 	}
 	s.closed = true
+	t.stats.Sessions--
 	if relinquish {
 		for _, l := range s.leases {
 			t.dropLease(l, now, &eff, false)
@@ -284,24 +316,25 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 	return eff
 }
 
-// RestoreWriteLease brings back a write lease that an earlier run granted
-// and had not ended, held by RestoredSession until expiry. Its key gets no
-// other lease while it lasts. A session that presents its token, in a
+// RestoreWriteLease brings back a write lease that an earlier run or
+// leader granted to a session of client (0: none) and had not ended, held
+// by RestoredSession until expiry. Its key gets no other lease while it
+// lasts. A session of the same client that presents its token, in a
 // fenced write or a release, takes it over: its writes need not wait for
-// the write barrier, because no other session can hold a lease on the key.
-func (t *Table) RestoreWriteLease(key string, token uint64, expiry time.Time) {
+// the write barrier, because no other session can hold a lease on the
+// key. A lease restored with client 0 is taken over by nobody: it ends at
+// expiry.
+func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.Time) {
 	s := t.closedSession(RestoredSession)
 	k := t.key(key)
 	if old := k.wlease; old != nil {
 		delete(old.session.wrlses, key)
-		if old.heapIndex >= 0 {
-			heap.Remove(&t.leases, old.heapIndex)
-		}
+		t.removeLease(old)
 	}
-	l := &lease{key: k, session: s, expiry: expiry, write: true, token: token}
+	l := &lease{key: k, session: s, expiry: expiry, write: true, token: token, client: client}
 	k.wlease = l
 	s.wrlses[key] = l
-	heap.Push(&t.leases, l)
+	t.pushLease(l)
 }
 
 // RestoreReadLease brings back a read lease that another node granted
@@ -322,7 +355,7 @@ func (t *Table) RestoreReadLease(holder SessionID, key string, expiry time.Time)
 	l := &lease{key: k, session: s, expiry: expiry}
 	s.leases[key] = l
 	k.holders[holder] = l
-	heap.Push(&t.leases, l)
+	t.pushLease(l)
 }
 
 // AdoptSession gives the read leases of the closed session from, which
@@ -347,7 +380,7 @@ func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
 				heap.Fix(&t.leases, mine.heapIndex)
 			}
 			mine.invalidated = mine.invalidated || l.invalidated
-			heap.Remove(&t.leases, l.heapIndex)
+			t.removeLease(l)
 			if mine.invalidated {
 				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: key})
 			}
@@ -371,6 +404,7 @@ type LeaseInfo struct {
 	Expiry  time.Time
 	Write   bool
 	Token   uint64 // a write lease's
+	Client  uint64 // a write lease's: its holder's client identity (0: none)
 }
 
 // Leases returns every lease in the table, for a handoff to another node.
@@ -381,7 +415,7 @@ func (t *Table) Leases() []LeaseInfo {
 		if l.write && l.ending {
 			continue
 		}
-		out = append(out, LeaseInfo{Session: l.session.id, Key: l.key.name, Expiry: l.expiry, Write: l.write, Token: l.token})
+		out = append(out, LeaseInfo{Session: l.session.id, Key: l.key.name, Expiry: l.expiry, Write: l.write, Token: l.token, Client: l.client})
 	}
 	return out
 }
@@ -404,9 +438,20 @@ func (t *Table) closedSession(id SessionID) *session {
 	return s
 }
 
-// adopt moves a restored write lease to s, which presented its token.
+// mayUse reports whether session s may write under write lease l, or
+// release it, with its token: s holds it, or s is a session of the client
+// it was granted to, which came back on a new session (after a lost
+// connection, a restart or a failover). A fencing token is a fence, not a
+// credential: tokens come from one counter, so another client may guess
+// a live one, and must not write under it.
+func mayUse(l *lease, s *session) bool {
+	return l.session == s || (l.client != 0 && l.client == s.client)
+}
+
+// adopt moves write lease l to s, which presented its token and may use it
+// (mayUse): s answers for it from now on, renews and releases it.
 func (t *Table) adopt(l *lease, s *session) {
-	if l.session.id != RestoredSession || l.session == s {
+	if l.session == s {
 		return
 	}
 	old := l.session
@@ -478,7 +523,7 @@ func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Tim
 	l := &lease{key: k, session: s, expiry: expiry}
 	s.leases[key] = l
 	k.holders[id] = l
-	heap.Push(&t.leases, l)
+	t.pushLease(l)
 	return term
 }
 
@@ -542,9 +587,10 @@ func (t *Table) Relinquish(id SessionID, keys []string, now time.Time) Effects {
 }
 
 // ReleaseWriteLease ends the session's write lease on key if it was granted
-// with token (or restored with it), and returns ErrNotFound otherwise. The
-// lease ends at once for its holder; for everyone else it ends when the
-// server calls EndWriteLease (see Effects.EndWrite).
+// with token, or if the session may take it over (see Submit), and returns
+// ErrNotFound otherwise. The lease ends at once for its holder; for
+// everyone else it ends when the server calls EndWriteLease (see
+// Effects.EndWrite).
 func (t *Table) ReleaseWriteLease(id SessionID, key string, token uint64, now time.Time) (Effects, error) {
 	var eff Effects
 	s := t.sessions[id]
@@ -552,7 +598,7 @@ func (t *Table) ReleaseWriteLease(id SessionID, key string, token uint64, now ti
 		return eff, ErrUnknownSession
 	}
 	l := s.wrlses[key]
-	if k := t.keys[key]; l == nil && k != nil && k.wlease != nil && k.wlease.token == token {
+	if k := t.keys[key]; l == nil && !s.closed && k != nil && k.wlease != nil && k.wlease.token == token && !k.wlease.ending && mayUse(k.wlease, s) {
 		l = k.wlease
 		t.adopt(l, s)
 	}
@@ -570,9 +616,7 @@ func (t *Table) endWriteLease(l *lease, eff *Effects) {
 		return
 	}
 	l.ending, l.recalled = true, true
-	if l.heapIndex >= 0 {
-		heap.Remove(&t.leases, l.heapIndex)
-	}
+	t.removeLease(l)
 	eff.EndWrite = append(eff.EndWrite, Notice{Session: l.session.id, Key: l.key.name, Token: l.token})
 }
 
@@ -620,19 +664,20 @@ func (t *Table) dropLease(l *lease, now time.Time, eff *Effects, expired bool) {
 			}
 		}
 	}
-	if l.heapIndex >= 0 {
-		heap.Remove(&t.leases, l.heapIndex)
-	}
+	t.removeLease(l)
 	t.checkReady(k, now, eff)
 	t.gcKey(k)
 }
 
 // Submit hands an op to the Table. A write carrying a fencing token must
-// match the live write lease on its key, or Submit returns ErrFenced. A
-// write by the write lease's holder is ready at once: nobody else holds a
-// lease on the key. Any other op joins the key's FIFO queue; at the head, it
-// invalidates the read leases of other sessions and recalls another
-// session's write lease, and becomes ready when all of them are gone.
+// match the live write lease on its key, and come from the session that
+// holds it or from a session of the client it was granted to (SetClient;
+// the lease then moves to that session); otherwise Submit returns
+// ErrFenced and changes nothing. A write by the write lease's holder is
+// ready at once: nobody else holds a lease on the key. Any other op joins
+// the key's FIFO queue; at the head, it invalidates the read leases of
+// other sessions and recalls another session's write lease, and becomes
+// ready when all of them are gone.
 func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 	var eff Effects
 	s := t.openSession(op.Session)
@@ -650,13 +695,19 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 			wl = k.wlease
 		}
 		switch {
-		case op.Token != 0 && (wl == nil || wl.token != op.Token || wl.ending || !now.Before(wl.expiry)):
+		case op.Token != 0 && (wl == nil || wl.token != op.Token || wl.ending || !now.Before(wl.expiry) || !mayUse(wl, s)):
 			return eff, ErrFenced
-		case wl != nil && !wl.ending && (op.Token == wl.token || wl.session == s):
+		case wl != nil && !wl.ending && (op.Token != 0 || wl.session == s):
 			// The holder writes under its lease, without waiting for the
-			// write barrier: no other session holds a lease on the key, as
+			// write barrier: no other client holds a lease on the key, as
 			// none could while the write lease lasted. (Every write lease
-			// before the barrier is a restored one.)
+			// before the barrier is a restored one.) A session of the
+			// holder's client takes the lease over; if it was recalled,
+			// the recall went to the session that held it, so it goes
+			// again to this one.
+			if wl.session != s && wl.recalled {
+				eff.Recall = append(eff.Recall, Notice{Session: s.id, Key: k.name, Token: wl.token})
+			}
 			t.adopt(wl, s)
 			op.holder = true
 			op.Started = now
@@ -821,10 +872,10 @@ func (t *Table) DoneAcquire(op *Op, token uint64, term time.Duration, now time.T
 			// lease keeps it.
 			t.keys[k.name] = k
 		}
-		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), write: true, token: token}
+		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), write: true, token: token, client: s.client}
 		k.wlease = l
 		s.wrlses[k.name] = l
-		heap.Push(&t.leases, l)
+		t.pushLease(l)
 	}
 	t.next(k, now, &eff)
 	return eff

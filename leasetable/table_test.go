@@ -1154,13 +1154,17 @@ func TestWriteBarrier(t *testing.T) {
 
 // TestRestoredWriteLease: a write lease brought back from an earlier run
 // keeps other sessions' leases and writes off its key until it expires, and
-// the session that presents its token writes under it at once, before the
-// write barrier, and may release it.
+// a session of its holder's client that presents its token writes under it
+// at once, before the write barrier, gets the recall sent meanwhile, and
+// may release it. Another client's session with the token is fenced.
 func TestRestoredWriteLease(t *testing.T) {
+	const holder, other = 100, 200
 	h := newHarness(t, sA, sB)
+	h.tab.SetClient(sA, holder)
+	h.tab.SetClient(sB, other)
 	barrier := t0.Add(time.Second)
 	h.tab.SetWriteBarrier(barrier)
-	h.tab.RestoreWriteLease("k", 7, barrier)
+	h.tab.RestoreWriteLease("k", 7, holder, barrier)
 	checkInvariants(t, h.tab)
 	if tok, holder, ok := h.tab.WriteLease("k"); !ok || tok != 7 || holder != RestoredSession {
 		t.Fatalf("WriteLease(k) = %d, %d, %v; want 7 held by the restored session", tok, holder, ok)
@@ -1171,17 +1175,27 @@ func TestRestoredWriteLease(t *testing.T) {
 	if _, _, err := h.tokenWrite(sB, "k", 6); !errors.Is(err, ErrFenced) {
 		t.Fatalf("write with an older token: %v, want ErrFenced", err)
 	}
-	other, eff := h.write(sB, "k")
-	h.wantReady(other, false)
+	if _, _, err := h.tokenWrite(sB, "k", 7); !errors.Is(err, ErrFenced) {
+		t.Fatalf("another client's write with the live token: %v, want ErrFenced", err)
+	}
+	if _, err := h.release(sB, "k", 7); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another client's release with the live token: %v, want ErrNotFound", err)
+	}
+	otherOp, eff := h.write(sB, "k")
+	h.wantReady(otherOp, false)
 	if got := sessionsOf(eff.Recall); len(got) != 1 || got[0] != RestoredSession {
 		t.Fatalf("recalls %v, want one to the restored session", eff.Recall)
 	}
-	// The holder, on a new session, writes with its token before the barrier.
-	op, _, err := h.tokenWrite(sA, "k", 7)
+	// The holder, on a new session, writes with its token before the
+	// barrier, and is told of the recall nobody received.
+	op, eff, err := h.tokenWrite(sA, "k", 7)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.wantReady(op, true)
+	if len(eff.Recall) != 1 || eff.Recall[0] != (Notice{Session: sA, Key: "k", Token: 7}) {
+		t.Fatalf("recalls at the takeover %+v, want the lease's to the holder's new session", eff.Recall)
+	}
 	if _, holder, _ := h.tab.WriteLease("k"); holder != sA {
 		t.Fatalf("the lease is held by %d after its token was presented by %d", holder, sA)
 	}
@@ -1192,18 +1206,18 @@ func TestRestoredWriteLease(t *testing.T) {
 	if err != nil || len(eff.EndWrite) != 1 {
 		t.Fatalf("release: %v, %+v", err, eff)
 	}
-	h.wantReady(other, false)
+	h.wantReady(otherOp, false)
 	h.wantNextDeadline(barrier)
 	h.now = barrier
 	h.tick()
-	h.wantReady(other, true)
+	h.wantReady(otherOp, true)
 }
 
 // TestRestoredWriteLeaseExpires: unclaimed, a restored write lease ends at
 // its expiry, through EndWrite, like any other.
 func TestRestoredWriteLeaseExpires(t *testing.T) {
 	h := newHarness(t, sB)
-	h.tab.RestoreWriteLease("k", 3, t0.Add(time.Second))
+	h.tab.RestoreWriteLease("k", 3, 100, t0.Add(time.Second))
 	h.wantNextDeadline(t0.Add(time.Second))
 	h.now = t0.Add(time.Second)
 	eff := h.tick()

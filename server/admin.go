@@ -131,7 +131,7 @@ func okOrError(id uint64, err error) protocol.Message {
 func (s *Server) Status() *protocol.EndpointStatusReply {
 	st := &protocol.EndpointStatusReply{ClientAddr: s.Addr().String()}
 	if c := s.currentCore(); c != nil {
-		st.WritesHeldFor = c.Stats().WritesAllowedIn
+		st.WritesHeldFor = c.WritesAllowedIn()
 	}
 	if s.node == nil {
 		st.Name, st.Role, st.Leader, st.LeaderAddr = nodeName, protocol.RoleLeader, nodeName, st.ClientAddr

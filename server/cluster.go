@@ -239,7 +239,7 @@ func (s *Server) takeLead() error {
 	}
 	s.core, s.leadTerm = c, term
 	s.smu.Unlock()
-	s.log.Info("leading the cluster", "node", s.cfg.Cluster.Name, "writes_held_for", c.Stats().WritesAllowedIn)
+	s.log.Info("leading the cluster", "node", s.cfg.Cluster.Name, "writes_held_for", c.WritesAllowedIn())
 	return nil
 }
 

@@ -17,14 +17,17 @@ import (
 // server of internal/testkit under testing/synctest, so the server, its
 // raw protocol clients and the network share one fake clock, and the
 // restart keeps the store. A write lease granted before the restart keeps
-// its holder's token and term: the holder's fenced write, from a new
-// session, commits at once, and another writer's write waits for the
-// lease, until the holder releases it or, if the holder never comes back,
-// until the lease could have run out.
+// its holder's token, term and client identity: the holder's fenced write,
+// from a new session of the same client, commits at once; another
+// client's write with the token is fenced; and another writer's write
+// waits for the lease, until the holder releases it or, if the holder
+// never comes back, until the lease could have run out.
 
 const (
 	wlTerm = 10 * time.Second
 	wlEps  = 100 * time.Millisecond
+	// holderID is the client identity of the write lease's holder.
+	holderID = 0x5eed
 )
 
 // acquireBeforeRestart starts a server, acquires the write lease on key
@@ -36,7 +39,7 @@ const (
 func acquireBeforeRestart(t *testing.T, key string) (*testkit.Server, uint64, time.Time, store.State) {
 	t.Helper()
 	srv := testkit.NewServer(t, server.Config{LeaseTerm: wlTerm, Epsilon: wlEps})
-	h := srv.Raw(protoclient.Options{Name: "holder"})
+	h := srv.Raw(protoclient.Options{Name: "holder", ClientID: holderID})
 	granted := time.Now()
 	r, ok := call(t, h, &protocol.Acquire{Key: []byte(key)}, testkit.StepTimeout).(*protocol.AcquireReply)
 	if !ok || r.Token == 0 || r.Term != wlTerm {
@@ -48,10 +51,22 @@ func acquireBeforeRestart(t *testing.T, key string) (*testkit.Server, uint64, ti
 	time.Sleep(time.Second)
 	srv.Restart(nil)
 	st, err := srv.Store.State()
-	if err != nil || len(st.WriteLeases) != 1 || st.WriteLeases[0].Token != r.Token {
-		t.Fatalf("the stored write leases after the restart: %+v, %v; want the one of token %d", st.WriteLeases, err, r.Token)
+	if err != nil || len(st.WriteLeases) != 1 || st.WriteLeases[0].Token != r.Token || st.WriteLeases[0].Client != holderID {
+		t.Fatalf("the stored write leases after the restart: %+v, %v; want the one of token %d, client %#x", st.WriteLeases, err, r.Token, holderID)
 	}
 	return srv, r.Token, granted, st
+}
+
+// holderAgain opens a new session of the write lease's holder. A client's
+// request IDs go on across its sessions, as the client library's do: the
+// server applies each of a client's writes once per ID, and would answer
+// a reused one with the first outcome.
+func holderAgain(srv *testkit.Server, name string) *protoclient.Client {
+	h := srv.Raw(protoclient.Options{Name: name, ClientID: holderID})
+	for range 100 {
+		h.NextID()
+	}
+	return h
 }
 
 // pending sends a write of key with no token from a new session, and
@@ -78,7 +93,16 @@ type reply struct {
 func TestWriteLeaseSurvivesRestartHolderComesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv, token, _, st := acquireBeforeRestart(t, "k")
-		h := srv.Raw(protoclient.Options{Name: "holder again"})
+		// Another client that guesses the token writes nothing under it,
+		// and cannot release it.
+		thief := srv.Raw(protoclient.Options{Name: "another client", ClientID: holderID + 1})
+		if e, ok := call(t, thief, &protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("stolen"), Token: token}, testkit.StepTimeout).(*protocol.Error); !ok || e.Code != protocol.CodeFenced {
+			t.Fatalf("another client's write with the live token after the restart: %#v, want CodeFenced", e)
+		}
+		if e, ok := call(t, thief, &protocol.ReleaseWrite{Key: []byte("k"), Token: token}, testkit.StepTimeout).(*protocol.Error); !ok || e.Code != protocol.CodeNotFound {
+			t.Fatalf("another client's release with the live token after the restart: %#v, want CodeNotFound", e)
+		}
+		h := holderAgain(srv, "holder again")
 		start := time.Now()
 		w, ok := call(t, h, &protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v2"), Token: token}, testkit.StepTimeout).(*protocol.WriteReply)
 		if !ok || w.Version == 0 {
@@ -141,7 +165,7 @@ func TestWriteLeaseSurvivesRestartHolderGone(t *testing.T) {
 		if !r.at.Equal(st.Horizon) {
 			t.Errorf("the conflicting write committed at %v, want at the horizon %v the restart found", r.at, st.Horizon)
 		}
-		h := srv.Raw(protoclient.Options{Name: "holder, too late"})
+		h := holderAgain(srv, "holder, too late")
 		if e, ok := call(t, h, &protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("late"), Token: token}, testkit.StepTimeout).(*protocol.Error); !ok || e.Code != protocol.CodeFenced {
 			t.Errorf("the holder's fenced write after its lease ended: %#v, want CodeFenced", e)
 		}

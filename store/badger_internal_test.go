@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -135,6 +137,32 @@ func TestFailedReopen(t *testing.T) {
 	} {
 		if !errors.Is(err, ErrClosed) {
 			t.Errorf("%s after Close = %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// TestWriteLeaseRecordLayouts: a write lease without a client keeps the
+// 24-byte layout of the records written before leases had one, and such a
+// record reads back with no client; one with a client has 8 more bytes.
+func TestWriteLeaseRecordLayouts(t *testing.T) {
+	old := WriteLease{Key: "k", Token: 7, Session: 3, Term: 2 * time.Second}
+	b := encodeWriteLease(old)
+	want := []byte{0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0x77, 0x35, 0x94, 0}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("a lease without a client encodes to %x, want the old layout %x", b, want)
+	}
+	if wl, err := decodeWriteLease([]byte("k"), want); err != nil || wl != old {
+		t.Fatalf("an old record decodes to %+v, %v; want %+v", wl, err, old)
+	}
+	withClient := old
+	withClient.Client = 0xfeed
+	b = encodeWriteLease(withClient)
+	if wl, err := decodeWriteLease([]byte("k"), b); len(b) != 32 || err != nil || wl != withClient {
+		t.Fatalf("a lease with a client: %d bytes, decoded to %+v, %v; want 32, %+v", len(b), wl, err, withClient)
+	}
+	for _, bad := range [][]byte{want[:23], append(append([]byte{}, want...), make([]byte, 8)...), append(b, 0)} {
+		if wl, err := decodeWriteLease([]byte("k"), bad); err == nil {
+			t.Errorf("a record of %d bytes decoded to %+v, want an error", len(bad), wl)
 		}
 	}
 }

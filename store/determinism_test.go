@@ -64,6 +64,9 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 		case p < 80:
 			c.Op, c.Session = store.OpGrantWriteLease, g.rng.Uint64N(4)+1
 			c.Term = time.Duration(g.rng.IntN(10)+1) * time.Second
+			if g.rng.IntN(3) > 0 {
+				c.Client = g.rng.Uint64N(3) + 1 // the holder's client
+			}
 		case p < 95:
 			c.Op, c.Token = store.OpEndWriteLease, g.rng.Uint64N(st.Fence+2)
 			for _, wl := range st.WriteLeases {

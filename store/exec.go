@@ -53,7 +53,7 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		return execWrite(tx, ct, c)
 	case OpGrantWriteLease:
 		ct.fence++
-		wl := WriteLease{Key: string(c.Key), Token: ct.fence, Session: c.Session, Term: c.Term}
+		wl := WriteLease{Key: string(c.Key), Token: ct.fence, Session: c.Session, Term: c.Term, Client: c.Client}
 		if err := tx.set(prefixed(wleasPrefix, c.Key), encodeWriteLease(wl)); err != nil {
 			return Result{}, err
 		}
@@ -290,22 +290,33 @@ func decodeRecord(b []byte) (Record, error) {
 }
 
 // encodeWriteLease lays a write lease out as its token, session and term,
-// 8 bytes each.
+// 8 bytes each, then its client, 8 bytes, if it has one. A lease without a
+// client has the layout of the records written before leases had one.
 func encodeWriteLease(wl WriteLease) []byte {
-	b := make([]byte, 0, 24)
+	b := make([]byte, 0, 32)
 	b = binary.BigEndian.AppendUint64(b, wl.Token)
 	b = binary.BigEndian.AppendUint64(b, wl.Session)
-	return binary.BigEndian.AppendUint64(b, uint64(wl.Term))
+	b = binary.BigEndian.AppendUint64(b, uint64(wl.Term))
+	if wl.Client != 0 {
+		b = binary.BigEndian.AppendUint64(b, wl.Client)
+	}
+	return b
 }
 
 func decodeWriteLease(key, b []byte) (WriteLease, error) {
-	if len(b) != 24 {
+	if len(b) != 24 && len(b) != 32 {
 		return WriteLease{}, fmt.Errorf("corrupt write lease of %d bytes on %q", len(b), key)
 	}
-	return WriteLease{
+	wl := WriteLease{
 		Key:     string(key),
 		Token:   binary.BigEndian.Uint64(b),
 		Session: binary.BigEndian.Uint64(b[8:]),
 		Term:    time.Duration(binary.BigEndian.Uint64(b[16:])),
-	}, nil
+	}
+	if len(b) == 32 {
+		if wl.Client = binary.BigEndian.Uint64(b[24:]); wl.Client == 0 {
+			return WriteLease{}, fmt.Errorf("corrupt write lease on %q: client 0 written out", key)
+		}
+	}
+	return wl, nil
 }

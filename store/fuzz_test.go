@@ -6,15 +6,17 @@ import (
 	"time"
 )
 
-// FuzzRecords: the decoders of the records the store keeps for clients and
-// for a handoff take any bytes without panicking, and what they accept
-// encodes back to the same bytes.
+// FuzzRecords: the decoders of the records the store keeps for clients,
+// for a handoff and for a write lease take any bytes without panicking,
+// and what they accept encodes back to the same bytes.
 func FuzzRecords(f *testing.F) {
 	rec := clientRecord{last: time.Unix(100, 0).UnixNano()}
 	rec.add(outcome{request: 3, version: 7}, 1)
 	rec.add(outcome{request: 4, version: 7, mismatch: true}, 1)
 	f.Add(rec.encode())
 	f.Add(encodeHandoff([]HandedLease{{Client: 9, Key: "k", Left: time.Second}, {Key: "", Left: 1, Token: 4}}))
+	f.Add(encodeWriteLease(WriteLease{Token: 3, Session: 4, Term: time.Second}))
+	f.Add(encodeWriteLease(WriteLease{Token: 3, Session: 4, Term: time.Second, Client: 5}))
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 33))
 	f.Add(append(make([]byte, 24), 0x80, 0x00)) // a key length in two bytes where one does
@@ -27,6 +29,11 @@ func FuzzRecords(f *testing.F) {
 			// must not panic on them.
 			r.find(5)
 			r.add(outcome{request: 5}, 2)
+		}
+		if wl, err := decodeWriteLease([]byte("k"), b); err == nil {
+			if got := encodeWriteLease(wl); !bytes.Equal(got, b) {
+				t.Errorf("write lease %x decodes to %+v, which encodes to %x", b, wl, got)
+			}
 		}
 		if ls, err := decodeHandoff(b); err == nil {
 			if got := encodeHandoff(ls); !bytes.Equal(got, b) {

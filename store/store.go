@@ -34,7 +34,8 @@ const (
 	// nothing and fails with ErrVersionMismatch.
 	OpCAS
 	// OpGrantWriteLease issues the next fencing token and records the write
-	// lease of Session on Key with Term, replacing the key's earlier one.
+	// lease of Session on Key with Term, and the identity of the session's
+	// client, Client (0: none), replacing the key's earlier one.
 	OpGrantWriteLease
 	// OpEndWriteLease ends the write lease on Key if its token is Token: a
 	// release, a graceful close, or its expiry. Otherwise it changes
@@ -98,6 +99,11 @@ type Command struct {
 	Horizon time.Time     // OpSetHorizon, wall clock
 	Span    time.Duration // OpSetHorizon
 
+	// Client is the identity of the client that sent the command (0:
+	// none). For OpGrantWriteLease, it is recorded with the lease, so that
+	// the client may take it over from a new session after a restart or a
+	// failover (WriteLease.Client).
+	//
 	// A write (OpPut, OpDelete, OpCAS) with a Client is applied once per
 	// (Client, Request): the store keeps its outcome, and the same write
 	// retried after a lost reply, perhaps through another leader, gets
@@ -170,6 +176,11 @@ type WriteLease struct {
 	Token   uint64
 	Session uint64
 	Term    time.Duration
+	// Client is the identity of the holder's client (Command.Client), the
+	// only one whose sessions may write under the lease once its session
+	// is gone; 0 if it gave none, or if the lease was recorded before
+	// leases kept it: then no other session may.
+	Client uint64
 }
 
 // State is what a store holds besides the values: its counters, the lease

@@ -264,6 +264,31 @@ var contract = []struct {
 			t.Errorf("grant after an end = %+v, want token 4", r)
 		}
 	}},
+	{"write lease client", func(t *testing.T, s store.Store) {
+		// The holder's client identity is kept with its write lease, and
+		// through a Reopen; a grant without one records none.
+		withClient := grant("a", 10, time.Second)
+		withClient.Client = 0xc1
+		mustApply(t, s, withClient, grant("b", 11, time.Second))
+		want := []store.WriteLease{
+			{Key: "a", Token: 1, Session: 10, Term: time.Second, Client: 0xc1},
+			{Key: "b", Token: 2, Session: 11, Term: time.Second},
+		}
+		if st := mustState(t, s); !reflect.DeepEqual(st.WriteLeases, want) {
+			t.Errorf("WriteLeases = %+v\nwant          %+v", st.WriteLeases, want)
+		}
+		if err := s.Reopen(); err != nil {
+			t.Fatal(err)
+		}
+		if st := mustState(t, s); !reflect.DeepEqual(st.WriteLeases, want) {
+			t.Errorf("WriteLeases after Reopen = %+v\nwant          %+v", st.WriteLeases, want)
+		}
+		// Ending it takes the token alone, as before.
+		mustApply(t, s, end("a", 1))
+		if st := mustState(t, s); !reflect.DeepEqual(st.WriteLeases, want[1:]) {
+			t.Errorf("WriteLeases after the end of a's = %+v", st.WriteLeases)
+		}
+	}},
 	{"horizon", func(t *testing.T, s store.Store) {
 		h1 := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
 		mustApply(t, s, horizon(h1, time.Minute))
