@@ -55,8 +55,13 @@ const (
 // maxValueSizeLimit is the largest --max-value-size the server accepts.
 const maxValueSizeLimit = 64 << 20
 
-// defaultShutdownTimeout bounds a graceful shutdown.
-const defaultShutdownTimeout = 10 * time.Second
+// defaultShutdownTimeout bounds a graceful shutdown, and
+// maxShutdownTimeout bounds --shutdown-timeout: a graceful shutdown waits
+// at most for writes that wait for the longest lease, which is shorter.
+const (
+	defaultShutdownTimeout = 10 * time.Second
+	maxShutdownTimeout     = time.Hour
+)
 
 // options are the command-line flags of leased.
 type options struct {
@@ -176,18 +181,18 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", server.DefaultAddr, "UDP address to serve on (host:port)")
 	f.StringVar(&o.data, "data", server.DefaultDir, "data folder: database and TLS files (created if missing)")
-	f.DurationVar(&o.leaseTerm, "lease-term", server.DefaultLeaseTerm, "term of read and write leases")
-	f.DurationVar(&o.epsilon, "epsilon", server.DefaultEpsilon, "clock drift allowance ε added to every lease on the server")
+	f.DurationVar(&o.leaseTerm, "lease-term", server.DefaultLeaseTerm, "term of read and write leases (at most "+server.MaxLeaseTerm.String()+")")
+	f.DurationVar(&o.epsilon, "epsilon", server.DefaultEpsilon, "clock drift allowance ε added to every lease on the server (at most "+server.MaxEpsilon.String()+")")
 	f.IntVar(&o.maxValueSize, "max-value-size", server.DefaultMaxValueSize, "largest value in bytes (at most 64 MiB)")
 	f.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "most client sessions at once")
 	f.BoolVar(&o.unsafeSkipWait, "unsafe-skip-horizon-wait", false, "UNSAFE, for tests of the linearizability checker only: write at once after a start or failover, breaking the promise of earlier leases")
 	f.MarkHidden("unsafe-skip-horizon-wait")
-	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once")
-	f.StringArrayVar(&o.terms, "term", nil, "lease term for keys under a prefix, as PREFIX=DURATION (repeatable; the longest prefix wins; 0 means never cached), e.g. --term /hot/=1s")
+	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once (at most "+server.MaxRetryWindow.String()+"; 0: the default)")
+	f.StringArrayVar(&o.terms, "term", nil, "lease term for keys under a prefix, as PREFIX=DURATION (repeatable; the longest prefix wins; 0 means never cached; at most "+server.MaxLeaseTerm.String()+"), e.g. --term /hot/=1s")
 	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful shutdown may take before the server closes at once")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful shutdown may take before the server closes at once (at most "+maxShutdownTimeout.String()+")")
 	f.StringVar(&o.name, "name", "", "this node's name in a cluster (with --peer-listen)")
 	f.StringVar(&o.peerListen, "peer-listen", "", "TCP address (host:port) that the other nodes of a cluster reach this one at; makes leased a node of a cluster")
 	f.StringVar(&o.initialCluster, "initial-cluster", "", "the nodes of a new cluster, this one included, as NAME=HOST:PORT,... (their --peer-listen); used only on a node's first start; empty: a cluster of this node alone")
@@ -407,16 +412,20 @@ func (o *options) validate() error {
 		return usagef("--data must name a folder")
 	case o.leaseTerm <= 0:
 		return usagef("--lease-term %v: must be positive (default %v)", o.leaseTerm, server.DefaultLeaseTerm)
+	case o.leaseTerm > server.MaxLeaseTerm:
+		return usagef("--lease-term %v: must be at most %v", o.leaseTerm, server.MaxLeaseTerm)
 	case o.epsilon <= 0:
 		return usagef("--epsilon %v: must be positive (default %v)", o.epsilon, server.DefaultEpsilon)
+	case o.epsilon > server.MaxEpsilon:
+		return usagef("--epsilon %v: must be at most %v", o.epsilon, server.MaxEpsilon)
 	case o.maxValueSize <= 0 || o.maxValueSize > maxValueSizeLimit:
 		return usagef("--max-value-size %d: must be between 1 and %d bytes (64 MiB)", o.maxValueSize, maxValueSizeLimit)
 	case o.maxSessions <= 0:
 		return usagef("--max-sessions %d: must be positive", o.maxSessions)
-	case o.shutdownTimeout <= 0:
-		return usagef("--shutdown-timeout %v: must be positive", o.shutdownTimeout)
-	case o.retryWindow < 0:
-		return usagef("--retry-window %v: must be positive", o.retryWindow)
+	case o.shutdownTimeout <= 0 || o.shutdownTimeout > maxShutdownTimeout:
+		return usagef("--shutdown-timeout %v: must be positive and at most %v", o.shutdownTimeout, maxShutdownTimeout)
+	case o.retryWindow < 0 || o.retryWindow > server.MaxRetryWindow:
+		return usagef("--retry-window %v: must be 0 (the default, %v) to %v", o.retryWindow, server.DefaultRetryWindow, server.MaxRetryWindow)
 	}
 	for _, h := range o.tlsHosts {
 		if strings.TrimSpace(h) == "" {
@@ -439,6 +448,9 @@ func (o *options) validate() error {
 		term, err := time.ParseDuration(d)
 		if err != nil || term < 0 {
 			return usagef("--term %q: %q is not a duration of 0 or more, such as 1s", t, d)
+		}
+		if term > server.MaxLeaseTerm {
+			return usagef("--term %q: term %v must be at most %v", t, term, server.MaxLeaseTerm)
 		}
 		if seen[prefix] {
 			return usagef("--term %q: prefix %q is given twice", t, prefix)
