@@ -11,6 +11,7 @@ import (
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
 )
@@ -142,7 +143,9 @@ type Config struct {
 	// The server sets MinVersion to TLS 1.3 and NextProtos to protocol.ALPN.
 	TLSConfig *tls.Config
 	// TLSHosts are extra host names or IPs for the self-signed server
-	// certificate, beside localhost, 127.0.0.1 and ::1.
+	// certificate, beside localhost, 127.0.0.1 and ::1. A wildcard is
+	// allowed only as *.DOMAIN under a domain someone can own (not *.com
+	// or *.co.uk); Validate refuses other hosts.
 	TLSHosts []string
 	// Clock reads time for every lease decision. Nil means the system clock.
 	Clock clock.Clock
@@ -231,6 +234,13 @@ func (c Config) validate() error {
 		}
 		if err := c.Cluster.validate(); err != nil {
 			return err
+		}
+	}
+	if c.TLSConfig == nil {
+		for _, h := range c.TLSHosts {
+			if err := tlsfiles.CheckHost(h); err != nil {
+				return fmt.Errorf("TLS host: %w", err)
+			}
 		}
 	}
 	seen := make(map[string]bool)

@@ -150,7 +150,11 @@ or the lease has run out.
 With no flags it serves on ` + server.DefaultAddr + ` from ./` + server.DefaultDir + `, creating a
 self-signed CA and server certificate there on first start. Clients must trust
 <data>/tls/ca.pem; leasectl finds it by itself when run from the folder that
-holds ` + server.DefaultDir + `.
+holds ` + server.DefaultDir + `. The CA may sign only for the server's names
+(localhost, the loopback addresses, the host name and each --tls-host), and
+its key is not kept: when the server certificate must be issued again (a new
+--tls-host, or near its expiry after 825 days), a new CA is made, and the log
+says that clients must trust the new ca.pem.
 
 SIGINT or SIGTERM shuts down gracefully (at most --shutdown-timeout); a second
 signal closes at once.
@@ -189,7 +193,7 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.MarkHidden("unsafe-skip-horizon-wait")
 	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once (at most "+server.MaxRetryWindow.String()+"; 0: the default)")
 	f.StringArrayVar(&o.terms, "term", nil, "lease term for keys under a prefix, as PREFIX=DURATION (repeatable; the longest prefix wins; 0 means never cached; at most "+server.MaxLeaseTerm.String()+"), e.g. --term /hot/=1s")
-	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included)")
+	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included; a wildcard only as *.DOMAIN under a domain you own, not *.com)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful shutdown may take before the server closes at once (at most "+maxShutdownTimeout.String()+")")
@@ -219,7 +223,8 @@ func newCertCmd() *cobra.Command {
 create-ca makes the CA that every node and client trusts. create-node issues
 a node certificate from it: a node serves clients and peers and dials peers
 with it, and peers verify it against the address they dial, so --host must
-name every address and host name other nodes and clients use to reach it.
+name every address and host name other nodes and clients use to reach it,
+within the names the CA permits (create-ca --permit-host).
 create-client issues a client certificate, whose name is the client's
 identity; it cannot serve, nor join the peer network.
 
@@ -241,27 +246,43 @@ No file is ever replaced. Private keys are written with mode 0600.`,
 // newCreateCACmd builds `leased cert create-ca`.
 func newCreateCACmd() *cobra.Command {
 	var dir string
+	var permit []string
 	cmd := &cobra.Command{
-		Use:   "create-ca --dir DIR",
+		Use:   "create-ca --dir DIR [--permit-host HOST ...]",
 		Short: "Create a cluster CA: DIR/ca.pem and DIR/ca-key.pem",
 		Long: `create-ca creates a new cluster CA (ECDSA P-256, valid 10 years) in DIR,
 which it creates if missing: ca.pem, the certificate every node and client
 trusts, and ca-key.pem, the private key that create-node and create-client
 sign with. Keep ca-key.pem secret: only a node that issues its own
-certificate needs it.`,
-		Example: `  leased cert create-ca --dir ./ca`,
-		Args:    noArgs,
+certificate needs it.
+
+--permit-host limits the names the CA may sign for (critical X.509 name
+constraints): a DNS name permits itself and every name under it, an IP
+address itself, and a range such as 10.0.0.0/8 its addresses; localhost,
+127.0.0.1 and ::1 are always permitted, since every node certificate names
+them. Clients then refuse a certificate from this CA for any other name,
+even one signed with a stolen ca-key.pem, and create-node refuses to issue
+one. Without --permit-host the CA may sign for any name.`,
+		Example: `  leased cert create-ca --dir ./ca
+  leased cert create-ca --dir ./ca --permit-host db.example.com --permit-host 10.0.0.0/8`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := required("--dir", dir); err != nil {
 				return err
 			}
-			if err := tlsfiles.CreateCA(dir); err != nil {
+			for _, h := range permit {
+				if strings.TrimSpace(h) == "" {
+					return usagef("--permit-host must not be empty")
+				}
+			}
+			if err := tlsfiles.CreateCA(dir, permit...); err != nil {
 				return certError(err)
 			}
 			return printFiles(cmd.OutOrStdout(), filepath.Join(dir, tlsfiles.CAFileName), filepath.Join(dir, tlsfiles.CAKeyFileName))
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "folder to create the CA in (created if missing)")
+	cmd.Flags().StringArrayVar(&permit, "permit-host", nil, "DNS name (with every name under it), IP address or CIDR range the CA may sign for (repeatable, one a flag; default: any name)")
 	return cmd
 }
 
@@ -430,6 +451,9 @@ func (o *options) validate() error {
 	for _, h := range o.tlsHosts {
 		if strings.TrimSpace(h) == "" {
 			return usagef("--tls-host must not be empty")
+		}
+		if err := tlsfiles.CheckHost(h); err != nil {
+			return usagef("--tls-host: %v", strings.TrimPrefix(err.Error(), "tls: "))
 		}
 	}
 	if err := o.validateCluster(); err != nil {

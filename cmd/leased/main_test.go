@@ -270,6 +270,11 @@ func TestValidate(t *testing.T) {
 		{func(o *options) { o.shutdownTimeout = 2562047 * time.Hour }, "--shutdown-timeout 2562047h0m0s: must be positive and at most 1h0m0s"},
 		{func(o *options) { o.terms = []string{"/hot/=2562047h"} }, `--term "/hot/=2562047h": term 2562047h0m0s must be at most 1h0m0s`},
 		{func(o *options) { o.tlsHosts = []string{""} }, "--tls-host"},
+		{func(o *options) { o.tlsHosts = []string{"*.com"} }, `--tls-host: bad host "*.com": "com" is a public suffix`},
+		{func(o *options) { o.tlsHosts = []string{"*.co.uk"} }, `"co.uk" is a public suffix`},
+		{func(o *options) { o.tlsHosts = []string{"*"} }, `bad host "*": a wildcard must be the whole first label`},
+		{func(o *options) { o.tlsHosts = []string{"*.*.example.com"} }, "a wildcard must be the whole first label"},
+		{func(o *options) { o.tlsHosts = []string{"a.*.example.com"} }, "a wildcard must be the whole first label"},
 		{func(o *options) { o.terms = []string{"/hot/"} }, "PREFIX=DURATION"},
 		{func(o *options) { o.terms = []string{"/hot/=soon"} }, "not a duration"},
 		{func(o *options) { o.terms = []string{"/hot/=-1s"} }, "not a duration"},
@@ -308,6 +313,11 @@ func TestValidate(t *testing.T) {
 	o.terms = []string{"/long/=1h"}
 	if err := o.validate(); err != nil {
 		t.Fatalf("the largest durations allowed: %v", err)
+	}
+	o = good()
+	o.tlsHosts = []string{"*.example.com", "db1.example.com", "10.0.0.1"}
+	if err := o.validate(); err != nil {
+		t.Fatalf("--tls-host under a domain one can own: %v", err)
 	}
 	o = good()
 	o.terms = []string{"/hot/=1s", "/nocache/=0", "=5s"}
