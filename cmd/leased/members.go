@@ -31,7 +31,7 @@ func (o *options) memberFlags(f *pflag.FlagSet) {
 		`"new": a node with no data bootstraps the cluster of --initial-cluster (or of itself); "existing": it bootstraps nothing and waits until 'leasectl member add' adds it to a running cluster`)
 	t := &o.raftTimeouts
 	f.DurationVar(&t.heartbeat, "heartbeat-timeout", defaultRaftTimeouts.heartbeat, "raft: how long a follower waits without hearing from the leader before it stands for election (a node of a cluster; at most "+replica.MaxRaftTimeout.String()+")")
-	f.DurationVar(&t.election, "election-timeout", defaultRaftTimeouts.election, "raft: how long a candidate waits for votes before it tries again; at least --heartbeat-timeout")
+	f.DurationVar(&t.election, "election-timeout", defaultRaftTimeouts.election, "raft: how long a candidate waits for votes before it tries again; at least --heartbeat-timeout and at most "+replica.MaxRaftTimeout.String())
 	f.DurationVar(&t.leaderLease, "leader-lease-timeout", defaultRaftTimeouts.leaderLease, "raft: how long a leader keeps leading without hearing from a quorum; at most --heartbeat-timeout")
 	f.DurationVar(&t.commit, "commit-timeout", defaultRaftTimeouts.commit, "raft: the longest a leader waits before it sends an entry or heartbeat to a follower that is up to date; at most --heartbeat-timeout")
 }
