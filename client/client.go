@@ -41,6 +41,17 @@ const (
 	DefaultMaxReconnect  = 5 * time.Second
 )
 
+// Bounds of Config's durations, checked by Validate. They are far longer
+// than a client needs, and keep the sums the client forms from them (a
+// doubled backoff, a deadline) far from time.Duration's limit.
+const (
+	// MaxIdleTimeout is the longest IdleTimeout: a server that is gone is
+	// noticed only after it.
+	MaxIdleTimeout = time.Hour
+	// MaxMaxReconnectDelay is the longest MaxReconnectDelay.
+	MaxMaxReconnectDelay = time.Hour
+)
+
 // Config configures a Client. The zero value of every field means its
 // default; Dial refuses other values that Validate refuses.
 type Config struct {
@@ -68,11 +79,12 @@ type Config struct {
 	// from the server; the client sends keep-alives at a third of it, which
 	// the server answers. So a server that is gone, such as a leader that
 	// crashed, is noticed within it, and the client reconnects (to the new
-	// leader). Zero means DefaultIdleTimeout (1 s); negative values are
-	// invalid.
+	// leader). Zero means DefaultIdleTimeout (1 s); negative values and
+	// values over MaxIdleTimeout (1 h) are invalid.
 	IdleTimeout time.Duration
 	// MaxReconnectDelay caps the backoff between reconnection attempts.
-	// Zero means DefaultMaxReconnect (5 s); negative values are invalid.
+	// Zero means DefaultMaxReconnect (5 s); negative values and values
+	// over MaxMaxReconnectDelay (1 h) are invalid.
 	MaxReconnectDelay time.Duration
 	// OnEvent, if set, is called with connection and lease events, one at a
 	// time, from a goroutine of the client. It should return quickly.
@@ -106,11 +118,11 @@ func (c Config) Validate() error {
 	if f := c.RenewFraction; math.IsNaN(f) || f < 0 || f >= 1 {
 		bad("RenewFraction", "is %v; want 0 (the default) or a fraction strictly between 0 and 1", f)
 	}
-	if c.IdleTimeout < 0 {
-		bad("IdleTimeout", "is %v; want 0 (the default) or more", c.IdleTimeout)
+	if c.IdleTimeout < 0 || c.IdleTimeout > MaxIdleTimeout {
+		bad("IdleTimeout", "is %v; want 0 (the default) to %v", c.IdleTimeout, MaxIdleTimeout)
 	}
-	if c.MaxReconnectDelay < 0 {
-		bad("MaxReconnectDelay", "is %v; want 0 (the default) or more", c.MaxReconnectDelay)
+	if c.MaxReconnectDelay < 0 || c.MaxReconnectDelay > MaxMaxReconnectDelay {
+		bad("MaxReconnectDelay", "is %v; want 0 (the default) to %v", c.MaxReconnectDelay, MaxMaxReconnectDelay)
 	}
 	return errors.Join(errs...)
 }

@@ -50,8 +50,8 @@ var configInvalid = map[string][]any{
 	"CacheEntries":      {-1, math.MinInt},
 	"CacheBytes":        {int64(-1), int64(math.MinInt64)},
 	"RenewFraction":     {-0.5, 1.0, 1.5, math.NaN(), math.Inf(1), math.Inf(-1), -math.SmallestNonzeroFloat64},
-	"IdleTimeout":       {-time.Nanosecond, time.Duration(math.MinInt64)},
-	"MaxReconnectDelay": {-time.Second},
+	"IdleTimeout":       {-time.Nanosecond, time.Duration(math.MinInt64), MaxIdleTimeout + 1, time.Duration(math.MaxInt64)},
+	"MaxReconnectDelay": {-time.Second, MaxMaxReconnectDelay + 1, time.Duration(math.MaxInt64)},
 	"OnEvent":           nil,
 	"PacketConn":        nil,
 	"Clock":             nil,
@@ -146,6 +146,7 @@ func TestConfigValidate(t *testing.T) {
 		{RenewFraction: math.SmallestNonzeroFloat64},
 		{RenewFraction: math.Nextafter(1, 0)},
 		{CacheEntries: 1, CacheBytes: 1, IdleTimeout: 1, MaxReconnectDelay: 1},
+		{IdleTimeout: MaxIdleTimeout, MaxReconnectDelay: MaxMaxReconnectDelay},
 	} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%+v: %v", c, err)

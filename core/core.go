@@ -61,20 +61,47 @@ type PrefixTerm struct {
 	Term time.Duration
 }
 
+// Bounds of Config's durations. They are far beyond what a lease server
+// needs, and they keep every sum the core forms from them (the longest
+// term plus ε plus the horizon step, added to a monotonic time) far from
+// time.Duration's limit of about 292 years, past which a sum would wrap
+// around and the core would drop a lease its holder still trusts.
+const (
+	// MaxLeaseTerm is the longest term of a lease: of LeaseTerm and of
+	// every PrefixTerms term. A write waits up to a term plus ε for a
+	// holder that does not answer, and writes after a crash wait up to
+	// the longest term plus ε plus the horizon step, so an hour is already
+	// far longer than a cache should trust a value unasked.
+	MaxLeaseTerm = time.Hour
+	// MaxEpsilon is the largest clock allowance ε. ε covers the drift of
+	// the client's clock against the server's over one term: even a drift
+	// of 1% over MaxLeaseTerm is 36 s. It is not bounded by the term: an ε
+	// longer than a short term only makes the server wait longer.
+	MaxEpsilon = time.Minute
+	// MaxHorizonStep is the longest HorizonStep: writes after a crash may
+	// wait for it on top of the longest lease.
+	MaxHorizonStep = time.Hour
+	// MaxRetryWindow is the longest RetryWindow. A client retries a write
+	// within seconds or minutes; a day covers a long outage.
+	MaxRetryWindow = 24 * time.Hour
+)
+
 // Config configures a Core. Package server fills it from its own Config,
 // with defaults applied.
 type Config struct {
 	// LeaseTerm is the term of read and write leases on keys that no
-	// PrefixTerms entry covers. It must be positive.
+	// PrefixTerms entry covers. It must be positive and at most
+	// MaxLeaseTerm.
 	LeaseTerm time.Duration
 	// PrefixTerms set other terms for keys under some prefixes; the longest
-	// matching prefix wins.
+	// matching prefix wins. Each term is 0 to MaxLeaseTerm.
 	PrefixTerms []PrefixTerm
 	// Epsilon is the clock allowance ε: a lease of term t is live until
-	// t+ε after it was granted.
+	// t+ε after it was granted. It is 0 to MaxEpsilon.
 	Epsilon time.Duration
 	// HorizonStep is how far past the longest lease the lease horizon moves
-	// each time it is persisted. It must be positive.
+	// each time it is persisted. It must be positive and at most
+	// MaxHorizonStep.
 	HorizonStep time.Duration
 	// Replicated says that the store is replicated, so that another node
 	// may come to lead while this one still believes it does. Every read
@@ -88,7 +115,8 @@ type Config struct {
 	// RetryWindow is how long the outcomes of a client's writes are kept
 	// after its last write, so that a write it retries within that time is
 	// applied once (Request.Client). Every quarter of it, the core forgets
-	// the clients idle for longer. 0 means they are never forgotten.
+	// the clients idle for longer. 0 means they are never forgotten; it is
+	// at most MaxRetryWindow.
 	RetryWindow time.Duration
 	// Inherited are the keys that writes of an earlier leader's term
 	// changed as this node applied them in a later one
@@ -119,6 +147,43 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives the core's logs. Nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// Validate checks c's durations against their bounds and returns an error
+// that names the first bad field, its value and the bound. New calls it;
+// package server calls it on its own configuration.
+func (c Config) Validate() error {
+	// The terms first: the server derives its default horizon step from
+	// them.
+	switch {
+	case c.LeaseTerm <= 0:
+		return fmt.Errorf("lease term %v is not positive", c.LeaseTerm)
+	case c.LeaseTerm > MaxLeaseTerm:
+		return fmt.Errorf("lease term %v is longer than %v, the longest allowed", c.LeaseTerm, MaxLeaseTerm)
+	}
+	for _, p := range c.PrefixTerms {
+		switch {
+		case p.Term < 0:
+			return fmt.Errorf("term %v for prefix %q is negative", p.Term, p.Prefix)
+		case p.Term > MaxLeaseTerm:
+			return fmt.Errorf("term %v for prefix %q is longer than %v, the longest allowed", p.Term, p.Prefix, MaxLeaseTerm)
+		}
+	}
+	switch {
+	case c.Epsilon < 0:
+		return fmt.Errorf("epsilon %v is negative", c.Epsilon)
+	case c.Epsilon > MaxEpsilon:
+		return fmt.Errorf("epsilon %v is longer than %v, the longest allowed", c.Epsilon, MaxEpsilon)
+	case c.HorizonStep <= 0:
+		return fmt.Errorf("horizon step %v is not positive", c.HorizonStep)
+	case c.HorizonStep > MaxHorizonStep:
+		return fmt.Errorf("horizon step %v is longer than %v, the longest allowed", c.HorizonStep, MaxHorizonStep)
+	case c.RetryWindow < 0:
+		return fmt.Errorf("retry window %v is negative", c.RetryWindow)
+	case c.RetryWindow > MaxRetryWindow:
+		return fmt.Errorf("retry window %v is longer than %v, the longest allowed", c.RetryWindow, MaxRetryWindow)
+	}
+	return nil
 }
 
 // TermFor returns the read-lease term of key.
@@ -215,10 +280,11 @@ type Core struct {
 // New returns a Core over st, which it owns from then on and closes in
 // Close. It reads what an earlier run left in st: the lease horizon, whose
 // remaining part holds writes back (reads are served at once), and the
-// write leases, which it restores until then.
+// write leases, which it restores until then. It refuses a Config that
+// Validate refuses.
 func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
-	if cfg.LeaseTerm <= 0 || cfg.Epsilon < 0 || cfg.HorizonStep <= 0 {
-		return nil, fmt.Errorf("core: lease term %v, epsilon %v, horizon step %v: want positive, non-negative, positive", cfg.LeaseTerm, cfg.Epsilon, cfg.HorizonStep)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("core: %w", err)
 	}
 	cfg.Clock = clock.OrReal(cfg.Clock)
 	if cfg.Logger == nil {

@@ -494,3 +494,61 @@ func TestOwnHorizonCountedOnWallClock(t *testing.T) {
 		}
 	})
 }
+
+// TestLongestLeaseLasts: a read lease of the longest term allowed, with
+// the largest ε and horizon step, is live on the core until exactly term
+// + ε after it was granted: a write to its key waits that long for a
+// holder that does not answer, and not a nanosecond less. Before the
+// bounds, a term near time.Duration's limit made the sums the core forms
+// from it (term + ε + the horizon step) wrap around.
+func TestLongestLeaseLasts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := New(Config{LeaseTerm: MaxLeaseTerm, Epsilon: MaxEpsilon, HorizonStep: MaxHorizonStep,
+			RetryWindow: MaxRetryWindow, Logger: slog.New(slog.DiscardHandler)}, store.NewMemory(), &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.OpenSession(1)
+		c.OpenSession(2)
+		if _, got, err := c.Read(1, []byte("k")); err != nil || got != MaxLeaseTerm {
+			t.Fatalf("read: term %v, %v; want %v", got, err, MaxLeaseTerm)
+		}
+		w := submit(t, c, put(2, "k", "v"))
+		time.Sleep(MaxLeaseTerm + MaxEpsilon - time.Nanosecond)
+		if _, ok := w.outcome(); ok {
+			t.Fatal("a write committed before the longest lease on its key had run out")
+		}
+		time.Sleep(time.Nanosecond)
+		if o := w.must(t); o.Waited != MaxLeaseTerm+MaxEpsilon || o.Holders != 1 {
+			t.Fatalf("the write waited %v for %d holders, want %v for 1", o.Waited, o.Holders, MaxLeaseTerm+MaxEpsilon)
+		}
+	})
+}
+
+// TestConfigBounds: New refuses each duration past its bound with an
+// error naming it, its value and the bound.
+func TestConfigBounds(t *testing.T) {
+	good := Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second}
+	for _, tc := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.LeaseTerm = 2562047 * time.Hour }, "lease term 2562047h0m0s is longer than 1h0m0s"},
+		{func(c *Config) { c.LeaseTerm = 0 }, "lease term 0s is not positive"},
+		{func(c *Config) { c.PrefixTerms = []PrefixTerm{{"/a", MaxLeaseTerm + 1}} }, `term 1h0m0.000000001s for prefix "/a" is longer than 1h0m0s`},
+		{func(c *Config) { c.PrefixTerms = []PrefixTerm{{"/a", -1}} }, `term -1ns for prefix "/a" is negative`},
+		{func(c *Config) { c.Epsilon = MaxEpsilon + 1 }, "epsilon 1m0.000000001s is longer than 1m0s"},
+		{func(c *Config) { c.Epsilon = -1 }, "epsilon -1ns is negative"},
+		{func(c *Config) { c.HorizonStep = MaxHorizonStep + 1 }, "horizon step 1h0m0.000000001s is longer than 1h0m0s"},
+		{func(c *Config) { c.HorizonStep = 0 }, "horizon step 0s is not positive"},
+		{func(c *Config) { c.RetryWindow = MaxRetryWindow + 1 }, "retry window 24h0m0.000000001s is longer than 24h0m0s"},
+		{func(c *Config) { c.RetryWindow = -1 }, "retry window -1ns is negative"},
+	} {
+		cfg := good
+		tc.change(&cfg)
+		if _, err := New(cfg, store.NewMemory(), &notices{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New: %v, want an error containing %q", err, tc.want)
+		}
+	}
+}

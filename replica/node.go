@@ -39,6 +39,27 @@ const (
 	DefaultMaxEntryBytes = raft.SuggestedMaxDataSize
 )
 
+// Bounds of Config's durations, checked by Validate. The lower ones are
+// raft's own; the upper ones are far longer than a cluster on any network
+// needs, and keep raft's randomized timers (a timeout plus up to as much
+// again) far from time.Duration's limit.
+const (
+	// MinRaftTimeout is the least HeartbeatTimeout, ElectionTimeout and
+	// LeaderLeaseTimeout, and MinCommitTimeout the least CommitTimeout.
+	MinRaftTimeout   = 5 * time.Millisecond
+	MinCommitTimeout = time.Millisecond
+	// MaxRaftTimeout is the longest HeartbeatTimeout, ElectionTimeout,
+	// LeaderLeaseTimeout and CommitTimeout: a leader that crashed is
+	// replaced only after them, and clients wait that long.
+	MaxRaftTimeout = time.Minute
+	// MaxApplyTimeout is the longest ApplyTimeout.
+	MaxApplyTimeout = 10 * time.Minute
+	// MinSnapshotInterval and MaxSnapshotInterval bound SnapshotInterval
+	// when it is set.
+	MinSnapshotInterval = 5 * time.Millisecond
+	MaxSnapshotInterval = 24 * time.Hour
+)
+
 // Config configures a Node. The zero value of every field but ID and
 // Transport means its default.
 type Config struct {
@@ -60,13 +81,19 @@ type Config struct {
 	// Bootstrap must then be nil.
 	Join bool
 	// Raft's timeouts; see raft.Config. Defaults for a LAN:
-	// DefaultHeartbeatTimeout and the rest.
+	// DefaultHeartbeatTimeout and the rest. Each is from MinRaftTimeout
+	// (MinCommitTimeout for CommitTimeout) to MaxRaftTimeout, and as
+	// raft wants them against each other: LeaderLeaseTimeout and
+	// CommitTimeout at most HeartbeatTimeout, ElectionTimeout at least
+	// HeartbeatTimeout. A CommitTimeout longer than the heartbeat would
+	// let up-to-date followers learn of commits more slowly than they
+	// hear from the leader.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
 	// ApplyTimeout bounds the wait for one batch to be committed and
-	// applied. Default DefaultApplyTimeout.
+	// applied, at most MaxApplyTimeout. Default DefaultApplyTimeout.
 	ApplyTimeout time.Duration
 	// SnapshotThreshold and TrailingLogs: a snapshot is taken after
 	// SnapshotThreshold new entries, and the log keeps TrailingLogs entries
@@ -74,8 +101,9 @@ type Config struct {
 	// and DefaultTrailingLogs.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
-	// SnapshotInterval is how often raft checks whether to take one.
-	// Default raft's (120 s).
+	// SnapshotInterval is how often raft checks whether to take one,
+	// from MinSnapshotInterval to MaxSnapshotInterval. Default raft's
+	// (120 s).
 	SnapshotInterval time.Duration
 	// WALSegmentSize is the size in bytes of one segment file of the log
 	// on disk. The log drops compacted entries only a whole segment at a
@@ -124,6 +152,40 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Validate checks c's timeouts, where a zero value means its default,
+// against their bounds and against each other as raft does, and returns
+// an error that begins with the name of the first bad field. Open calls
+// it before it opens anything; package server calls it at start.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	for _, d := range []struct {
+		field    string
+		v        time.Duration
+		min, max time.Duration
+	}{
+		{"HeartbeatTimeout", c.HeartbeatTimeout, MinRaftTimeout, MaxRaftTimeout},
+		{"ElectionTimeout", c.ElectionTimeout, MinRaftTimeout, MaxRaftTimeout},
+		{"LeaderLeaseTimeout", c.LeaderLeaseTimeout, MinRaftTimeout, MaxRaftTimeout},
+		{"CommitTimeout", c.CommitTimeout, MinCommitTimeout, MaxRaftTimeout},
+		{"ApplyTimeout", c.ApplyTimeout, time.Millisecond, MaxApplyTimeout},
+	} {
+		if d.v < d.min || d.v > d.max {
+			return fmt.Errorf("%s %v is outside %v..%v", d.field, d.v, d.min, d.max)
+		}
+	}
+	switch {
+	case c.SnapshotInterval != 0 && (c.SnapshotInterval < MinSnapshotInterval || c.SnapshotInterval > MaxSnapshotInterval):
+		return fmt.Errorf("SnapshotInterval %v is outside %v..%v (or 0, raft's default)", c.SnapshotInterval, MinSnapshotInterval, MaxSnapshotInterval)
+	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return fmt.Errorf("LeaderLeaseTimeout %v is longer than HeartbeatTimeout %v: raft wants it no longer", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return fmt.Errorf("ElectionTimeout %v is shorter than HeartbeatTimeout %v: raft wants it no shorter", c.ElectionTimeout, c.HeartbeatTimeout)
+	case c.CommitTimeout > c.HeartbeatTimeout:
+		return fmt.Errorf("CommitTimeout %v is longer than HeartbeatTimeout %v: followers would learn of commits more slowly than they hear from the leader", c.CommitTimeout, c.HeartbeatTimeout)
+	}
+	return nil
+}
+
 // Node is one replica: raft, its log, and the state machine over badger.
 // It implements store.Store for package core on the leader: Apply appends
 // through raft and returns once the entries are committed and applied
@@ -157,6 +219,9 @@ func Open(cfg Config) (_ *Node, err error) {
 	}
 	if (cfg.LogStore == nil) != (cfg.StableStore == nil) {
 		return nil, errors.New("replica: set both Config.LogStore and Config.StableStore, or neither")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
 	}
 	cfg = cfg.withDefaults()
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", string(cfg.ID))}

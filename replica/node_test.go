@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -395,5 +396,39 @@ func TestLargeValueReplicates(t *testing.T) {
 		if rec, err := n.Get([]byte("big")); err != nil || len(rec.Value) != 1<<20 {
 			t.Errorf("%s: the large value has %d bytes, %v", id, len(rec.Value), err)
 		}
+	}
+}
+
+// TestOpenRefusesBadTimeouts: raft timeouts past their bounds, or that
+// raft would refuse or misuse together, are refused by Open before it
+// opens anything, with an error naming the field.
+func TestOpenRefusesBadTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  replica.Config
+		want string
+	}{
+		{replica.Config{HeartbeatTimeout: time.Second}, "ElectionTimeout 200ms is shorter than HeartbeatTimeout 1s"},
+		{replica.Config{LeaderLeaseTimeout: time.Second}, "LeaderLeaseTimeout 1s is longer than HeartbeatTimeout 200ms"},
+		{replica.Config{CommitTimeout: time.Second}, "CommitTimeout 1s is longer than HeartbeatTimeout 200ms"},
+		{replica.Config{ElectionTimeout: 2562047 * time.Hour}, "ElectionTimeout 2562047h0m0s is outside 5ms..1m0s"},
+		{replica.Config{HeartbeatTimeout: -time.Second}, "HeartbeatTimeout -1s is outside 5ms..1m0s"},
+		{replica.Config{ApplyTimeout: time.Hour}, "ApplyTimeout 1h0m0s is outside 1ms..10m0s"},
+		{replica.Config{SnapshotInterval: time.Millisecond}, "SnapshotInterval 1ms is outside 5ms..24h0m0s"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		_, tr := raft.NewInmemTransport("solo")
+		tc.cfg.Dir, tc.cfg.ID, tc.cfg.Transport, tc.cfg.Logger = dir, "solo", tr, quiet()
+		if _, err := replica.Open(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open: %v, want an error containing %q", err, tc.want)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("Open with a bad timeout (%s) made the data folder", tc.want)
+		}
+	}
+	largest := replica.Config{HeartbeatTimeout: replica.MaxRaftTimeout, ElectionTimeout: replica.MaxRaftTimeout,
+		LeaderLeaseTimeout: replica.MaxRaftTimeout, CommitTimeout: replica.MaxRaftTimeout,
+		ApplyTimeout: replica.MaxApplyTimeout, SnapshotInterval: replica.MaxSnapshotInterval}
+	if err := largest.Validate(); err != nil {
+		t.Errorf("the largest timeouts: %v", err)
 	}
 }

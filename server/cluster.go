@@ -44,6 +44,8 @@ type Cluster struct {
 	PeerRoutes map[string]string
 	// Replica tunes raft: its timeouts, snapshots and entry size. Dir,
 	// ID, Transport, Bootstrap, Join, Clock and Logger are the server's.
+	// Its timeouts are checked at start against their bounds and each
+	// other (replica.Config.Validate).
 	Replica replica.Config
 	// Join, for a node that starts with no log, means that it joins a
 	// cluster that runs already: it bootstraps nothing and waits until the
@@ -69,6 +71,9 @@ func (c *Cluster) validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.PeerAddr); err != nil {
 		return fmt.Errorf("cluster: PeerAddr %q: %w", c.PeerAddr, err)
+	}
+	if err := c.Replica.Validate(); err != nil {
+		return fmt.Errorf("cluster: Replica.%w", err)
 	}
 	if err := c.validatePeerRoutes(); err != nil {
 		return err

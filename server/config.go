@@ -11,6 +11,7 @@ import (
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
 )
@@ -35,6 +36,28 @@ const (
 	MaxKeySize = protocol.MaxKeySize
 )
 
+// Bounds of Config's durations, checked by Validate. They keep every sum
+// the server forms from them (a term plus ε plus the horizon step, a
+// deadline) far from time.Duration's limit; see package core for why each
+// is as long as a user could want.
+const (
+	// MaxLeaseTerm is the longest LeaseTerm and PrefixTerms term.
+	MaxLeaseTerm = core.MaxLeaseTerm
+	// MaxEpsilon is the largest Epsilon.
+	MaxEpsilon = core.MaxEpsilon
+	// MinHorizonStep and MaxHorizonStep bound HorizonStep.
+	MinHorizonStep = 10 * time.Millisecond
+	MaxHorizonStep = core.MaxHorizonStep
+	// MaxRetryWindow is the longest RetryWindow.
+	MaxRetryWindow = core.MaxRetryWindow
+	// MaxIdleTimeout is the longest IdleTimeout: a client that vanished
+	// holds its session, and a place among MaxSessions, this long.
+	MaxIdleTimeout = time.Hour
+	// MaxHelloTimeout is the longest HelloTimeout: a connection that never
+	// says hello holds a place this long.
+	MaxHelloTimeout = 5 * time.Minute
+)
+
 // Config configures a Server. The zero value of every field means its
 // default.
 type Config struct {
@@ -44,14 +67,16 @@ type Config struct {
 	// Addr is the UDP address to listen on. Default DefaultAddr; port 0
 	// picks a free port (see Server.Addr).
 	Addr string
-	// LeaseTerm is the term of read and write leases. Default
-	// DefaultLeaseTerm.
+	// LeaseTerm is the term of read and write leases, at most
+	// MaxLeaseTerm (1 h). Default DefaultLeaseTerm.
 	LeaseTerm time.Duration
 	// PrefixTerms set other terms for keys under some prefixes; the longest
-	// matching prefix wins, and other keys get LeaseTerm. Nil means none.
+	// matching prefix wins, and other keys get LeaseTerm. Each term is 0 to
+	// MaxLeaseTerm. Nil means none.
 	PrefixTerms []PrefixTerm
 	// Epsilon is the clock allowance ε: a lease of term t is live on the
-	// server until t+ε after it was granted. Default DefaultEpsilon.
+	// server until t+ε after it was granted. At most MaxEpsilon (1 min).
+	// Default DefaultEpsilon.
 	Epsilon time.Duration
 	// MaxValueSize is the largest value, in bytes. Default
 	// DefaultMaxValueSize (1 MiB). A value is replicated whole: one larger
@@ -71,8 +96,8 @@ type Config struct {
 	MaxInflightBytes int
 	// RetryWindow is how long after a client's last write the server keeps
 	// the outcomes of its writes, so that a write the client sends again
-	// within it, after it lost the reply, is applied once. Default
-	// DefaultRetryWindow.
+	// within it, after it lost the reply, is applied once. At most
+	// MaxRetryWindow (24 h). Default DefaultRetryWindow.
 	RetryWindow time.Duration
 	// UnsafeSkipHorizonWait makes the server write at once after a start
 	// or a failover, breaking the promise of the leases granted before
@@ -86,17 +111,20 @@ type Config struct {
 	// Epsilon) the server moves the lease horizon each time it persists it
 	// (DESIGN §7). A longer step persists less often; a shorter one shortens
 	// the wait for writes after a crash, which is at most the longest lease
-	// plus the step. It must be at least 10 ms. Zero means a quarter of the
-	// longest lease, and at least 100 ms.
+	// plus the step. It must be from MinHorizonStep (10 ms) to
+	// MaxHorizonStep (1 h). Zero means a quarter of the longest lease, and
+	// at least 100 ms.
 	HorizonStep time.Duration
 	// IdleTimeout closes a connection that has been silent this long.
-	// Clients send keep-alives well within it. Default DefaultIdleTimeout.
+	// Clients send keep-alives well within it. At most MaxIdleTimeout
+	// (1 h). Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// HelloTimeout bounds the opening and the end of a session: how long a
 	// new connection may take to open its request stream and say hello, how
 	// long a client may keep its connection open after goodbye, and how long
 	// the server waits to hand its last replies to a client before it
-	// closes a connection. Default DefaultHelloTimeout.
+	// closes a connection. At most MaxHelloTimeout (5 min). Default
+	// DefaultHelloTimeout.
 	HelloTimeout time.Duration
 	// Store, if set, holds the server's state instead of a badger database
 	// under Dir, for tests and embedders (store.NewMemory keeps it in
@@ -115,7 +143,9 @@ type Config struct {
 	// The server sets MinVersion to TLS 1.3 and NextProtos to protocol.ALPN.
 	TLSConfig *tls.Config
 	// TLSHosts are extra host names or IPs for the self-signed server
-	// certificate, beside localhost, 127.0.0.1 and ::1.
+	// certificate, beside localhost, 127.0.0.1 and ::1. A wildcard is
+	// allowed only as *.DOMAIN under a domain someone can own (not *.com
+	// or *.co.uk); Validate refuses other hosts.
 	TLSHosts []string
 	// Clock reads time for every lease decision. Nil means the system clock.
 	Clock clock.Clock
@@ -175,27 +205,28 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 
 // validate checks a Config after withDefaults.
 func (c Config) validate() error {
+	if err := c.coreConfig().Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.LeaseTerm < 0:
-		return fmt.Errorf("lease term %v is negative", c.LeaseTerm)
-	case c.Epsilon < 0:
-		return fmt.Errorf("epsilon %v is negative", c.Epsilon)
 	case c.MaxValueSize < 0 || c.MaxValueSize > 64<<20:
 		return fmt.Errorf("max value size %d is outside 0..64 MiB", c.MaxValueSize)
 	case c.MaxInflight < 0:
 		return fmt.Errorf("max inflight %d is negative", c.MaxInflight)
 	case c.MaxSessions < 0:
 		return fmt.Errorf("max sessions %d is negative", c.MaxSessions)
-	case c.RetryWindow < 0:
-		return fmt.Errorf("retry window %v is negative", c.RetryWindow)
 	case c.IdleTimeout < 0:
 		return fmt.Errorf("idle timeout %v is negative", c.IdleTimeout)
+	case c.IdleTimeout > MaxIdleTimeout:
+		return fmt.Errorf("idle timeout %v is longer than %v, the longest allowed", c.IdleTimeout, MaxIdleTimeout)
 	case c.MaxInflightBytes < c.MaxValueSize+MaxKeySize:
 		return fmt.Errorf("max inflight bytes %d is less than max value size %d plus max key size %d: a write of the largest key and value could never be taken", c.MaxInflightBytes, c.MaxValueSize, MaxKeySize)
 	case c.HelloTimeout < 0:
 		return fmt.Errorf("hello timeout %v is negative", c.HelloTimeout)
-	case c.HorizonStep < 10*time.Millisecond:
-		return fmt.Errorf("horizon step %v is shorter than 10ms: the horizon would be persisted for almost every lease", c.HorizonStep)
+	case c.HelloTimeout > MaxHelloTimeout:
+		return fmt.Errorf("hello timeout %v is longer than %v, the longest allowed", c.HelloTimeout, MaxHelloTimeout)
+	case c.HorizonStep < MinHorizonStep:
+		return fmt.Errorf("horizon step %v is shorter than %v: the horizon would be persisted for almost every lease", c.HorizonStep, MinHorizonStep)
 	}
 	if c.Cluster != nil {
 		if c.Store != nil {
@@ -205,11 +236,16 @@ func (c Config) validate() error {
 			return err
 		}
 	}
+	if c.TLSConfig == nil {
+		for _, h := range c.TLSHosts {
+			if err := tlsfiles.CheckHost(h); err != nil {
+				return fmt.Errorf("TLS host: %w", err)
+			}
+		}
+	}
 	seen := make(map[string]bool)
 	for _, p := range c.PrefixTerms {
 		switch {
-		case p.Term < 0:
-			return fmt.Errorf("term %v for prefix %q is negative", p.Term, p.Prefix)
 		case len(p.Prefix) > MaxKeySize:
 			return fmt.Errorf("prefix of %d bytes is longer than a key may be (%d)", len(p.Prefix), MaxKeySize)
 		case seen[p.Prefix]:

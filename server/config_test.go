@@ -108,6 +108,16 @@ func TestConfigValidate(t *testing.T) {
 		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: -1}}}, "negative"},
 		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 1}, {Prefix: "/a", Term: 2}}}, "two terms"},
 		{Config{PrefixTerms: []PrefixTerm{{Prefix: strings.Repeat("p", MaxKeySize+1), Term: 1}}}, "longer than a key"},
+		// Durations past their bounds; with the first, term + ε + the
+		// horizon step would wrap around time.Duration.
+		{Config{LeaseTerm: 2562047 * time.Hour}, "lease term 2562047h0m0s is longer than 1h0m0s, the longest allowed"},
+		{Config{LeaseTerm: MaxLeaseTerm + 1}, "lease term 1h0m0.000000001s is longer than 1h0m0s"},
+		{Config{Epsilon: MaxEpsilon + 1}, "epsilon 1m0.000000001s is longer than 1m0s"},
+		{Config{HorizonStep: MaxHorizonStep + 1}, "horizon step 1h0m0.000000001s is longer than 1h0m0s"},
+		{Config{RetryWindow: MaxRetryWindow + 1}, "retry window 24h0m0.000000001s is longer than 24h0m0s"},
+		{Config{IdleTimeout: MaxIdleTimeout + 1}, "idle timeout 1h0m0.000000001s is longer than 1h0m0s"},
+		{Config{HelloTimeout: MaxHelloTimeout + 1}, "hello timeout 5m0.000000001s is longer than 5m0s"},
+		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 2562047 * time.Hour}}}, `term 2562047h0m0s for prefix "/a" is longer than 1h0m0s`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -127,6 +137,27 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConfigLargestDurations: the largest value of every bounded
+// duration is accepted together, and a server runs with them: the sums it
+// forms from them (the longest term plus ε plus the horizon step) do not
+// overflow.
+func TestConfigLargestDurations(t *testing.T) {
+	cfg := Config{
+		Dir: t.TempDir(), Addr: "127.0.0.1:0", Store: store.NewMemory(), Logger: quietLogger(),
+		LeaseTerm: MaxLeaseTerm, PrefixTerms: []PrefixTerm{{Prefix: "/p/", Term: MaxLeaseTerm}},
+		Epsilon: MaxEpsilon, HorizonStep: MaxHorizonStep, RetryWindow: MaxRetryWindow,
+		IdleTimeout: MaxIdleTimeout, HelloTimeout: MaxHelloTimeout,
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	srv.Close()
 }
 
 // TestClusterConfigDefaults: every field of Cluster is known here, as
@@ -157,7 +188,7 @@ func TestClusterConfigDefaults(t *testing.T) {
 		"PeerTLS":       {tlsConf, "PeerTLS and PeerClientTLS are required", ""},
 		"PeerClientTLS": {tlsConf, "PeerTLS and PeerClientTLS are required", ""},
 		"PeerRoutes":    {map[string]string{"n2": "127.0.0.1:9002"}, "", "dial every peer at its PeerAddr"},
-		"Replica":       {replica.Config{HeartbeatTimeout: time.Second}, "", "replica's defaults"},
+		"Replica":       {replica.Config{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second}, "", "replica's defaults"},
 		"Join":          {true, "", "bootstrap Peers on a first start"},
 	}
 	typ := reflect.TypeFor[Cluster]()
@@ -218,6 +249,13 @@ func TestClusterConfigValidate(t *testing.T) {
 	if err := (Config{Cluster: good()}).Validate(); err != nil {
 		t.Fatalf("a good cluster: %v", err)
 	}
+	largest := good()
+	largest.Replica = replica.Config{HeartbeatTimeout: replica.MaxRaftTimeout, ElectionTimeout: replica.MaxRaftTimeout,
+		LeaderLeaseTimeout: replica.MaxRaftTimeout, CommitTimeout: replica.MaxRaftTimeout,
+		ApplyTimeout: replica.MaxApplyTimeout, SnapshotInterval: replica.MaxSnapshotInterval}
+	if err := (Config{Cluster: largest}).Validate(); err != nil {
+		t.Fatalf("the largest raft timeouts: %v", err)
+	}
 	routed := good()
 	routed.PeerRoutes = map[string]string{"n2": "127.0.0.1:9002", "n9": "tunnel.example:9"}
 	if err := (Config{Cluster: routed}).Validate(); err != nil {
@@ -240,6 +278,17 @@ func TestClusterConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Cluster.PeerRoutes = map[string]string{"n1": "127.0.0.1:9"} }, "does not dial itself"},
 		{func(c *Config) { c.Cluster.PeerRoutes = map[string]string{"": "127.0.0.1:9"} }, "names no peer"},
 		{func(c *Config) { c.Cluster.PeerRoutes = map[string]string{"n2": "nohost"} }, "peer route n2"},
+		// Raft's timeouts, against their bounds and each other, refused at
+		// start rather than by raft once the node's files are open.
+		{func(c *Config) { c.Cluster.Replica.HeartbeatTimeout = -time.Second }, "cluster: Replica.HeartbeatTimeout -1s is outside 5ms..1m0s"},
+		{func(c *Config) { c.Cluster.Replica.ElectionTimeout = 2562047 * time.Hour }, "cluster: Replica.ElectionTimeout 2562047h0m0s is outside 5ms..1m0s"},
+		{func(c *Config) { c.Cluster.Replica.LeaderLeaseTimeout = time.Millisecond }, "cluster: Replica.LeaderLeaseTimeout 1ms is outside 5ms..1m0s"},
+		{func(c *Config) { c.Cluster.Replica.CommitTimeout = time.Hour }, "cluster: Replica.CommitTimeout 1h0m0s is outside 1ms..1m0s"},
+		{func(c *Config) { c.Cluster.Replica.ApplyTimeout = time.Hour }, "cluster: Replica.ApplyTimeout 1h0m0s is outside 1ms..10m0s"},
+		{func(c *Config) { c.Cluster.Replica.SnapshotInterval = 25 * time.Hour }, "cluster: Replica.SnapshotInterval 25h0m0s is outside 5ms..24h0m0s"},
+		{func(c *Config) { c.Cluster.Replica.HeartbeatTimeout = time.Second }, "cluster: Replica.ElectionTimeout 200ms is shorter than HeartbeatTimeout 1s"},
+		{func(c *Config) { c.Cluster.Replica.LeaderLeaseTimeout = 300 * time.Millisecond }, "cluster: Replica.LeaderLeaseTimeout 300ms is longer than HeartbeatTimeout 200ms"},
+		{func(c *Config) { c.Cluster.Replica.CommitTimeout = 300 * time.Millisecond }, "cluster: Replica.CommitTimeout 300ms is longer than HeartbeatTimeout 200ms"},
 	} {
 		cfg := Config{Cluster: good()}
 		tc.change(&cfg)

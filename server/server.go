@@ -93,7 +93,7 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 	tlsConf := cfg.TLSConfig
 	if tlsConf == nil {
 		var err error
-		if tlsConf, err = LoadOrCreateTLS(cfg.Dir, cfg.TLSHosts); err != nil {
+		if tlsConf, err = loadOrCreateTLS(cfg.Dir, cfg.TLSHosts, cfg.Logger); err != nil {
 			return nil, false, fmt.Errorf("leased: %w", err)
 		}
 	} else {

@@ -1,12 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"crypto/tls"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/store"
 )
 
 // TestTLSWrappers checks what the wrappers over internal/tlsfiles add: the
@@ -50,4 +55,62 @@ func TestTLSWrappers(t *testing.T) {
 	dir := filepath.Join(data, TLSDirName)
 	cfg, err = LoadTLSFiles(filepath.Join(dir, CertFileName), filepath.Join(dir, KeyFileName))
 	check("LoadTLSFiles", cfg, err)
+}
+
+// TestTLSHostsChecked: a wildcard host that is not under a domain someone
+// can own is refused by Validate and New, before the data folder is made.
+func TestTLSHostsChecked(t *testing.T) {
+	for _, host := range []string{"*.com", "*.co.uk", "*", "*.*.example.com", "a.*.example.com"} {
+		cfg := Config{TLSHosts: []string{host}}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "TLS host") || !strings.Contains(err.Error(), host) {
+			t.Errorf("Validate with TLS host %q: %v, want an error naming it", host, err)
+		}
+		cfg.Dir, cfg.Addr, cfg.Store = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", store.NewMemory()
+		if srv, err := New(cfg); err == nil {
+			srv.Close()
+			t.Errorf("New accepted TLS host %q", host)
+		}
+		if _, err := os.Stat(cfg.Dir); err == nil {
+			t.Errorf("New with TLS host %q made the data folder", host)
+		}
+	}
+	if err := (Config{TLSHosts: []string{"*.example.com"}}).Validate(); err != nil {
+		t.Errorf("*.example.com: %v", err)
+	}
+}
+
+// TestTLSNewCAWarned: a server started with a new TLS host gets a new CA,
+// since the old one's key is not kept and it may not sign for the host,
+// and its logger warns that clients must trust the new ca.pem.
+func TestTLSNewCAWarned(t *testing.T) {
+	dir := t.TempDir()
+	start := func(hosts ...string) string {
+		t.Helper()
+		var logged bytes.Buffer
+		srv, err := New(Config{Dir: dir, Addr: "127.0.0.1:0", Store: store.NewMemory(), TLSHosts: hosts,
+			Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		return logged.String()
+	}
+	start()
+	ca, err := os.ReadFile(CAPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logged := start(); strings.Contains(logged, "new CA") {
+		t.Errorf("a restart with the same hosts: %s", logged)
+	}
+	logged := start("db1.example.com")
+	if !strings.Contains(logged, "level=WARN") || !strings.Contains(logged, "clients must trust the new CA certificate") || !strings.Contains(logged, CAPath(dir)) {
+		t.Errorf("a new TLS host: log %q, want a warning that clients must trust the new %s", logged, CAPath(dir))
+	}
+	if now, _ := os.ReadFile(CAPath(dir)); bytes.Equal(ca, now) {
+		t.Error("ca.pem kept for a host its CA may not sign for")
+	}
+	if _, err := os.Stat(filepath.Join(dir, TLSDirName, CAKeyFileName)); err == nil {
+		t.Error("the CA key is kept in the data folder")
+	}
 }

@@ -146,6 +146,12 @@ func TestCertErrors(t *testing.T) {
 		{[]string{"cert", "create-node", "--ca-dir", caDir, "--name", "n1", "--out", filepath.Join(dir, "n1")}, exitError, "already exists"},
 		{[]string{"cert", "create-node", "--ca-dir", caDir, "--name", "n2", "--out", fresh, "--bogus"}, exitUsage, "--bogus"},
 
+		{[]string{"cert", "create-node", "--ca-dir", caDir, "--name", "n2", "--host", "*.com", "--out", fresh}, exitUsage, `"com" is a public suffix`},
+		{[]string{"cert", "create-node", "--ca-dir", caDir, "--name", "n2", "--host", "a.*.example.com", "--out", fresh}, exitUsage, "a wildcard must be the whole first label"},
+		{[]string{"cert", "create-ca", "--dir", fresh, "--permit-host", "*.example.com"}, exitUsage, "give the domain alone"},
+		{[]string{"cert", "create-ca", "--dir", fresh, "--permit-host", "bad host"}, exitUsage, `"bad host"`},
+		{[]string{"cert", "create-ca", "--dir", fresh, "--permit-host", ""}, exitUsage, "--permit-host must not be empty"},
+
 		{[]string{"cert", "create-client", "--name", "app", "--out", fresh}, exitUsage, "--ca-dir is required"},
 		{[]string{"cert", "create-client", "--ca-dir", fresh, "--name", "app", "--out", fresh}, exitError, filepath.Join(fresh, "ca.pem")},
 		{[]string{"cert", "create-client", "--ca-dir", caDir, "--name", "app", "--out", filepath.Join(dir, "app")}, exitError, "already exists"},
@@ -180,4 +186,30 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestCertPermitHost: a CA made with --permit-host carries critical name
+// constraints; create-node issues certificates under them and refuses,
+// as a bad command line that says what the CA permits, any other host,
+// writing nothing.
+func TestCertPermitHost(t *testing.T) {
+	dir := t.TempDir()
+	caDir := filepath.Join(dir, "ca")
+	mustRun(t, "cert", "create-ca", "--dir", caDir, "--permit-host", "example.com", "--permit-host", "10.0.0.0/8")
+	ca := readCertFile(t, filepath.Join(caDir, "ca.pem"))
+	if !ca.PermittedDNSDomainsCritical || !slices.Contains(ca.PermittedDNSDomains, "example.com") || len(ca.PermittedIPRanges) != 3 {
+		t.Fatalf("CA constraints: DNS %q (critical %v), IP ranges %v", ca.PermittedDNSDomains, ca.PermittedDNSDomainsCritical, ca.PermittedIPRanges)
+	}
+	mustRun(t, "cert", "create-node", "--ca-dir", caDir, "--name", "n1", "--host", "n1.example.com", "--host", "10.1.2.3", "--out", filepath.Join(dir, "n1"))
+
+	before := snapshotDir(t, dir)
+	for _, host := range []string{"n2.example.org", "192.168.0.2"} {
+		code, stdout, stderr := runLeased("cert", "create-node", "--ca-dir", caDir, "--name", "n2", "--host", host, "--out", filepath.Join(dir, "n2"))
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, host) || !strings.Contains(stderr, "may not sign for it") || !strings.Contains(stderr, "example.com") {
+			t.Errorf("create-node --host %s: status %d, stderr %q; want status 2 naming the host and what the CA permits", host, code, stderr)
+		}
+	}
+	if after := snapshotDir(t, dir); !maps.Equal(before, after) {
+		t.Errorf("refused node certificates changed the files: before %q, after %q", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+	}
 }

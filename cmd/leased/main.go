@@ -55,8 +55,13 @@ const (
 // maxValueSizeLimit is the largest --max-value-size the server accepts.
 const maxValueSizeLimit = 64 << 20
 
-// defaultShutdownTimeout bounds a graceful shutdown.
-const defaultShutdownTimeout = 10 * time.Second
+// defaultShutdownTimeout bounds a graceful shutdown, and
+// maxShutdownTimeout bounds --shutdown-timeout: a graceful shutdown waits
+// at most for writes that wait for the longest lease, which is shorter.
+const (
+	defaultShutdownTimeout = 10 * time.Second
+	maxShutdownTimeout     = time.Hour
+)
 
 // options are the command-line flags of leased.
 type options struct {
@@ -145,7 +150,11 @@ or the lease has run out.
 With no flags it serves on ` + server.DefaultAddr + ` from ./` + server.DefaultDir + `, creating a
 self-signed CA and server certificate there on first start. Clients must trust
 <data>/tls/ca.pem; leasectl finds it by itself when run from the folder that
-holds ` + server.DefaultDir + `.
+holds ` + server.DefaultDir + `. The CA may sign only for the server's names
+(localhost, the loopback addresses, the host name and each --tls-host), and
+its key is not kept: when the server certificate must be issued again (a new
+--tls-host, or near its expiry after 825 days), a new CA is made, and the log
+says that clients must trust the new ca.pem.
 
 SIGINT or SIGTERM shuts down gracefully (at most --shutdown-timeout); a second
 signal closes at once.
@@ -176,18 +185,18 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", server.DefaultAddr, "UDP address to serve on (host:port)")
 	f.StringVar(&o.data, "data", server.DefaultDir, "data folder: database and TLS files (created if missing)")
-	f.DurationVar(&o.leaseTerm, "lease-term", server.DefaultLeaseTerm, "term of read and write leases")
-	f.DurationVar(&o.epsilon, "epsilon", server.DefaultEpsilon, "clock drift allowance ε added to every lease on the server")
+	f.DurationVar(&o.leaseTerm, "lease-term", server.DefaultLeaseTerm, "term of read and write leases (at most "+server.MaxLeaseTerm.String()+")")
+	f.DurationVar(&o.epsilon, "epsilon", server.DefaultEpsilon, "clock drift allowance ε added to every lease on the server (at most "+server.MaxEpsilon.String()+")")
 	f.IntVar(&o.maxValueSize, "max-value-size", server.DefaultMaxValueSize, "largest value in bytes (at most 64 MiB)")
 	f.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "most client sessions at once")
 	f.BoolVar(&o.unsafeSkipWait, "unsafe-skip-horizon-wait", false, "UNSAFE, for tests of the linearizability checker only: write at once after a start or failover, breaking the promise of earlier leases")
 	f.MarkHidden("unsafe-skip-horizon-wait")
-	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once")
-	f.StringArrayVar(&o.terms, "term", nil, "lease term for keys under a prefix, as PREFIX=DURATION (repeatable; the longest prefix wins; 0 means never cached), e.g. --term /hot/=1s")
-	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included)")
+	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once (at most "+server.MaxRetryWindow.String()+"; 0: the default)")
+	f.StringArrayVar(&o.terms, "term", nil, "lease term for keys under a prefix, as PREFIX=DURATION (repeatable; the longest prefix wins; 0 means never cached; at most "+server.MaxLeaseTerm.String()+"), e.g. --term /hot/=1s")
+	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included; a wildcard only as *.DOMAIN under a domain you own, not *.com)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful shutdown may take before the server closes at once")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful shutdown may take before the server closes at once (at most "+maxShutdownTimeout.String()+")")
 	f.StringVar(&o.name, "name", "", "this node's name in a cluster (with --peer-listen)")
 	f.StringVar(&o.peerListen, "peer-listen", "", "TCP address (host:port) that the other nodes of a cluster reach this one at; makes leased a node of a cluster")
 	f.StringVar(&o.initialCluster, "initial-cluster", "", "the nodes of a new cluster, this one included, as NAME=HOST:PORT,... (their --peer-listen); used only on a node's first start; empty: a cluster of this node alone")
@@ -214,7 +223,8 @@ func newCertCmd() *cobra.Command {
 create-ca makes the CA that every node and client trusts. create-node issues
 a node certificate from it: a node serves clients and peers and dials peers
 with it, and peers verify it against the address they dial, so --host must
-name every address and host name other nodes and clients use to reach it.
+name every address and host name other nodes and clients use to reach it,
+within the names the CA permits (create-ca --permit-host).
 create-client issues a client certificate, whose name is the client's
 identity; it cannot serve, nor join the peer network.
 
@@ -236,27 +246,43 @@ No file is ever replaced. Private keys are written with mode 0600.`,
 // newCreateCACmd builds `leased cert create-ca`.
 func newCreateCACmd() *cobra.Command {
 	var dir string
+	var permit []string
 	cmd := &cobra.Command{
-		Use:   "create-ca --dir DIR",
+		Use:   "create-ca --dir DIR [--permit-host HOST ...]",
 		Short: "Create a cluster CA: DIR/ca.pem and DIR/ca-key.pem",
 		Long: `create-ca creates a new cluster CA (ECDSA P-256, valid 10 years) in DIR,
 which it creates if missing: ca.pem, the certificate every node and client
 trusts, and ca-key.pem, the private key that create-node and create-client
 sign with. Keep ca-key.pem secret: only a node that issues its own
-certificate needs it.`,
-		Example: `  leased cert create-ca --dir ./ca`,
-		Args:    noArgs,
+certificate needs it.
+
+--permit-host limits the names the CA may sign for (critical X.509 name
+constraints): a DNS name permits itself and every name under it, an IP
+address itself, and a range such as 10.0.0.0/8 its addresses; localhost,
+127.0.0.1 and ::1 are always permitted, since every node certificate names
+them. Clients then refuse a certificate from this CA for any other name,
+even one signed with a stolen ca-key.pem, and create-node refuses to issue
+one. Without --permit-host the CA may sign for any name.`,
+		Example: `  leased cert create-ca --dir ./ca
+  leased cert create-ca --dir ./ca --permit-host db.example.com --permit-host 10.0.0.0/8`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := required("--dir", dir); err != nil {
 				return err
 			}
-			if err := tlsfiles.CreateCA(dir); err != nil {
+			for _, h := range permit {
+				if strings.TrimSpace(h) == "" {
+					return usagef("--permit-host must not be empty")
+				}
+			}
+			if err := tlsfiles.CreateCA(dir, permit...); err != nil {
 				return certError(err)
 			}
 			return printFiles(cmd.OutOrStdout(), filepath.Join(dir, tlsfiles.CAFileName), filepath.Join(dir, tlsfiles.CAKeyFileName))
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "folder to create the CA in (created if missing)")
+	cmd.Flags().StringArrayVar(&permit, "permit-host", nil, "DNS name (with every name under it), IP address or CIDR range the CA may sign for (repeatable, one a flag; default: any name)")
 	return cmd
 }
 
@@ -407,20 +433,27 @@ func (o *options) validate() error {
 		return usagef("--data must name a folder")
 	case o.leaseTerm <= 0:
 		return usagef("--lease-term %v: must be positive (default %v)", o.leaseTerm, server.DefaultLeaseTerm)
+	case o.leaseTerm > server.MaxLeaseTerm:
+		return usagef("--lease-term %v: must be at most %v", o.leaseTerm, server.MaxLeaseTerm)
 	case o.epsilon <= 0:
 		return usagef("--epsilon %v: must be positive (default %v)", o.epsilon, server.DefaultEpsilon)
+	case o.epsilon > server.MaxEpsilon:
+		return usagef("--epsilon %v: must be at most %v", o.epsilon, server.MaxEpsilon)
 	case o.maxValueSize <= 0 || o.maxValueSize > maxValueSizeLimit:
 		return usagef("--max-value-size %d: must be between 1 and %d bytes (64 MiB)", o.maxValueSize, maxValueSizeLimit)
 	case o.maxSessions <= 0:
 		return usagef("--max-sessions %d: must be positive", o.maxSessions)
-	case o.shutdownTimeout <= 0:
-		return usagef("--shutdown-timeout %v: must be positive", o.shutdownTimeout)
-	case o.retryWindow < 0:
-		return usagef("--retry-window %v: must be positive", o.retryWindow)
+	case o.shutdownTimeout <= 0 || o.shutdownTimeout > maxShutdownTimeout:
+		return usagef("--shutdown-timeout %v: must be positive and at most %v", o.shutdownTimeout, maxShutdownTimeout)
+	case o.retryWindow < 0 || o.retryWindow > server.MaxRetryWindow:
+		return usagef("--retry-window %v: must be 0 (the default, %v) to %v", o.retryWindow, server.DefaultRetryWindow, server.MaxRetryWindow)
 	}
 	for _, h := range o.tlsHosts {
 		if strings.TrimSpace(h) == "" {
 			return usagef("--tls-host must not be empty")
+		}
+		if err := tlsfiles.CheckHost(h); err != nil {
+			return usagef("--tls-host: %v", strings.TrimPrefix(err.Error(), "tls: "))
 		}
 	}
 	if err := o.validateCluster(); err != nil {
@@ -439,6 +472,9 @@ func (o *options) validate() error {
 		term, err := time.ParseDuration(d)
 		if err != nil || term < 0 {
 			return usagef("--term %q: %q is not a duration of 0 or more, such as 1s", t, d)
+		}
+		if term > server.MaxLeaseTerm {
+			return usagef("--term %q: term %v must be at most %v", t, term, server.MaxLeaseTerm)
 		}
 		if seen[prefix] {
 			return usagef("--term %q: prefix %q is given twice", t, prefix)

@@ -203,11 +203,22 @@ func TestStartupErrors(t *testing.T) {
 	r = clitest.Cmd{}.Run(t, bins.Leased, "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "--data", file)
 	expectError(t, r, 1, "data folder")
 
-	// Bad flags: status 2, before anything is created.
-	r = clitest.Cmd{Dir: dir}.Run(t, bins.Leased, "--lease-term", "-1s")
-	expectError(t, r, 2, "--lease-term -1s: must be positive")
-	if _, err := os.Stat(filepath.Join(dir, server.DefaultDir)); err == nil {
-		t.Fatal("leased created its data folder despite a bad flag")
+	// Bad flags: status 2, before anything is created. A term so long
+	// that term + ε would wrap around time.Duration is one.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lease-term", "-1s"}, "--lease-term -1s: must be positive"},
+		{[]string{"--lease-term", "2562047h"}, "--lease-term 2562047h0m0s: must be at most 1h0m0s"},
+		{[]string{"--term", "/a/=2562047h"}, "term 2562047h0m0s must be at most 1h0m0s"},
+		{[]string{"--epsilon", "2562047h"}, "--epsilon 2562047h0m0s: must be at most 1m0s"},
+	} {
+		r = clitest.Cmd{Dir: dir}.Run(t, bins.Leased, tc.args...)
+		expectError(t, r, 2, tc.want)
+		if _, err := os.Stat(filepath.Join(dir, server.DefaultDir)); err == nil {
+			t.Fatalf("leased %q created its data folder despite a bad flag", tc.args)
+		}
 	}
 }
 
@@ -252,7 +263,18 @@ func TestValidate(t *testing.T) {
 		{func(o *options) { o.maxSessions = -1 }, "--max-sessions"},
 		{func(o *options) { o.retryWindow = -time.Second }, "--retry-window"},
 		{func(o *options) { o.shutdownTimeout = 0 }, "--shutdown-timeout"},
+		{func(o *options) { o.leaseTerm = 2562047 * time.Hour }, "--lease-term 2562047h0m0s: must be at most 1h0m0s"},
+		{func(o *options) { o.leaseTerm = time.Hour + time.Nanosecond }, "--lease-term 1h0m0.000000001s: must be at most 1h0m0s"},
+		{func(o *options) { o.epsilon = 2562047 * time.Hour }, "--epsilon 2562047h0m0s: must be at most 1m0s"},
+		{func(o *options) { o.retryWindow = 25 * time.Hour }, "--retry-window 25h0m0s: must be 0 (the default, 5m0s) to 24h0m0s"},
+		{func(o *options) { o.shutdownTimeout = 2562047 * time.Hour }, "--shutdown-timeout 2562047h0m0s: must be positive and at most 1h0m0s"},
+		{func(o *options) { o.terms = []string{"/hot/=2562047h"} }, `--term "/hot/=2562047h": term 2562047h0m0s must be at most 1h0m0s`},
 		{func(o *options) { o.tlsHosts = []string{""} }, "--tls-host"},
+		{func(o *options) { o.tlsHosts = []string{"*.com"} }, `--tls-host: bad host "*.com": "com" is a public suffix`},
+		{func(o *options) { o.tlsHosts = []string{"*.co.uk"} }, `"co.uk" is a public suffix`},
+		{func(o *options) { o.tlsHosts = []string{"*"} }, `bad host "*": a wildcard must be the whole first label`},
+		{func(o *options) { o.tlsHosts = []string{"*.*.example.com"} }, "a wildcard must be the whole first label"},
+		{func(o *options) { o.tlsHosts = []string{"a.*.example.com"} }, "a wildcard must be the whole first label"},
 		{func(o *options) { o.terms = []string{"/hot/"} }, "PREFIX=DURATION"},
 		{func(o *options) { o.terms = []string{"/hot/=soon"} }, "not a duration"},
 		{func(o *options) { o.terms = []string{"/hot/=-1s"} }, "not a duration"},
@@ -285,6 +307,17 @@ func TestValidate(t *testing.T) {
 	}
 	if wantPeers := []server.Peer{{Name: "n1", Addr: "127.0.0.1:7501"}, {Name: "n2", Addr: "127.0.0.1:7502"}, {Name: "n3", Addr: "127.0.0.1:7503"}}; !slices.Equal(o.peers, wantPeers) {
 		t.Errorf("--initial-cluster parsed as %v, want %v", o.peers, wantPeers)
+	}
+	o = good()
+	o.leaseTerm, o.epsilon, o.retryWindow, o.shutdownTimeout = server.MaxLeaseTerm, server.MaxEpsilon, server.MaxRetryWindow, maxShutdownTimeout
+	o.terms = []string{"/long/=1h"}
+	if err := o.validate(); err != nil {
+		t.Fatalf("the largest durations allowed: %v", err)
+	}
+	o = good()
+	o.tlsHosts = []string{"*.example.com", "db1.example.com", "10.0.0.1"}
+	if err := o.validate(); err != nil {
+		t.Fatalf("--tls-host under a domain one can own: %v", err)
 	}
 	o = good()
 	o.terms = []string{"/hot/=1s", "/nocache/=0", "=5s"}

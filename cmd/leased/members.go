@@ -15,13 +15,6 @@ const (
 	clusterStateExisting = "existing"
 )
 
-// minRaftTimeout is the least heartbeat, election and leader lease timeout
-// raft accepts; minCommitTimeout the least commit timeout.
-const (
-	minRaftTimeout   = 5 * time.Millisecond
-	minCommitTimeout = time.Millisecond
-)
-
 // raftTimeouts are raft's timeout flags, mapped to server.Cluster.Replica.
 type raftTimeouts struct {
 	heartbeat, election, leaderLease, commit time.Duration
@@ -37,10 +30,10 @@ func (o *options) memberFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.initialClusterState, "initial-cluster-state", clusterStateNew,
 		`"new": a node with no data bootstraps the cluster of --initial-cluster (or of itself); "existing": it bootstraps nothing and waits until 'leasectl member add' adds it to a running cluster`)
 	t := &o.raftTimeouts
-	f.DurationVar(&t.heartbeat, "heartbeat-timeout", defaultRaftTimeouts.heartbeat, "raft: how long a follower waits without hearing from the leader before it stands for election (a node of a cluster)")
-	f.DurationVar(&t.election, "election-timeout", defaultRaftTimeouts.election, "raft: how long a candidate waits for votes before it tries again; at least --heartbeat-timeout")
+	f.DurationVar(&t.heartbeat, "heartbeat-timeout", defaultRaftTimeouts.heartbeat, "raft: how long a follower waits without hearing from the leader before it stands for election (a node of a cluster; at most "+replica.MaxRaftTimeout.String()+")")
+	f.DurationVar(&t.election, "election-timeout", defaultRaftTimeouts.election, "raft: how long a candidate waits for votes before it tries again; at least --heartbeat-timeout and at most "+replica.MaxRaftTimeout.String())
 	f.DurationVar(&t.leaderLease, "leader-lease-timeout", defaultRaftTimeouts.leaderLease, "raft: how long a leader keeps leading without hearing from a quorum; at most --heartbeat-timeout")
-	f.DurationVar(&t.commit, "commit-timeout", defaultRaftTimeouts.commit, "raft: the longest a leader waits before it sends an entry or heartbeat to a follower that is up to date")
+	f.DurationVar(&t.commit, "commit-timeout", defaultRaftTimeouts.commit, "raft: the longest a leader waits before it sends an entry or heartbeat to a follower that is up to date; at most --heartbeat-timeout")
 }
 
 // validateMembership checks --initial-cluster-state and raft's timeouts,
@@ -67,13 +60,16 @@ func (o *options) validateMembership() error {
 		v    time.Duration
 		min  time.Duration
 	}{
-		{"--heartbeat-timeout", t.heartbeat, minRaftTimeout},
-		{"--election-timeout", t.election, minRaftTimeout},
-		{"--leader-lease-timeout", t.leaderLease, minRaftTimeout},
-		{"--commit-timeout", t.commit, minCommitTimeout},
+		{"--heartbeat-timeout", t.heartbeat, replica.MinRaftTimeout},
+		{"--election-timeout", t.election, replica.MinRaftTimeout},
+		{"--leader-lease-timeout", t.leaderLease, replica.MinRaftTimeout},
+		{"--commit-timeout", t.commit, replica.MinCommitTimeout},
 	} {
 		if d.v < d.min {
 			return usagef("%s %v: must be at least %v", d.flag, d.v, d.min)
+		}
+		if d.v > replica.MaxRaftTimeout {
+			return usagef("%s %v: must be at most %v", d.flag, d.v, replica.MaxRaftTimeout)
 		}
 	}
 	switch {
@@ -81,6 +77,8 @@ func (o *options) validateMembership() error {
 		return usagef("--leader-lease-timeout %v is longer than --heartbeat-timeout %v: raft wants it no longer", t.leaderLease, t.heartbeat)
 	case t.election < t.heartbeat:
 		return usagef("--election-timeout %v is shorter than --heartbeat-timeout %v: raft wants it no shorter", t.election, t.heartbeat)
+	case t.commit > t.heartbeat:
+		return usagef("--commit-timeout %v is longer than --heartbeat-timeout %v: followers would learn of commits more slowly than they hear from the leader", t.commit, t.heartbeat)
 	}
 	return nil
 }

@@ -56,6 +56,21 @@ func TestValidateMembership(t *testing.T) {
 			cluster(o)
 			o.raftTimeouts.election = o.raftTimeouts.heartbeat - time.Millisecond
 		}, "shorter than --heartbeat-timeout"},
+		{"commit over heartbeat", func(o *options) {
+			cluster(o)
+			o.raftTimeouts.commit = o.raftTimeouts.heartbeat + time.Millisecond
+		}, "--commit-timeout 201ms is longer than --heartbeat-timeout 200ms"},
+		{"largest timeouts", func(o *options) {
+			cluster(o)
+			o.raftTimeouts = raftTimeouts{heartbeat: time.Minute, election: time.Minute, leaderLease: time.Minute, commit: time.Minute}
+		}, ""},
+		{"huge election", func(o *options) { cluster(o); o.raftTimeouts.election = 2562047 * time.Hour }, "--election-timeout 2562047h0m0s: must be at most 1m0s"},
+		{"heartbeat over a minute", func(o *options) {
+			cluster(o)
+			o.raftTimeouts.heartbeat, o.raftTimeouts.election = time.Minute+time.Millisecond, 2*time.Minute
+		}, "--heartbeat-timeout 1m0.001s: must be at most 1m0s"},
+		{"huge leader lease", func(o *options) { cluster(o); o.raftTimeouts.leaderLease = time.Hour }, "--leader-lease-timeout 1h0m0s: must be at most 1m0s"},
+		{"huge commit", func(o *options) { cluster(o); o.raftTimeouts.commit = time.Hour }, "--commit-timeout 1h0m0s: must be at most 1m0s"},
 	} {
 		o := good()
 		tc.change(o)

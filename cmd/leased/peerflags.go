@@ -29,7 +29,7 @@ func (p *peerOptions) addFlags(f *pflag.FlagSet) {
 	f.StringSliceVar(&p.routes, "peer-route", nil, "dial peer NAME at HOST:PORT instead of its address in the cluster's configuration, as NAME=HOST:PORT (repeatable or comma-separated): for tunnels, NAT and fault-injection proxies; the peer's certificate must name HOST")
 	f.Uint64Var(&p.snapshotThreshold, "snapshot-threshold", 0, "take a snapshot of the replicated state after this many new log entries (0: the default, "+strconv.FormatUint(replica.DefaultSnapshotThreshold, 10)+")")
 	f.Uint64Var(&p.trailingLogs, "snapshot-trailing-logs", 0, "log entries kept behind a snapshot for followers that lag; one further behind is sent the snapshot (0: the default, "+strconv.FormatUint(replica.DefaultTrailingLogs, 10)+")")
-	f.DurationVar(&p.snapshotInterval, "snapshot-interval", 0, "how often to check whether to take a snapshot (0: the default, 2m)")
+	f.DurationVar(&p.snapshotInterval, "snapshot-interval", 0, "how often to check whether to take a snapshot (0: the default, 2m; at most "+replica.MaxSnapshotInterval.String()+")")
 	// The log drops compacted entries a whole segment at a time: with the
 	// default 64 MiB segments, a test's leader keeps every entry and never
 	// needs to send a lagging follower a snapshot. Not for production.
@@ -60,8 +60,8 @@ func (p *peerOptions) set() string {
 // validate checks the flags of node self and parses --peer-route.
 func (p *peerOptions) validate(self string) error {
 	p.routeMap = nil
-	if p.snapshotInterval < 0 || (p.snapshotInterval > 0 && p.snapshotInterval < 5*time.Millisecond) {
-		return usagef("--snapshot-interval %v: must be 0 (the default) or at least 5ms", p.snapshotInterval)
+	if p.snapshotInterval < 0 || (p.snapshotInterval > 0 && (p.snapshotInterval < replica.MinSnapshotInterval || p.snapshotInterval > replica.MaxSnapshotInterval)) {
+		return usagef("--snapshot-interval %v: must be 0 (the default) or %v to %v", p.snapshotInterval, replica.MinSnapshotInterval, replica.MaxSnapshotInterval)
 	}
 	if p.walSegmentSize < 0 {
 		return usagef("--wal-segment-size %d: must be 0 (the default) or positive", p.walSegmentSize)

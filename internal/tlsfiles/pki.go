@@ -8,6 +8,7 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -41,9 +42,26 @@ var (
 // sign with. The CA is ECDSA P-256, valid 10 years, CommonName "leased
 // cluster CA", path length 0. `leased cert create-ca` calls it.
 //
+// With permit, the CA carries critical X.509 name constraints: it may sign
+// only for the DNS names of permit and the names under them, its IP
+// addresses and its address ranges (CIDR, such as 10.0.0.0/8), and for
+// localhost, 127.0.0.1 and ::1, which every node certificate names.
+// Verifiers refuse any other name from it, and IssueNode and EnsureNode
+// refuse to issue one. A wildcard or any other bad entry is refused with
+// an error wrapping ErrBadHost. Without permit the CA may sign for any
+// name.
+//
 // It refuses, changing nothing, when either file already exists: the error
 // names the file and matches fs.ErrExist. Both files are written atomically.
-func CreateCA(dir string) error {
+func CreateCA(dir string, permit ...string) error {
+	var names *caNames
+	if len(permit) > 0 {
+		h, ranges, err := permitNames(permit)
+		if err != nil {
+			return err
+		}
+		names = &caNames{hosts: h, ranges: ranges}
+	}
 	caPath, caKeyPath := filepath.Join(dir, CAFileName), filepath.Join(dir, CAKeyFileName)
 	for _, p := range []string{caPath, caKeyPath} {
 		if err := refuseExisting(p); err != nil {
@@ -53,8 +71,7 @@ func CreateCA(dir string) error {
 	if err := ensureDir(dir); err != nil {
 		return err
 	}
-	_, _, err := createCA(caPath, caKeyPath, clusterCACommonName, time.Now(), writeFileNew)
-	return err
+	return createCA(caPath, caKeyPath, clusterCACommonName, time.Now(), writeFileNew, names)
 }
 
 // IssueNode issues a node certificate from the CA in caDir (ca.pem and
@@ -118,6 +135,10 @@ func issue(caDir, outDir, name string, usages []x509.ExtKeyUsage, hosts altNames
 	}
 	certPEM, keyPEM, err := issueLeaf(ca, caKey, name, usages, hosts, now)
 	if err != nil {
+		return "", "", err
+	}
+	block, _ := pem.Decode(certPEM)
+	if err := checkPermitted(block.Bytes, ca, filepath.Join(caDir, CAFileName), now); err != nil {
 		return "", "", err
 	}
 	if err := ensureDir(outDir); err != nil {
@@ -213,6 +234,10 @@ func EnsureNode(caDir, nodeDir, name string, hosts []string) (certFile, keyFile 
 	}
 	certPEM, keyPEM, err = issueLeaf(ca, caKey, name, nodeUsages, names, now)
 	if err != nil {
+		return "", "", err
+	}
+	block, _ := pem.Decode(certPEM)
+	if err := checkPermitted(block.Bytes, ca, filepath.Join(caDir, CAFileName), now); err != nil {
 		return "", "", err
 	}
 	if err := replacePair(certFile, keyFile, certPEM, keyPEM); err != nil {

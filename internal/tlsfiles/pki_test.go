@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io/fs"
 	"net"
@@ -591,5 +592,100 @@ func TestWriteFileNew(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("folder holds %d files, want only %s", len(entries), filepath.Base(path))
+	}
+}
+
+// TestCreateCAPermit: a cluster CA made with permitted hosts carries
+// critical name constraints for them and for localhost and the loopback
+// addresses; nodes under them are issued, and verify; a node certificate
+// for any other name is refused, naming the host and what the CA permits,
+// and nothing is written; Go's verifier refuses such a certificate even
+// when the CA's key signs it. Bad or wildcard permitted hosts are refused.
+func TestCreateCAPermit(t *testing.T) {
+	dir := t.TempDir()
+	caDir := filepath.Join(dir, "ca")
+	if err := CreateCA(caDir, "Example.com", "10.0.0.0/8", "192.168.1.7"); err != nil {
+		t.Fatal(err)
+	}
+	ca := readCert(t, filepath.Join(caDir, CAFileName))
+	if !ca.PermittedDNSDomainsCritical || !slices.Equal(ca.PermittedDNSDomains, []string{"localhost", "example.com"}) {
+		t.Errorf("PermittedDNSDomains %q (critical %v), want localhost and example.com, critical", ca.PermittedDNSDomains, ca.PermittedDNSDomainsCritical)
+	}
+	var ranges []string
+	for _, r := range ca.PermittedIPRanges {
+		ranges = append(ranges, r.String())
+	}
+	if want := []string{"127.0.0.1/32", "::1/128", "192.168.1.7/32", "10.0.0.0/8"}; !slices.Equal(ranges, want) {
+		t.Errorf("PermittedIPRanges %q, want %q", ranges, want)
+	}
+
+	out := filepath.Join(dir, "out")
+	cert, _, err := IssueNode(caDir, out, "n1", []string{"n1.example.com", "10.1.2.3", "192.168.1.7", "*.n1.example.com"})
+	if err != nil {
+		t.Fatalf("a node under the permitted names: %v", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	if _, err := readCert(t, cert).Verify(x509.VerifyOptions{Roots: roots, DNSName: "n1.example.com", KeyUsages: nodeUsages}); err != nil {
+		t.Errorf("the node certificate does not verify: %v", err)
+	}
+
+	for _, host := range []string{"n2.example.org", "10.0.0.0.example", "11.0.0.1", "192.168.1.8", "fd00::1"} {
+		_, _, err := IssueNode(caDir, out, "n2", []string{host})
+		if !errors.Is(err, ErrBadHost) || !strings.Contains(err.Error(), "may not sign for it") || !strings.Contains(err.Error(), "example.com") {
+			t.Errorf("IssueNode for %s: %v, want ErrBadHost saying what the CA permits", host, err)
+		}
+		if _, err := os.Stat(filepath.Join(out, "n2.pem")); err == nil {
+			t.Fatalf("IssueNode for %s wrote a certificate", host)
+		}
+		if _, _, err := EnsureNode(caDir, filepath.Join(dir, "n2"), "n2", []string{host}); !errors.Is(err, ErrBadHost) {
+			t.Errorf("EnsureNode for %s: %v, want ErrBadHost", host, err)
+		}
+	}
+
+	// Signed with the CA's key all the same, the certificate is refused.
+	caCert, caKey, err := loadCA(caDir, true, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names altNames
+	names.addDNS("bank.example", true)
+	certPEM, _, err := issueLeaf(caCert, caKey, "rogue", nodeUsages, names, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
+	rogue, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var invalid x509.CertificateInvalidError
+	if _, err := rogue.Verify(x509.VerifyOptions{Roots: roots, DNSName: "bank.example", KeyUsages: nodeUsages}); !errors.As(err, &invalid) || invalid.Reason != x509.CANotAuthorizedForThisName {
+		t.Errorf("a certificate for bank.example from the constrained CA: %v, want the CA not authorized for this name", err)
+	}
+
+	for _, bad := range []string{"*.example.com", "bad host", "10.0.0.0/33"} {
+		d := filepath.Join(dir, "bad")
+		if err := CreateCA(d, bad); !errors.Is(err, ErrBadHost) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("CreateCA permitting %q: %v, want ErrBadHost naming it", bad, err)
+		}
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("CreateCA permitting %q made its folder", bad)
+		}
+	}
+}
+
+// TestNodeWildcardHosts: node certificates take a wildcard host only
+// under a domain someone can own.
+func TestNodeWildcardHosts(t *testing.T) {
+	c := newCluster(t)
+	out := filepath.Join(t.TempDir(), "out")
+	for _, host := range []string{"*.com", "*.co.uk", "*", "*.*.example.com", "a.*.example.com"} {
+		if _, _, err := IssueNode(c.caDir, out, "n1", []string{host}); !errors.Is(err, ErrBadHost) || !strings.Contains(err.Error(), host) {
+			t.Errorf("IssueNode with %q: %v, want ErrBadHost naming it", host, err)
+		}
+	}
+	if _, _, err := IssueNode(c.caDir, out, "n1", []string{"*.example.com"}); err != nil {
+		t.Errorf("IssueNode with *.example.com: %v", err)
 	}
 }

@@ -1,15 +1,17 @@
 // Package tlsfiles keeps the TLS files of a leased data folder: a
 // self-signed CA, which clients trust, and a server certificate signed by it.
-// It creates them on first use, reuses them later and reissues the server
-// certificate when it must, and it loads a certificate and key pair that an
-// operator supplies. It never silently replaces a CA that clients may already
-// trust.
+// It creates them on first use, reuses them later and makes new ones when
+// it must, and it loads a certificate and key pair that an operator
+// supplies. The self-signed CA is limited by name constraints to the
+// server's names and its key is not kept; a CA that clients may trust is
+// never replaced without a warning in the log.
 //
 // For a cluster (pki.go) it makes a cluster CA, node and client certificates
 // issued from it, and the mutual TLS configs of the raft peer port.
 //
-// It imports only the standard library and internal/layout, so that any
-// layer may use it; the caller names the ALPN protocol its configs offer.
+// It imports only the standard library, golang.org/x/net/publicsuffix and
+// internal/layout, so that any layer may use it; the caller names the ALPN
+// protocol its configs offer.
 package tlsfiles
 
 import (
@@ -24,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -35,15 +38,16 @@ import (
 	"github.com/leased/leased/internal/layout"
 )
 
-// TLS file names under the data folder. LoadOrCreate keeps all four files
+// TLS file names. LoadOrCreate keeps ca.pem, server.pem and server-key.pem
 // in <data>/DirName; the CLI reads the CA from CAPath.
 const (
 	// DirName is the folder under the data folder that holds the TLS files.
 	DirName = layout.TLSDir
 	// CAFileName is the CA certificate clients trust (PEM).
 	CAFileName = layout.CAFile
-	// CAKeyFileName is the private key of the CA (PEM, mode 0600). The server
-	// needs it only to issue a new server certificate.
+	// CAKeyFileName is the private key of a CA (PEM, mode 0600): of a
+	// cluster CA (CreateCA), and, in data folders of earlier versions, of
+	// the self-signed CA, which LoadOrCreate no longer keeps.
 	CAKeyFileName = "ca-key.pem"
 	// CertFileName is the server certificate, signed by the CA (PEM).
 	CertFileName = "server.pem"
@@ -74,30 +78,47 @@ func CAPath(dataDir string) string { return layout.CAPath(dataDir) }
 // LoadOrCreate returns the server tls.Config for the data folder dir. The
 // server calls it at start-up when no certificate and key files were given
 // (see LoadPair for those). The config requires TLS 1.3 and offers only
-// the ALPN protocol alpn.
+// the ALPN protocol alpn. It logs to log (nil: slog.Default()) what a user
+// must act on: a new CA that replaced one clients trusted, and a CA key of
+// an earlier version left in dir/tls.
 //
 // On first use it creates dir/tls (mode 0700) holding a new self-signed CA
-// (ECDSA P-256, valid 10 years, CommonName "leased local CA", path length 0)
-// and a server certificate signed by it (ECDSA P-256, valid 825 days,
-// server-auth only). The server certificate names "localhost", 127.0.0.1, ::1,
-// the host name reported by os.Hostname when that call succeeds, and each of
-// extraHosts (DNS names or IP addresses; IPv6 may be given in brackets).
-// Private keys are written with mode 0600, certificates with mode 0644, and
-// every file is written atomically (temporary file in the same folder, fsync,
-// rename, fsync of the folder).
+// (ECDSA P-256, CommonName "leased local CA", path length 0) and a server
+// certificate signed by it (ECDSA P-256, server-auth only), both valid 825
+// days. The server certificate names "localhost", 127.0.0.1, ::1, the host
+// name reported by os.Hostname when that call succeeds, and each of
+// extraHosts (DNS names or IP addresses; IPv6 may be given in brackets; a
+// wildcard only under a domain someone can own, see CheckHost). The CA
+// carries critical X.509 name constraints that permit exactly those names
+// (and the names under those domains), so that it can vouch for no other
+// host. Private keys are written with mode 0600, certificates with mode
+// 0644, and every file is written atomically (temporary file in the same
+// folder, fsync, rename, fsync of the folder).
 //
-// Later calls reuse the files. A new server certificate (with a new key) is
-// issued from the existing CA when server.pem or server-key.pem is missing,
-// the certificate expires within 30 days or is not yet valid, it is not signed
-// by ca.pem, or it lacks one of extraHosts. A new CA is created only when
-// ca.pem does not exist; any leftover files are then replaced.
+// The CA's private key is never written: it signs the one server
+// certificate and is dropped. So a copy of the data folder, or a server
+// that is broken into, gives no key that can sign for another host; the
+// server needs none to run, only its own key. The price is that a server
+// certificate cannot be reissued from the same CA: when server.pem or
+// server-key.pem is missing, the certificate expires within 30 days, is
+// not yet valid, is not signed by ca.pem, or lacks one of extraHosts, or
+// when ca.pem has expired, LoadOrCreate makes a new CA and server
+// certificate, replaces ca.pem, and logs a warning that clients must trust
+// the new ca.pem. Later calls otherwise reuse the files.
 //
-// LoadOrCreate never silently replaces a CA that clients may already trust:
-// when ca.pem exists but ca-key.pem is missing and the server certificate
-// must be (re)issued, or when any file is unreadable or corrupt (bad PEM, a
-// key that does not match its certificate, a CA that is not a CA or has
-// expired), it returns an error naming the file and what is wrong.
-func LoadOrCreate(dir string, extraHosts []string, alpn string) (*tls.Config, error) {
+// A data folder made by an earlier version may still hold the CA's key in
+// ca-key.pem, beside ca.pem. LoadOrCreate leaves it in place, so as not to
+// break the clients that trust that CA: it reissues the server certificate
+// from it when it must, as before, and logs at every start that the key
+// should be removed (a later reissue then makes a new, constrained CA).
+//
+// An unreadable or corrupt file (bad PEM, a key that does not match its
+// certificate, a ca.pem that is not a CA) is an error naming the file and
+// what is wrong: LoadOrCreate replaces nothing it cannot read.
+func LoadOrCreate(dir string, extraHosts []string, alpn string, log *slog.Logger) (*tls.Config, error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	hosts, err := serverAltNames(extraHosts)
 	if err != nil {
 		return nil, err
@@ -108,52 +129,36 @@ func LoadOrCreate(dir string, extraHosts []string, alpn string) (*tls.Config, er
 	}
 	now := time.Now()
 	var (
-		caPath     = filepath.Join(tlsDir, CAFileName)
-		caKeyPath  = filepath.Join(tlsDir, CAKeyFileName)
-		certPath   = filepath.Join(tlsDir, CertFileName)
-		keyPath    = filepath.Join(tlsDir, KeyFileName)
-		caCert     *x509.Certificate
-		caKey      crypto.Signer
-		caKeyFound bool
+		caPath    = filepath.Join(tlsDir, CAFileName)
+		caKeyPath = filepath.Join(tlsDir, CAKeyFileName)
+		certPath  = filepath.Join(tlsDir, CertFileName)
+		keyPath   = filepath.Join(tlsDir, KeyFileName)
+		caCert    *x509.Certificate
+		caKey     crypto.Signer // an earlier version's, or nil
 	)
 
 	caPEM, err := readOptional(caPath)
 	if err != nil {
 		return nil, err
 	}
-	if caPEM == nil {
-		// No CA yet: first start (or an interrupted one). Nobody can trust a
-		// CA that does not exist, so create it; the server pair follows.
-		caCert, caKey, err = createCA(caPath, caKeyPath, caCommonName, now, WriteFileAtomic)
-		if err != nil {
-			return nil, err
-		}
-		caKeyFound = true
-	} else {
-		caCert, err = parseCert(caPath, caPEM)
-		if err != nil {
+	if caPEM != nil {
+		if caCert, err = parseCert(caPath, caPEM); err != nil {
 			return nil, err
 		}
 		if !caCert.IsCA || !caCert.BasicConstraintsValid {
 			return nil, fmt.Errorf("tls: CA certificate %s is not a CA certificate", caPath)
-		}
-		if now.After(caCert.NotAfter) {
-			return nil, fmt.Errorf("tls: CA certificate %s expired on %s; remove %s to create a new CA (clients must then trust the new %s)",
-				caPath, caCert.NotAfter.UTC().Format(time.RFC3339), tlsDir, CAFileName)
 		}
 		caKeyPEM, err := readOptional(caKeyPath)
 		if err != nil {
 			return nil, err
 		}
 		if caKeyPEM != nil {
-			caKey, err = parseKey(caKeyPath, caKeyPEM)
-			if err != nil {
+			if caKey, err = parseKey(caKeyPath, caKeyPEM); err != nil {
 				return nil, err
 			}
 			if !keyMatches(caKey, caCert) {
 				return nil, fmt.Errorf("tls: CA key %s does not match CA certificate %s", caKeyPath, caPath)
 			}
-			caKeyFound = true
 		}
 	}
 
@@ -168,6 +173,10 @@ func LoadOrCreate(dir string, extraHosts []string, alpn string) (*tls.Config, er
 
 	reason := ""
 	switch {
+	case caCert == nil:
+		reason = fmt.Sprintf("CA certificate %s is missing", caPath)
+	case now.After(caCert.NotAfter):
+		reason = fmt.Sprintf("CA certificate %s expired on %s", caPath, caCert.NotAfter.UTC().Format(time.RFC3339))
 	case certPEM == nil:
 		reason = fmt.Sprintf("server certificate %s is missing", certPath)
 	case keyPEM == nil:
@@ -187,15 +196,32 @@ func LoadOrCreate(dir string, extraHosts []string, alpn string) (*tls.Config, er
 		reason = reissueReason("server certificate", certPath, leaf, caCert, hosts, now)
 	}
 
-	if reason != "" {
-		if !caKeyFound {
-			return nil, fmt.Errorf("tls: %s and cannot be reissued: CA key %s does not exist; restore %s, or remove %s to create a new CA (clients must then trust the new %s)",
-				reason, caKeyPath, CAKeyFileName, tlsDir, CAFileName)
-		}
-		certPEM, keyPEM, err = issueServer(certPath, keyPath, caCert, caKey, hosts, now)
-		if err != nil {
+	switch {
+	case reason == "":
+	case caKey != nil && now.Before(caCert.NotAfter):
+		// An earlier version's folder: keep its CA, which clients trust.
+		if certPEM, keyPEM, err = issueServer(certPath, keyPath, caCert, caKey, hosts, now); err != nil {
 			return nil, err
 		}
+		log.Info("issued a new server certificate from the CA key left in the data folder", "reason", reason, "cert", certPath)
+	default:
+		if certPEM, keyPEM, err = createLocal(caPath, certPath, keyPath, hosts, now); err != nil {
+			return nil, err
+		}
+		if caCert != nil {
+			log.Warn("made a new CA and server certificate: clients must trust the new CA certificate; the old one no longer verifies this server",
+				"reason", reason, "ca", caPath)
+		}
+		// The key of a CA just replaced, or left without its ca.pem by an
+		// earlier version: it signs nothing clients trust now.
+		if err := os.Remove(caKeyPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("tls: remove the old CA key: %w", err)
+		}
+		caKey = nil
+	}
+	if caKey != nil {
+		log.Warn("the CA's private key is kept beside the server's files, as earlier versions of leased did; the server does not need it: remove it, or move it off this host, so that whoever reads the data folder cannot sign certificates clients trust; a later reissue then makes a new CA limited to the server's names, which clients must then trust",
+			"key", caKeyPath)
 	}
 
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
@@ -203,6 +229,25 @@ func LoadOrCreate(dir string, extraHosts []string, alpn string) (*tls.Config, er
 		return nil, fmt.Errorf("tls: server certificate %s with key %s: %w", certPath, keyPath, err)
 	}
 	return serverConfig(pair, alpn), nil
+}
+
+// createLocal makes a new self-signed CA constrained to hosts and a server
+// certificate for hosts signed by it, both valid serverValidity, drops the
+// CA's key, and writes the server pair and then ca.pem, replacing the old
+// files. A crash in between leaves a server.pem that ca.pem did not sign,
+// which the next start replaces as well. It returns the pair's PEM.
+func createLocal(caPath, certPath, keyPath string, hosts altNames, now time.Time) (certPEM, keyPEM []byte, err error) {
+	ca, caKey, caPEM, err := newCA(caCommonName, now, now.Add(serverValidity), &caNames{hosts: hosts})
+	if err != nil {
+		return nil, nil, err
+	}
+	if certPEM, keyPEM, err = issueServer(certPath, keyPath, ca, caKey, hosts, now); err != nil {
+		return nil, nil, err
+	}
+	if err := WriteFileAtomic(caPath, caPEM, 0o644); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, nil
 }
 
 // LoadPair returns a server tls.Config from a user-supplied certificate
@@ -263,7 +308,8 @@ func serverAltNames(extraHosts []string) (altNames, error) {
 // hostAltNames returns localhost, the loopback addresses and hosts, without
 // duplicates; hosts are the extra names. A host is a DNS name or an IP
 // address, and an IPv6 address may be given in brackets; blank hosts are
-// skipped. It rejects any other host with an error wrapping ErrBadHost.
+// skipped; a wildcard is allowed only as checkWildcard says. It rejects any
+// other host with an error wrapping ErrBadHost.
 // serverAltNames and the node certificates of pki.go use it.
 func hostAltNames(hosts []string) (altNames, error) {
 	var h altNames
@@ -281,6 +327,9 @@ func hostAltNames(hosts []string) (altNames, error) {
 		if ip := net.ParseIP(s); ip != nil {
 			h.addIP(ip, true)
 			continue
+		}
+		if err := checkWildcard(s); err != nil {
+			return altNames{}, err
 		}
 		if !validDNSName(s) {
 			return altNames{}, fmt.Errorf("tls: %w %q: neither an IP address nor a DNS name", ErrBadHost, raw)
@@ -379,56 +428,81 @@ func reissueReason(what, certPath string, leaf, ca *x509.Certificate, hosts altN
 	return ""
 }
 
-// createCA makes a new self-signed CA named commonName and writes its key,
-// then its certificate, with write (WriteFileAtomic, or writeFileNew to
-// refuse to replace a file). The certificate goes last so that an existing
-// ca.pem always has its key next to it.
-func createCA(caPath, caKeyPath, commonName string, now time.Time, write writeFunc) (*x509.Certificate, crypto.Signer, error) {
+// newCA makes a new self-signed CA named commonName, valid from an hour
+// before now until notAfter, and returns its certificate (parsed and in
+// PEM) and its key; it writes nothing. With names, the CA carries critical
+// name constraints that permit only those names (see constrain); nil
+// means a CA that may sign for any name.
+func newCA(commonName string, now, notAfter time.Time, names *caNames) (*x509.Certificate, crypto.Signer, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tls: generate CA key: %w", err)
+		return nil, nil, nil, fmt.Errorf("tls: generate CA key: %w", err)
 	}
 	serial, err := newSerial()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-backdate),
-		NotAfter:              now.AddDate(caValidityYears, 0, 0),
+		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		MaxPathLen:            0,
 		MaxPathLenZero:        true,
 	}
+	if names != nil {
+		constrain(tmpl, names.hosts, names.ranges)
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tls: create CA certificate: %w", err)
+		return nil, nil, nil, fmt.Errorf("tls: create CA certificate: %w", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tls: parse new CA certificate: %w", err)
+		return nil, nil, nil, fmt.Errorf("tls: parse new CA certificate: %w", err)
 	}
-	keyPEM, err := encodeKey(key)
+	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
+// caNames are the names a constrained CA may sign for: hosts, each with
+// the names under it, and the address ranges of ranges.
+type caNames struct {
+	hosts  altNames
+	ranges []*net.IPNet
+}
+
+// createCA makes a new cluster CA (newCA, valid 10 years) and writes its
+// key, then its certificate, with write (writeFileNew, which refuses to
+// replace a file). The certificate goes last so that an existing ca.pem
+// always has its key next to it.
+func createCA(caPath, caKeyPath, commonName string, now time.Time, write writeFunc, names *caNames) error {
+	_, key, certPEM, err := newCA(commonName, now, now.AddDate(caValidityYears, 0, 0), names)
 	if err != nil {
-		return nil, nil, err
+		return err
+	}
+	keyPEM, err := encodeKey(key.(*ecdsa.PrivateKey))
+	if err != nil {
+		return err
 	}
 	if err := write(caKeyPath, keyPEM, 0o600); err != nil {
-		return nil, nil, err
+		return err
 	}
-	if err := write(caPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return nil, nil, err
-	}
-	return cert, key, nil
+	return write(caPath, certPEM, 0o644)
 }
 
 // issueServer makes a new server key and certificate signed by ca,
 // replaces the old ones with them (see replacePair) and returns their PEM.
+// It refuses, writing nothing, if ca may not sign for hosts.
 func issueServer(certPath, keyPath string, ca *x509.Certificate, caKey crypto.Signer, hosts altNames, now time.Time) (certPEM, keyPEM []byte, err error) {
 	certPEM, keyPEM, err = issueLeaf(ca, caKey, serverCommonName, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, hosts, now)
 	if err != nil {
+		return nil, nil, err
+	}
+	block, _ := pem.Decode(certPEM)
+	if err := checkPermitted(block.Bytes, ca, filepath.Join(filepath.Dir(certPath), CAFileName), now); err != nil {
 		return nil, nil, err
 	}
 	if err := replacePair(certPath, keyPath, certPEM, keyPEM); err != nil {

@@ -6,6 +6,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
+	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -37,11 +40,48 @@ func newTestPaths(dataDir string) testPaths {
 
 func mustLoad(t *testing.T, dataDir string, extraHosts []string) *tls.Config {
 	t.Helper()
-	cfg, err := LoadOrCreate(dataDir, extraHosts, testALPN)
+	cfg, _ := mustLoadLog(t, dataDir, extraHosts)
+	return cfg
+}
+
+// mustLoadLog is mustLoad, and returns what LoadOrCreate logged.
+func mustLoadLog(t *testing.T, dataDir string, extraHosts []string) (*tls.Config, string) {
+	t.Helper()
+	var logged bytes.Buffer
+	cfg, err := LoadOrCreate(dataDir, extraHosts, testALPN, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
 		t.Fatalf("LoadOrCreate(%v): %v", extraHosts, err)
 	}
-	return cfg
+	return cfg, logged.String()
+}
+
+// newCAWarning is what LoadOrCreate logs when it replaces a CA.
+const newCAWarning = "clients must trust the new CA certificate"
+
+// makeLegacy makes the TLS files of a data folder as an earlier version
+// did: an unconstrained CA, valid 10 years, whose key is kept in
+// ca-key.pem, and a server certificate issued from it at issued.
+func makeLegacy(t *testing.T, dataDir string, issued time.Time) testPaths {
+	t.Helper()
+	p := newTestPaths(dataDir)
+	if err := ensureDir(p.dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := createCA(p.ca, p.caKey, caCommonName, issued, WriteFileAtomic, nil); err != nil {
+		t.Fatal(err)
+	}
+	ca, caKey, err := loadCA(p.dir, true, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := serverAltNames(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := issueServer(p.cert, p.key, ca, caKey, hosts, issued); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func mustReadFile(t *testing.T, path string) []byte {
@@ -123,7 +163,7 @@ func TestLoadOrCreateCreatesFiles(t *testing.T) {
 	cfg := mustLoad(t, data, nil)
 	p := newTestPaths(data)
 
-	for _, f := range []string{p.ca, p.caKey, p.cert, p.key} {
+	for _, f := range []string{p.ca, p.cert, p.key} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
@@ -132,12 +172,12 @@ func TestLoadOrCreateCreatesFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 4 {
+	if len(entries) != 3 {
 		var names []string
 		for _, e := range entries {
 			names = append(names, e.Name())
 		}
-		t.Errorf("tls folder holds %v, want exactly the four TLS files", names)
+		t.Errorf("tls folder holds %v, want exactly ca.pem, server.pem and server-key.pem: the CA's key is not kept", names)
 	}
 
 	if cfg.MinVersion != tls.VersionTLS13 {
@@ -150,7 +190,7 @@ func TestLoadOrCreateCreatesFiles(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		return
 	}
-	for _, f := range []string{p.caKey, p.key} {
+	for _, f := range []string{p.key} {
 		info, err := os.Stat(f)
 		if err != nil {
 			t.Fatal(err)
@@ -204,8 +244,8 @@ func TestLoadOrCreateCertificates(t *testing.T) {
 		t.Errorf("key algorithms: CA %v, server %v; want ECDSA", ca.PublicKeyAlgorithm, leaf.PublicKeyAlgorithm)
 	}
 	now := time.Now()
-	if d := ca.NotAfter.Sub(now); d < 9*365*24*time.Hour {
-		t.Errorf("CA valid for %v more, want about 10 years", d)
+	if d := ca.NotAfter.Sub(now); d < 824*24*time.Hour || d > 826*24*time.Hour {
+		t.Errorf("CA valid for %v more, want 825 days, as long as the one certificate it signs", d)
 	}
 	if d := leaf.NotAfter.Sub(now); d < 824*24*time.Hour || d > 826*24*time.Hour {
 		t.Errorf("server certificate valid for %v more, want 825 days", d)
@@ -258,10 +298,15 @@ func TestLoadOrCreateExtraHosts(t *testing.T) {
 	mustLoad(t, data, nil)
 	ca, cert := mustReadFile(t, p.ca), mustReadFile(t, p.cert)
 
+	// The CA's key is gone and the CA may sign only for the old names: a
+	// new host takes a new CA, and a warning that clients must trust it.
 	extra := []string{"Lease.Example.internal", "10.1.2.3", "[fd00::7]", " "}
-	cfg := mustLoad(t, data, extra)
-	if !bytes.Equal(ca, mustReadFile(t, p.ca)) {
-		t.Fatal("ca.pem changed when an extra host was added")
+	cfg, logged := mustLoadLog(t, data, extra)
+	if bytes.Equal(ca, mustReadFile(t, p.ca)) {
+		t.Fatal("ca.pem kept, although the CA may not sign for the new extra hosts")
+	}
+	if !strings.Contains(logged, newCAWarning) || !strings.Contains(logged, "level=WARN") || !strings.Contains(logged, p.ca) {
+		t.Errorf("log %q: want a warning that clients must trust the new %s", logged, p.ca)
 	}
 	if bytes.Equal(cert, mustReadFile(t, p.cert)) {
 		t.Fatal("server.pem was not reissued for the new extra hosts")
@@ -277,25 +322,31 @@ func TestLoadOrCreateExtraHosts(t *testing.T) {
 		}
 	}
 
-	// The same hosts, or fewer, reuse the certificate.
-	cert = mustReadFile(t, p.cert)
-	mustLoad(t, data, []string{"10.1.2.3", "lease.example.internal."})
-	mustLoad(t, data, nil)
-	if !bytes.Equal(cert, mustReadFile(t, p.cert)) {
-		t.Error("server.pem reissued although it names every requested host")
+	// The same hosts, or fewer, reuse the certificate and the CA, quietly.
+	ca, cert = mustReadFile(t, p.ca), mustReadFile(t, p.cert)
+	_, logged1 := mustLoadLog(t, data, []string{"10.1.2.3", "lease.example.internal."})
+	_, logged2 := mustLoadLog(t, data, nil)
+	if !bytes.Equal(cert, mustReadFile(t, p.cert)) || !bytes.Equal(ca, mustReadFile(t, p.ca)) {
+		t.Error("server.pem or ca.pem replaced although the certificate names every requested host")
+	}
+	if logged1+logged2 != "" {
+		t.Errorf("reusing the files logged %q", logged1+logged2)
 	}
 }
 
 func TestLoadOrCreateBadExtraHost(t *testing.T) {
 	data := t.TempDir()
 	for _, host := range []string{"lease.example.com:4433", "bad host", "fe80::1%eth0"} {
-		_, err := LoadOrCreate(data, []string{host}, testALPN)
+		_, err := LoadOrCreate(data, []string{host}, testALPN, nil)
 		if err == nil || !strings.Contains(err.Error(), host) {
 			t.Errorf("extra host %q: err = %v, want an error naming it", host, err)
 		}
 	}
 }
 
+// TestLoadOrCreateReissuesMissingServerCert: without its server pair, a
+// data folder gets a new CA with a new pair (there is no CA key to issue
+// another from), and a warning that clients must trust the new CA.
 func TestLoadOrCreateReissuesMissingServerCert(t *testing.T) {
 	for _, missing := range []string{CertFileName, KeyFileName} {
 		t.Run(missing, func(t *testing.T) {
@@ -305,12 +356,14 @@ func TestLoadOrCreateReissuesMissingServerCert(t *testing.T) {
 			ca, cert := mustReadFile(t, p.ca), mustReadFile(t, p.cert)
 			mustRemove(t, filepath.Join(p.dir, missing))
 
-			cfg := mustLoad(t, data, nil)
-			if !bytes.Equal(ca, mustReadFile(t, p.ca)) {
-				t.Fatal("ca.pem changed")
+			cfg, logged := mustLoadLog(t, data, nil)
+			if bytes.Equal(ca, mustReadFile(t, p.ca)) {
+				t.Fatal("ca.pem kept, although its key is gone")
 			}
-			newCert := mustReadFile(t, p.cert)
-			if bytes.Equal(cert, newCert) {
+			if !strings.Contains(logged, newCAWarning) || !strings.Contains(logged, missing) {
+				t.Errorf("log %q: want a warning that clients must trust the new CA, naming the missing %s", logged, missing)
+			}
+			if bytes.Equal(cert, mustReadFile(t, p.cert)) {
 				t.Fatal("server.pem not reissued")
 			}
 			if _, err := os.Stat(p.key); err != nil {
@@ -323,72 +376,230 @@ func TestLoadOrCreateReissuesMissingServerCert(t *testing.T) {
 	}
 }
 
-func TestLoadOrCreateReissuesExpiringCert(t *testing.T) {
+// TestLoadOrCreateReissuesExpiring: a CA and server certificate that
+// expire within 30 days are replaced, with a warning.
+func TestLoadOrCreateReissuesExpiring(t *testing.T) {
 	data := t.TempDir()
 	p := newTestPaths(data)
-	mustLoad(t, data, nil)
-	ca, err := parseCert(p.ca, mustReadFile(t, p.ca))
-	if err != nil {
-		t.Fatal(err)
-	}
-	caKey, err := parseKey(p.caKey, mustReadFile(t, p.caKey))
-	if err != nil {
+	if err := ensureDir(p.dir); err != nil {
 		t.Fatal(err)
 	}
 	hosts, err := serverAltNames(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Issued 810 days ago: 15 days left.
-	if _, _, err := issueServer(p.cert, p.key, ca, caKey, hosts, time.Now().Add(-810*24*time.Hour)); err != nil {
+	// Made 810 days ago: 15 days left.
+	if _, _, err := createLocal(p.ca, p.cert, p.key, hosts, time.Now().Add(-810*24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	caPEM, old := mustReadFile(t, p.ca), mustReadFile(t, p.cert)
-
-	cfg := mustLoad(t, data, nil)
-	if bytes.Equal(old, mustReadFile(t, p.cert)) {
-		t.Fatal("expiring server.pem not reissued")
+	old := mustReadFile(t, p.ca)
+	cfg, logged := mustLoadLog(t, data, nil)
+	if bytes.Equal(old, mustReadFile(t, p.ca)) {
+		t.Fatal("expiring CA not replaced")
 	}
-	if !bytes.Equal(caPEM, mustReadFile(t, p.ca)) {
-		t.Fatal("ca.pem changed")
+	if !strings.Contains(logged, newCAWarning) || !strings.Contains(logged, "expires") {
+		t.Errorf("log %q: want a warning naming the expiry", logged)
 	}
 	if d := time.Until(leafOf(t, cfg).NotAfter); d < 800*24*time.Hour {
 		t.Fatalf("reissued certificate valid for only %v", d)
 	}
+	if err := verifyServer(leafOf(t, cfg), caPool(t, data), "localhost"); err != nil {
+		t.Fatal(err)
+	}
 }
 
-func TestLoadOrCreateMissingCAKey(t *testing.T) {
+// TestLoadOrCreateKeepsNoCAKey: no private key but the server's own is
+// left anywhere in the data folder, after a first start and a reissue.
+func TestLoadOrCreateKeepsNoCAKey(t *testing.T) {
 	data := t.TempDir()
+	mustLoad(t, data, nil)
+	mustLoad(t, data, []string{"db1.example.com"})
 	p := newTestPaths(data)
-	mustLoad(t, data, nil)
+	err := filepath.WalkDir(data, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if path != p.key && bytes.Contains(mustReadFile(t, path), []byte("PRIVATE KEY")) {
+			t.Errorf("%s holds a private key: the CA's key must not be kept", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoadOrCreateNameConstraints: the self-signed CA carries critical
+// name constraints for exactly the server's names, and Go's verifier
+// refuses a certificate it signed for any other name; the server's own
+// certificate, a wildcard's names and the names under a permitted one
+// verify.
+func TestLoadOrCreateNameConstraints(t *testing.T) {
+	extra := []string{"*.lease.example.com", "db1.example.com", "10.1.2.3"}
+	data := t.TempDir()
+	cfg := mustLoad(t, data, extra)
+	ca := parsePEMCert(t, mustReadFile(t, CAPath(data)))
+	if !ca.PermittedDNSDomainsCritical {
+		t.Error("the name constraints are not critical")
+	}
+	for _, d := range []string{"localhost", "lease.example.com", "db1.example.com"} {
+		if !slices.Contains(ca.PermittedDNSDomains, d) {
+			t.Errorf("PermittedDNSDomains %q lacks %q", ca.PermittedDNSDomains, d)
+		}
+	}
+	var ranges []string
+	for _, r := range ca.PermittedIPRanges {
+		ranges = append(ranges, r.String())
+	}
+	for _, r := range []string{"127.0.0.1/32", "::1/128", "10.1.2.3/32"} {
+		if !slices.Contains(ranges, r) {
+			t.Errorf("PermittedIPRanges %q lacks %s", ranges, r)
+		}
+	}
+	pool := caPool(t, data)
+	for _, host := range []string{"localhost", "127.0.0.1", "db1.example.com", "a.lease.example.com", "10.1.2.3"} {
+		if err := verifyServer(leafOf(t, cfg), pool, host); err != nil {
+			t.Errorf("the server's own certificate for %s: %v", host, err)
+		}
+	}
+
+	// The same CA, made here with its key kept, signs for other names.
+	hosts, err := serverAltNames(extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ca, caKey, _, err := newCA(caCommonName, now, now.Add(serverValidity), &caNames{hosts: hosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"db1.example.com", true},
+		{"x.db1.example.com", true},
+		{"a.lease.example.com", true},
+		{"example.com", false},
+		{"db2.example.com", false},
+		{"bank.example", false},
+		{"10.1.2.4", false},
+		{"192.168.0.1", false},
+		{"fd00::1", false},
+	} {
+		var names altNames
+		if ip := net.ParseIP(tc.host); ip != nil {
+			names.addIP(ip, true)
+		} else {
+			names.addDNS(tc.host, true)
+		}
+		certPEM, _, err := issueLeaf(ca, caKey, "rogue", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, names, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = verifyServer(parsePEMCert(t, certPEM), roots, tc.host)
+		var invalid x509.CertificateInvalidError
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("a certificate for %s, a permitted name: %v", tc.host, err)
+		case !tc.ok && (!errors.As(err, &invalid) || invalid.Reason != x509.CANotAuthorizedForThisName):
+			t.Errorf("a certificate for %s: verify = %v, want the CA not authorized for this name", tc.host, err)
+		}
+		block, _ := pem.Decode(certPEM)
+		if err := checkPermitted(block.Bytes, ca, "ca.pem", now); (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrBadHost)) {
+			t.Errorf("checkPermitted for %s: %v", tc.host, err)
+		}
+	}
+}
+
+// TestLoadOrCreateLegacyCAKey: a data folder of an earlier version, with
+// the CA's key in ca-key.pem, keeps its CA, which clients trust: its
+// server certificate is reissued from that key when it must be, and every
+// start warns that the key should go. Once the operator removes it, a
+// reissue makes a new, constrained CA, with the warning that clients must
+// trust it.
+func TestLoadOrCreateLegacyCAKey(t *testing.T) {
+	data := t.TempDir()
+	p := makeLegacy(t, data, time.Now())
 	ca := mustReadFile(t, p.ca)
-	mustRemove(t, p.caKey)
+	oldPool := caPool(t, data)
 
-	// A valid server certificate does not need the CA key.
-	mustLoad(t, data, nil)
-
-	// Reissuing does.
+	_, logged := mustLoadLog(t, data, nil)
+	if !strings.Contains(logged, "level=WARN") || !strings.Contains(logged, p.caKey) || !strings.Contains(logged, "remove it") {
+		t.Errorf("log %q: want a warning naming %s", logged, p.caKey)
+	}
+	// A missing server certificate, then a new host: both reissued from
+	// the old CA.
 	mustRemove(t, p.cert)
-	_, err := LoadOrCreate(data, nil, testALPN)
-	if err == nil {
-		t.Fatal("no error although server.pem must be reissued and ca-key.pem is missing")
-	}
-	if !strings.Contains(err.Error(), CAKeyFileName) {
-		t.Errorf("error %q does not mention %s", err, CAKeyFileName)
-	}
-	if !bytes.Equal(ca, mustReadFile(t, p.ca)) {
-		t.Error("ca.pem changed")
-	}
-	if _, err := os.Stat(p.caKey); !os.IsNotExist(err) {
-		t.Errorf("ca-key.pem recreated: %v", err)
+	for _, host := range []string{"localhost", "db1.example.com"} {
+		cfg, logged := mustLoadLog(t, data, []string{host})
+		if !bytes.Equal(ca, mustReadFile(t, p.ca)) {
+			t.Fatal("ca.pem of an earlier version replaced although its key is there")
+		}
+		if strings.Contains(logged, newCAWarning) || !strings.Contains(logged, p.caKey) {
+			t.Errorf("log %q: want only the warning about %s", logged, p.caKey)
+		}
+		if err := verifyServer(leafOf(t, cfg), oldPool, host); err != nil {
+			t.Fatalf("reissued from the old CA: %v", err)
+		}
 	}
 
-	// So does a new extra host.
-	data2 := t.TempDir()
-	mustLoad(t, data2, nil)
-	mustRemove(t, newTestPaths(data2).caKey)
-	if _, err := LoadOrCreate(data2, []string{"new.example.com"}, testALPN); err == nil || !strings.Contains(err.Error(), CAKeyFileName) {
-		t.Errorf("new extra host without CA key: err = %v, want one mentioning %s", err, CAKeyFileName)
+	mustRemove(t, p.caKey)
+	cfg, logged := mustLoadLog(t, data, []string{"db2.example.com"})
+	if bytes.Equal(ca, mustReadFile(t, p.ca)) || !strings.Contains(logged, newCAWarning) {
+		t.Fatalf("without the old key, a new host: log %q; want a new CA and a warning", logged)
+	}
+	if parsePEMCert(t, mustReadFile(t, p.ca)).PermittedDNSDomains == nil {
+		t.Error("the new CA is not constrained")
+	}
+	if err := verifyServer(leafOf(t, cfg), caPool(t, data), "db2.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p.caKey); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ca-key.pem after the new CA: %v", err)
+	}
+}
+
+// TestWildcardHosts: a wildcard host is accepted only as the whole first
+// label of a name under a domain someone can own, by CheckHost and
+// LoadOrCreate alike (node certificates: see pki_test.go).
+func TestWildcardHosts(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		want string // "" if accepted
+	}{
+		{"*.example.com", ""},
+		{"*.lease.example.co.uk", ""},
+		{"*.EXAMPLE.com.", ""},
+		{"*.com", `"com" is a public suffix`},
+		{"*.co.uk", `"co.uk" is a public suffix`},
+		{"*.github.io", `"github.io" is a public suffix`},
+		{"*.localhost", `"localhost" is a public suffix`},
+		{"*", "a wildcard must be the whole first label"},
+		{"*.", "a wildcard must be the whole first label"},
+		{"*.*.example.com", "a wildcard must be the whole first label"},
+		{"a.*.example.com", "a wildcard must be the whole first label"},
+		{"a*.example.com", "a wildcard must be the whole first label"},
+	} {
+		err := CheckHost(tc.host)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("CheckHost(%q): %v", tc.host, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrBadHost) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.host) {
+			t.Errorf("CheckHost(%q) = %v, want ErrBadHost naming it and saying %q", tc.host, err, tc.want)
+		}
+		data := t.TempDir()
+		if _, err := LoadOrCreate(data, []string{tc.host}, testALPN, nil); !errors.Is(err, ErrBadHost) {
+			t.Errorf("LoadOrCreate with %q: %v, want ErrBadHost", tc.host, err)
+		}
+		if _, err := os.Stat(filepath.Join(data, DirName)); err == nil {
+			t.Errorf("LoadOrCreate with %q made the TLS folder", tc.host)
+		}
 	}
 }
 
@@ -423,7 +634,9 @@ func TestLoadOrCreateCorruptFiles(t *testing.T) {
 			os.WriteFile(p.key, []byte("garbage"), 0o600)
 		}},
 		{"server-key.pem does not match", KeyFileName, func(t *testing.T, p testPaths) {
-			os.WriteFile(p.key, mustReadFile(t, p.caKey), 0o600)
+			other := t.TempDir()
+			mustLoad(t, other, nil)
+			os.WriteFile(p.key, mustReadFile(t, newTestPaths(other).key), 0o600)
 		}},
 	}
 	for _, tt := range tests {
@@ -434,10 +647,12 @@ func TestLoadOrCreateCorruptFiles(t *testing.T) {
 			tt.damage(t, p)
 			before := map[string][]byte{}
 			for _, f := range []string{p.ca, p.caKey, p.cert, p.key} {
-				before[f] = mustReadFile(t, f)
+				if b, err := os.ReadFile(f); err == nil {
+					before[f] = b
+				}
 			}
 
-			_, err := LoadOrCreate(data, nil, testALPN)
+			_, err := LoadOrCreate(data, nil, testALPN, nil)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -455,16 +670,15 @@ func TestLoadOrCreateCorruptFiles(t *testing.T) {
 
 func TestLoadOrCreateMissingCA(t *testing.T) {
 	// Without ca.pem there is no CA anyone can trust: a new one is made and
-	// the server certificate is reissued from it.
+	// the server certificate is reissued from it. A CA key that an earlier
+	// version left is removed with it.
 	data := t.TempDir()
-	p := newTestPaths(data)
-	mustLoad(t, data, nil)
-	oldKey := mustReadFile(t, p.caKey)
+	p := makeLegacy(t, data, time.Now())
 	mustRemove(t, p.ca)
 
 	cfg := mustLoad(t, data, nil)
-	if bytes.Equal(oldKey, mustReadFile(t, p.caKey)) {
-		t.Error("ca-key.pem not replaced along with ca.pem")
+	if _, err := os.Stat(p.caKey); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ca-key.pem left beside the new CA: %v", err)
 	}
 	if err := verifyServer(leafOf(t, cfg), caPool(t, data), "localhost"); err != nil {
 		t.Errorf("server certificate does not verify against the new CA: %v", err)
@@ -497,7 +711,9 @@ func TestLoadPair(t *testing.T) {
 	if _, err := LoadPair(p.cert, missing, testALPN); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing key: err = %v", err)
 	}
-	if _, err := LoadPair(p.cert, p.caKey, testALPN); err == nil || !strings.Contains(err.Error(), p.cert) {
+	other := t.TempDir()
+	mustLoad(t, other, nil)
+	if _, err := LoadPair(p.cert, newTestPaths(other).key, testALPN); err == nil || !strings.Contains(err.Error(), p.cert) {
 		t.Errorf("mismatched key: err = %v", err)
 	}
 }
