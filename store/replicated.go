@@ -160,7 +160,11 @@ func (s *Snapshot) AppliedIndex() uint64 { return s.applied }
 
 // WriteTo streams the snapshot to w: the format's magic line, the applied
 // index, every key and value, and a CRC-32C of all of it. Restore reads it.
-func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return s.write(w, nil) }
+
+// write is WriteTo, and hands visit, if not nil, every key and value it
+// writes.
+func (s *Snapshot) write(w io.Writer, visit func(key, value []byte) error) (int64, error) {
 	cw := &countWriter{w: bufio.NewWriterSize(w, 256<<10), crc: crc32.New(castagnoli)}
 	cw.Write([]byte(snapshotMagic))
 	cw.uvarint(s.applied)
@@ -176,6 +180,9 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 			cw.Write(item.Key())
 			cw.uvarint(uint64(len(v)))
 			cw.Write(v)
+			if visit != nil {
+				return visit(item.Key(), v)
+			}
 			return nil
 		})
 		if err != nil {
@@ -296,6 +303,20 @@ func (b *Badger) Restore(r io.Reader) error {
 // load writes the keys of a snapshot stream, checks its sum, and returns
 // its applied index.
 func (b *Badger) load(r io.Reader) (uint64, error) {
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	applied, err := readSnapshot(r, wb.Set)
+	if err != nil {
+		return 0, err
+	}
+	return applied, wb.Flush()
+}
+
+// readSnapshot reads a snapshot stream, hands each key and value to fn in
+// the stream's order, checks the stream's sum, and returns its applied
+// index. A stream that is cut short, has bytes after its sum, or whose sum
+// does not match is ErrCorruptSnapshot; fn has then seen part of it.
+func readSnapshot(r io.Reader, fn func(key, value []byte) error) (uint64, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
 	sr := &sumReader{br: br, crc: crc32.New(castagnoli)}
 	magic := make([]byte, len(snapshotMagic))
@@ -306,8 +327,6 @@ func (b *Badger) load(r io.Reader) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: applied index: %v", ErrCorruptSnapshot, err)
 	}
-	wb := b.db.NewWriteBatch()
-	defer wb.Cancel()
 	for {
 		kl, err := binary.ReadUvarint(sr)
 		if err != nil {
@@ -328,7 +347,7 @@ func (b *Badger) load(r io.Reader) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if err := wb.Set(key, val); err != nil {
+		if err := fn(key, val); err != nil {
 			return 0, err
 		}
 	}
@@ -343,7 +362,7 @@ func (b *Badger) load(r io.Reader) (uint64, error) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		return 0, fmt.Errorf("%w: data after the checksum", ErrCorruptSnapshot)
 	}
-	return applied, wb.Flush()
+	return applied, nil
 }
 
 // sumReader reads from br and sums what it hands out.
