@@ -128,7 +128,11 @@ func placeSnapshot(dir string, db *store.Badger, idx uint64, servers []raft.Serv
 	if err != nil {
 		return fmt.Errorf("replica: restore: %w", err)
 	}
-	sink, err := snaps.Create(raft.SnapshotVersionMax, idx, restoredTerm, raft.Configuration{Servers: servers}, idx, nil)
+	// The store encodes the peers with a transport for raft's versions
+	// before configurations; every transport encodes an address as is.
+	_, trans := raft.NewInmemTransport("")
+	defer trans.Close()
+	sink, err := snaps.Create(raft.SnapshotVersionMax, idx, restoredTerm, raft.Configuration{Servers: servers}, idx, trans)
 	if err != nil {
 		return fmt.Errorf("replica: restore: %w", err)
 	}
