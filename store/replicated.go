@@ -10,6 +10,8 @@ import (
 	"io"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/leased/leased/internal/snapstream"
 )
 
 // What a replicated log's state machine (package replica) needs of the
@@ -21,11 +23,12 @@ import (
 var metaApplied = []byte("m/applied")
 
 // snapshotMagic opens every snapshot stream, with the format's version.
-const snapshotMagic = "leased-snapshot-1\n"
+const snapshotMagic = snapstream.Magic
 
 // ErrCorruptSnapshot is returned by Restore for a stream that is not a
-// whole snapshot.
-var ErrCorruptSnapshot = errors.New("corrupt snapshot")
+// whole snapshot. It is snapstream.ErrCorrupt, which clients that check a
+// stream without the store return too.
+var ErrCorruptSnapshot = snapstream.ErrCorrupt
 
 // AppliedIndex returns the index of the last log entry applied with
 // ApplyEntry or restored with Restore; 0 if none.
@@ -202,7 +205,7 @@ func (s *Snapshot) write(w io.Writer, visit func(key, value []byte) error) (int6
 // Release ends the view.
 func (s *Snapshot) Release() { s.t.Discard() }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = snapstream.Castagnoli
 
 // countWriter writes to w, counting bytes and summing them into crc, and
 // keeps the first error.
