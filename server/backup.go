@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/quic-go/quic-go"
 
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
 
@@ -101,4 +104,30 @@ func (s stallWriter) Write(p []byte) (int, error) {
 		d.SetWriteDeadline(time.Now().Add(snapshotStall))
 	}
 	return s.w.Write(p)
+}
+
+// Restore makes dir, which must be missing or empty, the data folder of a
+// new server from a snapshot stream (leasectl snapshot save), with the
+// revision and fencing-token counters raised by bump: of a server alone if
+// peers is nil, or of node name of a new cluster whose initial members are
+// peers, every one of which is restored from the same snapshot with the
+// same peers and bump. The server started on dir starts from the snapshot
+// (replica.Restore). It returns the summary of the restored state. A
+// stream that is not a whole snapshot is store.ErrCorruptSnapshot, and a
+// dir that holds anything replica.ErrNotEmpty; either way dir is left as
+// it was. `leased restore` calls it.
+func Restore(dir string, snapshot io.Reader, name string, peers []Peer, bump uint64, log *slog.Logger) (store.Summary, error) {
+	servers := []raft.Server{{ID: nodeName, Address: nodeName}}
+	if peers != nil {
+		servers = servers[:0]
+		self := false
+		for _, p := range peers {
+			servers = append(servers, raft.Server{ID: raft.ServerID(p.Name), Address: raft.ServerAddress(p.Addr)})
+			self = self || p.Name == name
+		}
+		if !self {
+			return store.Summary{}, fmt.Errorf("%w: the initial members do not name this node %q", errInvalidArgument, name)
+		}
+	}
+	return replica.Restore(dir, snapshot, servers, bump, log)
 }
