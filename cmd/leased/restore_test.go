@@ -12,6 +12,8 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/proccluster"
+	"github.com/leased/leased/internal/testkit/wait"
 )
 
 // backupTerm is the lease term of the servers of the backup tests: long
@@ -242,4 +244,100 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	wl.Release(ctx)
 	c.Close()
 	srv.Stop(t)
+}
+
+// TestRestoreCluster: a snapshot saved from a three-node cluster (leasectl
+// given a follower first finds the leader) restores three members of a new
+// cluster, each with the same --initial-cluster; started with no
+// --initial-cluster, they elect a leader and serve every key with its
+// version.
+func TestRestoreCluster(t *testing.T) {
+	t.Parallel()
+	old := proccluster.Start(t, proccluster.Config{Bins: bins, Direct: true, Flags: []string{"--lease-term", "1s"}})
+	lead := old.Leader()
+	cfg := old.ClientConfig()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, old.Endpoints(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	versions := fillForBackup(t, c, 40)
+	var first *proccluster.Node
+	for _, nd := range old.Nodes {
+		if nd != lead {
+			first = nd
+		}
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cluster.snap")
+	ctl := func(args ...string) clitest.Result {
+		return clitest.Cmd{}.Run(t, bins.Leasectl, append([]string{"--endpoints", first.Addr + "," + old.Endpoints(), "--cacert", old.CAFile}, args...)...)
+	}
+	saved := saveSnapshot(t, c, ctl, file)
+	c.Close()
+	for _, nd := range old.Nodes {
+		old.Stop(nd.Name)
+	}
+
+	type member struct{ name, addr, peer, data string }
+	var members []member
+	var initial []string
+	for i := 1; i <= 3; i++ {
+		udp, err := clitest.FreeUDPPort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tcp, err := clitest.FreeTCPPort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := member{name: fmt.Sprintf("r%d", i), addr: fmt.Sprintf("127.0.0.1:%d", udp), peer: fmt.Sprintf("127.0.0.1:%d", tcp),
+			data: filepath.Join(dir, fmt.Sprintf("r%d", i))}
+		members = append(members, m)
+		initial = append(initial, m.name+"="+m.peer)
+	}
+	var endpoints []string
+	digest := ""
+	for _, m := range members {
+		r := clitest.Cmd{}.Run(t, bins.Leased, "restore", file, "--data", m.data, "--name", m.name,
+			"--initial-cluster", strings.Join(initial, ","), "-o", "json")
+		var rs snapshotSummary
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &rs) != nil {
+			t.Fatalf("restore %s: status %d\nstderr: %s", m.name, r.Code, r.Stderr)
+		}
+		if digest != "" && rs.Digest != digest {
+			t.Errorf("%s restored digest %s, the first %s", m.name, rs.Digest, digest)
+		}
+		digest = rs.Digest
+		endpoints = append(endpoints, m.addr)
+	}
+	caDir := filepath.Dir(old.CAFile)
+	for _, m := range members {
+		p := clitest.Cmd{}.Start(t, bins.Leased, "--listen", m.addr, "--data", m.data, "--name", m.name,
+			"--peer-listen", m.peer, "--ca-dir", caDir, "--lease-term", "1s")
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s stderr:\n%s", m.name, p.Stderr.String())
+			}
+		})
+	}
+	var c2 *client.Client
+	wait.For(t, proccluster.LeaderTimeout, "the restored cluster to elect a leader", func() bool {
+		dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer dcancel()
+		c2, err = client.Dial(dctx, strings.Join(endpoints, ","), cfg)
+		return err == nil
+	})
+	defer c2.Close()
+	wantKeys(t, c2, versions)
+	v, err := c2.Put(ctx, "new", []byte("x"))
+	if err != nil || v <= saved.Revision+defaultBump {
+		t.Errorf("the restored cluster's first write: version %d, %v; want above %d", v, err, saved.Revision+defaultBump)
+	}
+	r := clitest.Cmd{}.Run(t, bins.Leasectl, "--endpoints", strings.Join(endpoints, ","), "--cacert", old.CAFile, "-o", "json", "member", "list")
+	if r.Code != 0 || strings.Count(r.Stdout, `"name":"r`) != 3 {
+		t.Errorf("member list of the restored cluster: status %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
 }
