@@ -41,6 +41,10 @@ const (
 	TypeMemberTransfer      Type = 26 // hand the lead to another voter; reply OK
 	TypeEndpointStatus      Type = 27 // this node's role, term and indexes
 	TypeEndpointStatusReply Type = 28 //
+
+	// Backups, in an admin session: the leader streams a snapshot.
+	TypeSnapshotSave      Type = 29 // stream a snapshot of the applied state
+	TypeSnapshotSaveReply Type = 30 // what the stream held, once it has ended
 )
 
 // registry describes every message type, indexed by its Type. It is the only
@@ -77,6 +81,8 @@ var registry = [...]entry{
 	TypeMemberTransfer:      withID("member_transfer", func(m *MemberTransfer) *uint64 { return &m.ID }),
 	TypeEndpointStatus:      withID("endpoint_status", func(m *EndpointStatus) *uint64 { return &m.ID }),
 	TypeEndpointStatusReply: withID("endpoint_status_reply", func(m *EndpointStatusReply) *uint64 { return &m.ID }),
+	TypeSnapshotSave:        withID("snapshot_save", func(m *SnapshotSave) *uint64 { return &m.ID }),
+	TypeSnapshotSaveReply:   withID("snapshot_save_reply", func(m *SnapshotSaveReply) *uint64 { return &m.ID }),
 }
 
 // entry is a message type's row in the registry. The zero entry, at the
@@ -377,6 +383,8 @@ func (*MemberRemove) Type() Type        { return TypeMemberRemove }
 func (*MemberTransfer) Type() Type      { return TypeMemberTransfer }
 func (*EndpointStatus) Type() Type      { return TypeEndpointStatus }
 func (*EndpointStatusReply) Type() Type { return TypeEndpointStatusReply }
+func (*SnapshotSave) Type() Type        { return TypeSnapshotSave }
+func (*SnapshotSaveReply) Type() Type   { return TypeSnapshotSaveReply }
 
 // New returns a new zero message of type t, or nil if t is not a known type.
 func New(t Type) Message {

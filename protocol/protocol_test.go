@@ -149,6 +149,9 @@ func samples() []sample {
 			PeerAddr: "10.0.0.1:7410", Role: protocol.RoleLeader, RaftTerm: math.MaxUint64, CommitIndex: 9, AppliedIndex: 8,
 			Leader: "n1", LeaderAddr: "10.0.0.1:7400", WritesHeldFor: maxDuration}},
 		{name: "endpoint_status_reply/follower", msg: &protocol.EndpointStatusReply{ID: 48, Role: protocol.RoleFollower, WritesHeldFor: minDuration}},
+		{name: "snapshot_save", msg: &protocol.SnapshotSave{ID: 49}},
+		{name: "snapshot_save_reply", msg: &protocol.SnapshotSaveReply{ID: 50, AppliedIndex: math.MaxUint64, Revision: 7, Fence: 2, Keys: 5,
+			Deleted: 1, WriteLeases: 1, Bytes: math.MaxInt64, Digest: strings.Repeat("ab", 32)}},
 	}
 }
 
@@ -289,8 +292,8 @@ func TestStream(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
-	if protocol.NumTypes != 29 {
-		t.Errorf("NumTypes = %d, want 29", protocol.NumTypes)
+	if protocol.NumTypes != 31 {
+		t.Errorf("NumTypes = %d, want 31", protocol.NumTypes)
 	}
 	names := make(map[string]protocol.Type)
 	for i := 1; i < protocol.NumTypes; i++ {

@@ -96,6 +96,8 @@ func (ss *session) serveAdmin(fr *protocol.FrameReader) {
 			reply = okOrError(m.ID, s.RemoveMember(ctx, m.Name))
 		case *protocol.MemberTransfer:
 			reply = okOrError(m.ID, s.TransferLead(ctx, m.To))
+		case *protocol.SnapshotSave:
+			reply = ss.saveSnapshot(m)
 		case *protocol.Stats:
 			st := s.Stats()
 			st.ID = m.ID

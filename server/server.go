@@ -45,7 +45,10 @@ type Server struct {
 	// core, read only by lead.
 	leadTerm uint64
 	// node is this node of a cluster (Config.Cluster), nil otherwise.
-	node     *replica.Node
+	node *replica.Node
+	// solo is the node of a server alone that opened its own state (no
+	// Config.Store), which its core owns: for snapshots only.
+	solo     *replica.Node
 	leadDone chan struct{} // closed when lead returns; nil without a cluster
 	ln       *quic.Listener
 	udp      net.PacketConn // the socket the server bound, or nil if Config.PacketConn is used
@@ -145,7 +148,7 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 			}
 			// The horizons this node records are on its own clock,
 			// which it may trust after a restart.
-			st, ccfg.Clockname = n, n.Clockname()
+			st, ccfg.Clockname, s.solo = n, n.Clockname(), n
 		}
 		if s.core, err = core.New(ccfg, st, s); err != nil {
 			st.Close()

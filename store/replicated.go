@@ -10,6 +10,8 @@ import (
 	"io"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/leased/leased/internal/snapstream"
 )
 
 // What a replicated log's state machine (package replica) needs of the
@@ -21,11 +23,12 @@ import (
 var metaApplied = []byte("m/applied")
 
 // snapshotMagic opens every snapshot stream, with the format's version.
-const snapshotMagic = "leased-snapshot-1\n"
+const snapshotMagic = snapstream.Magic
 
 // ErrCorruptSnapshot is returned by Restore for a stream that is not a
-// whole snapshot.
-var ErrCorruptSnapshot = errors.New("corrupt snapshot")
+// whole snapshot. It is snapstream.ErrCorrupt, which clients that check a
+// stream without the store return too.
+var ErrCorruptSnapshot = snapstream.ErrCorrupt
 
 // AppliedIndex returns the index of the last log entry applied with
 // ApplyEntry or restored with Restore; 0 if none.
@@ -160,7 +163,11 @@ func (s *Snapshot) AppliedIndex() uint64 { return s.applied }
 
 // WriteTo streams the snapshot to w: the format's magic line, the applied
 // index, every key and value, and a CRC-32C of all of it. Restore reads it.
-func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return s.write(w, nil) }
+
+// write is WriteTo, and hands visit, if not nil, every key and value it
+// writes.
+func (s *Snapshot) write(w io.Writer, visit func(key, value []byte) error) (int64, error) {
 	cw := &countWriter{w: bufio.NewWriterSize(w, 256<<10), crc: crc32.New(castagnoli)}
 	cw.Write([]byte(snapshotMagic))
 	cw.uvarint(s.applied)
@@ -176,6 +183,9 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 			cw.Write(item.Key())
 			cw.uvarint(uint64(len(v)))
 			cw.Write(v)
+			if visit != nil {
+				return visit(item.Key(), v)
+			}
 			return nil
 		})
 		if err != nil {
@@ -195,7 +205,7 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 // Release ends the view.
 func (s *Snapshot) Release() { s.t.Discard() }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = snapstream.Castagnoli
 
 // countWriter writes to w, counting bytes and summing them into crc, and
 // keeps the first error.
@@ -296,6 +306,20 @@ func (b *Badger) Restore(r io.Reader) error {
 // load writes the keys of a snapshot stream, checks its sum, and returns
 // its applied index.
 func (b *Badger) load(r io.Reader) (uint64, error) {
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	applied, err := readSnapshot(r, wb.Set)
+	if err != nil {
+		return 0, err
+	}
+	return applied, wb.Flush()
+}
+
+// readSnapshot reads a snapshot stream, hands each key and value to fn in
+// the stream's order, checks the stream's sum, and returns its applied
+// index. A stream that is cut short, has bytes after its sum, or whose sum
+// does not match is ErrCorruptSnapshot; fn has then seen part of it.
+func readSnapshot(r io.Reader, fn func(key, value []byte) error) (uint64, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
 	sr := &sumReader{br: br, crc: crc32.New(castagnoli)}
 	magic := make([]byte, len(snapshotMagic))
@@ -306,8 +330,6 @@ func (b *Badger) load(r io.Reader) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: applied index: %v", ErrCorruptSnapshot, err)
 	}
-	wb := b.db.NewWriteBatch()
-	defer wb.Cancel()
 	for {
 		kl, err := binary.ReadUvarint(sr)
 		if err != nil {
@@ -328,7 +350,7 @@ func (b *Badger) load(r io.Reader) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if err := wb.Set(key, val); err != nil {
+		if err := fn(key, val); err != nil {
 			return 0, err
 		}
 	}
@@ -343,7 +365,7 @@ func (b *Badger) load(r io.Reader) (uint64, error) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		return 0, fmt.Errorf("%w: data after the checksum", ErrCorruptSnapshot)
 	}
-	return applied, wb.Flush()
+	return applied, nil
 }
 
 // sumReader reads from br and sums what it hands out.

@@ -10,6 +10,7 @@
 //	leasectl status
 //	leasectl --endpoints a:7401,b:7402,c:7403 endpoint status
 //	leasectl --endpoints a:7401,b:7402,c:7403 member list
+//	leasectl snapshot save backup.snap
 //
 // Run from the folder that holds leased-data, on the same machine as the
 // server, leasectl finds the server's CA by itself; otherwise pass --cacert
@@ -214,6 +215,7 @@ is not. Durations in JSON are in seconds, in fields ending in _seconds.
 		a.statusCmd(),
 		a.memberCmd(),
 		a.endpointCmd(),
+		a.snapshotCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true

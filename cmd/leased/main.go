@@ -182,6 +182,7 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.AddCommand(newCertCmd())
 	cmd.AddCommand(newInspectCmd(stderr))
+	cmd.AddCommand(newRestoreCmd(stderr), newSnapshotCmd())
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", server.DefaultAddr, "UDP address to serve on (host:port)")
 	f.StringVar(&o.data, "data", server.DefaultDir, "data folder: database and TLS files (created if missing)")
