@@ -202,6 +202,7 @@ type Core struct {
 	horizonMu   sync.Mutex    // serializes persisting it
 	horizonKick chan struct{} // asks horizonLoop to move it ahead; capacity 1
 	boot        clock.Boot    // the machine's boot clock (Config.BootClock)
+	bootKept    *bootRecord   // the boot record of the horizon the store holds, if known; guarded by horizonMu
 	barrier     time.Time     // the bound of an earlier run's leases; writes wait for it
 	inherited   time.Time     // the end of the leases handed over by an earlier leader
 	started     time.Time

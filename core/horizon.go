@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/leased/leased/internal/tlsfiles"
@@ -136,11 +137,11 @@ func (c *Core) horizonHold(st store.State) time.Duration {
 	return hold
 }
 
-// bootRecord is what a core keeps in Config.BootFile of the last horizon
-// it recorded: the horizon as the store holds it, by which a later core
-// knows that the record is of the stored horizon, and when it passes on
-// the boot clock of the machine. JSON; the wall-clock horizon in Unix ns,
-// the durations in ns.
+// bootRecord is what a core keeps in Config.BootFile of a horizon it
+// recorded: the horizon as the store holds it, by which a later core knows
+// that the record is of the stored horizon, and when it passes on the boot
+// clock of the machine. JSON; the wall-clock horizon in Unix ns, the
+// durations in ns.
 type bootRecord struct {
 	By      string        `json:"by"` // the clock name (store.State.HorizonBy)
 	Horizon int64         `json:"horizon_unix_ns"`
@@ -151,30 +152,45 @@ type bootRecord struct {
 	BootHorizon time.Duration `json:"boot_horizon_ns"`
 }
 
-// recordBoot writes the boot record of horizon h, of span, to
-// Config.BootFile, and syncs it, before the horizon is persisted and
-// relied on. A record that cannot be written costs only the next start
-// the whole span: a record of another horizon never matches the stored one.
-func (c *Core) recordBoot(h time.Time, span time.Duration) {
+// of reports whether r is the record of the stored horizon of st.
+func (r bootRecord) of(st store.State) bool {
+	return r.By == st.HorizonBy && r.Horizon == st.Horizon.UnixNano() && r.Span == st.Span
+}
+
+// recordBoot writes to Config.BootFile, and syncs, the boot record of
+// horizon h, of span, before the horizon is persisted and relied on, and
+// returns it (nil if none is kept). The file keeps the record of the
+// horizon the store holds now (Core.bootKept) beside it, for the store
+// may keep that one if persisting h fails. A record that cannot be written
+// costs only the next start the whole span: a record of another horizon
+// never matches the stored one.
+func (c *Core) recordBoot(h time.Time, span time.Duration) *bootRecord {
 	if c.cfg.BootFile == "" {
-		return
+		return nil
 	}
 	id, since, ok := c.boot.ReadBoot()
 	if !ok {
-		return
+		return nil
 	}
-	b, err := json.Marshal(bootRecord{By: c.cfg.Clockname, Horizon: h.UnixNano(), Span: span, BootID: id, BootHorizon: since + span})
+	rec := &bootRecord{By: c.cfg.Clockname, Horizon: h.UnixNano(), Span: span, BootID: id, BootHorizon: since + span}
+	recs := []bootRecord{*rec}
+	if c.bootKept != nil && *c.bootKept != *rec {
+		recs = append(recs, *c.bootKept)
+	}
+	b, err := json.Marshal(recs)
 	if err == nil {
 		err = tlsfiles.WriteFileAtomic(c.cfg.BootFile, b, 0o600)
 	}
 	if err != nil {
-		c.log.Warn("cannot record the lease horizon on the boot clock; the next start waits out its whole span", "file", c.cfg.BootFile, "err", err)
+		c.log.Warn("cannot record the lease horizon on the boot clock; a start after it waits out its whole span", "file", c.cfg.BootFile, "err", err)
 	}
+	return rec
 }
 
 // bootHold returns how long, from now, writes wait for the stored horizon
-// of st by the boot record: until the horizon passes on the boot clock, at
-// most its span. If the record cannot be trusted, it says why instead.
+// of st by its boot record: until the horizon passes on the boot clock, at
+// most its span. If there is no record of it that can be trusted, it says
+// why instead. restore calls it.
 func (c *Core) bootHold(st store.State) (time.Duration, string) {
 	if c.cfg.BootFile == "" {
 		return 0, "no boot record is kept"
@@ -183,17 +199,20 @@ func (c *Core) bootHold(st store.State) (time.Duration, string) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, "no boot record"
 	}
-	var r bootRecord
+	var recs []bootRecord
 	if err == nil {
-		err = json.Unmarshal(b, &r)
+		err = json.Unmarshal(b, &recs)
 	}
 	if err != nil {
 		c.log.Warn("cannot read the boot record of the lease horizon", "file", c.cfg.BootFile, "err", err)
 		return 0, "the boot record cannot be read"
 	}
-	if r.By != st.HorizonBy || r.Horizon != st.Horizon.UnixNano() || r.Span != st.Span {
+	i := slices.IndexFunc(recs, func(r bootRecord) bool { return r.of(st) })
+	if i < 0 {
 		return 0, "the boot record is of another horizon"
 	}
+	r := recs[i]
+	c.bootKept = &r
 	id, now, ok := c.boot.ReadBoot()
 	switch {
 	case !ok:
@@ -284,11 +303,15 @@ func (c *Core) advanceHorizon(now time.Time, ahead time.Duration) error {
 }
 
 // setHorizon persists horizon h, written at now, after its boot record.
+// The caller holds horizonMu.
 func (c *Core) setHorizon(h, now time.Time) error {
 	span := max(h.Sub(now), 0)
-	c.recordBoot(h, span)
-	_, err := c.apply([]store.Command{{Op: store.OpSetHorizon, Key: []byte(c.cfg.Clockname), Horizon: h, Span: span}})
-	return err
+	rec := c.recordBoot(h, span)
+	if _, err := c.apply([]store.Command{{Op: store.OpSetHorizon, Key: []byte(c.cfg.Clockname), Horizon: h, Span: span}}); err != nil {
+		return err
+	}
+	c.bootKept = rec
+	return nil
 }
 
 // sinceStart returns t as nanoseconds past the start, on the monotonic

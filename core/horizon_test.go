@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/testkit/faultstore"
 	"github.com/leased/leased/store"
 )
 
@@ -235,4 +237,43 @@ func TestOwnHorizonApplied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBootRecordKeptWhenPersistFails: a core whose store fails as it
+// lowers the horizon at its close keeps, beside the record of the horizon
+// it could not persist, the record of the one the store still holds: the
+// next start counts that one on the boot clock.
+func TestBootRecordKeptWhenPersistFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "horizon.boot")
+		mem := store.NewMemory()
+		fs := faultstore.New(durable{mem})
+		fa := clock.NewFake()
+		fb := clock.NewFakeBoot(fa)
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		a, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self",
+			Clock: fa, BootClock: fb, BootFile: file, Logger: quiet}, fs, &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.OpenSession(1)
+		if _, got, err := a.Read(1, []byte("k")); err != nil || got != term {
+			t.Fatalf("read: term %v, %v", got, err)
+		}
+		fa.Advance(time.Second)
+		a.Relinquish(1, []string{"k"}) // Close would lower the horizon to now
+		fs.Fail(syscall.EIO)
+		a.Close()
+		h, _ := mem.State()
+
+		fb.Advance(time.Second)
+		fc := clockwork.NewFakeClockAt(fa.Now().Add(5 * time.Hour))
+		b, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self",
+			Clock: fc, BootClock: fb, BootFile: file, Logger: quiet}, durable{mem}, &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		firstWriteAt(t, b, fc, h.Span-2*time.Second)
+	})
 }
