@@ -27,7 +27,7 @@ import (
 // while the server was down (an NTP step, an operator), and a horizon that
 // seemed to have passed would let writes commit inside leases that clients
 // still trust. The store records how far ahead of its writing the horizon
-// lay (its span), and the wait is that span, counted from when the node
+// lay (its span), and the wait is that span, plus ε, counted from when the node
 // applied the horizon (at its start, for a horizon applied before it).
 // Only the boot clock may shorten it: with each horizon it records, the core
 // keeps, in a file of its own (Config.BootFile), the machine's boot id and
