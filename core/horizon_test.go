@@ -277,3 +277,38 @@ func TestBootRecordKeptWhenPersistFails(t *testing.T) {
 		firstWriteAt(t, b, fc, h.Span-2*time.Second)
 	})
 }
+
+// BenchmarkSetHorizon measures persisting one horizon to a badger store on
+// disk, with and without its boot record (an fsynced file beside it).
+func BenchmarkSetHorizon(b *testing.B) {
+	for _, kept := range []bool{false, true} {
+		name := "without boot record"
+		if kept {
+			name = "with boot record"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			st, err := store.Open(filepath.Join(dir, "db"), slog.New(slog.DiscardHandler))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self", Logger: slog.New(slog.DiscardHandler)}
+			if kept {
+				cfg.BootFile = filepath.Join(dir, "horizon.boot")
+			}
+			c, err := New(cfg, st, &notices{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			c.horizonMu.Lock()
+			defer c.horizonMu.Unlock()
+			for b.Loop() {
+				now := time.Now()
+				if err := c.setHorizon(now.Add(3*time.Second), now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
