@@ -131,11 +131,22 @@ type Config struct {
 	Inherited map[string]time.Time
 	// Clockname names this node's clock, so that a later core of the
 	// same node knows the horizons this one records (store.State.HorizonBy):
-	// it may count them on the wall clock, which a restart does not reset,
-	// rather than from when it applied them. It must differ from every
-	// other node's (replica.Node.Clockname). Empty: horizons are counted
-	// from when they were applied, if the store says (HorizonApplied).
+	// it may count them on the boot clock by its BootFile, rather than
+	// from when it applied them. It must differ from every other node's
+	// (replica.Node.Clockname). Empty: only a store of one node alone
+	// (Replicated false) takes the horizons it holds with no clock name
+	// for its own.
 	Clockname string
+	// BootFile is a file of this node's own, in its data folder, where the
+	// core records, with each horizon it persists, when it passes on the
+	// machine's boot clock (horizon.go): a later core of the same node, in
+	// the same boot of the machine, waits for that horizon until then and
+	// no longer, whatever the wall clock says. Empty: no record is kept,
+	// and a restart waits the whole span of the stored horizon.
+	BootFile string
+	// BootClock reads the machine's boot clock for BootFile. Nil means the
+	// system's (clock.RealBoot).
+	BootClock clock.Boot
 	// UnsafeSkipHorizonWait lets a new core write at once, without waiting
 	// for the leases an earlier run or leader may have granted: it breaks
 	// the promise of every such lease. It exists for the negative control
@@ -252,9 +263,11 @@ type Core struct {
 
 	// The lease horizon (DESIGN §7); see horizon.go.
 	life        time.Duration // the longest a lease lives: the longest term plus ε
-	horizon     atomic.Int64  // the persisted horizon this run trusts, wall clock in Unix ns
+	horizon     atomic.Int64  // the persisted horizon this run trusts, in ns past started on the monotonic clock; 0: none
 	horizonMu   sync.Mutex    // serializes persisting it
 	horizonKick chan struct{} // asks horizonLoop to move it ahead; capacity 1
+	boot        clock.Boot    // the machine's boot clock (Config.BootClock)
+	bootKept    *bootRecord   // the boot record of the horizon the store holds, if known; guarded by horizonMu
 	barrier     time.Time     // the bound of an earlier run's leases; writes wait for it
 	inherited   time.Time     // the end of the leases handed over by an earlier leader
 	started     time.Time
@@ -300,6 +313,7 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		clients:     make(map[SessionID]uint64),
 		handed:      make(map[uint64]SessionID),
 		life:        cfg.MaxTerm() + cfg.Epsilon,
+		boot:        clock.OrRealBoot(cfg.BootClock),
 		horizonKick: make(chan struct{}, 1),
 		wake:        make(chan struct{}, 1),
 	}
@@ -400,7 +414,7 @@ func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, erro
 	}
 	term := c.cfg.TermFor(k)
 	if (term > 0 || c.cfg.Replicated) && c.ensureHorizon(now) != nil {
-		if c.cfg.Replicated && now.UnixNano() >= c.horizon.Load() {
+		if c.cfg.Replicated && c.sinceStart(now) >= c.horizon.Load() {
 			return store.Record{}, 0, fmt.Errorf("%w: read %q", ErrUnavailable, key)
 		}
 		term = 0 // served, but not cached

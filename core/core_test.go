@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/testkit/faultstore"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/store"
@@ -54,10 +56,23 @@ type durable struct{ store.Store }
 
 func (durable) Close() error { return nil }
 
+// bootFiles maps each store of a test to the boot file (Config.BootFile)
+// of the node it stands for: like the store, it outlives the cores over it.
+var bootFiles sync.Map
+
+// bootFile returns the boot file of the node whose store is st.
+func bootFile(t *testing.T, st store.Store) string {
+	p, _ := bootFiles.LoadOrStore(st, filepath.Join(t.TempDir(), "horizon.boot"))
+	return p.(string)
+}
+
+// newCore returns a core over st on the bubble's clock, whose boot clock
+// follows it: the machine is neither rebooted nor its wall clock stepped.
 func newCore(t *testing.T, st store.Store) (*Core, *notices) {
 	t.Helper()
 	n := &notices{}
 	c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second,
+		BootFile: bootFile(t, st), BootClock: clock.NewFakeBoot(nil),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, n)
 	if err != nil {
 		t.Fatal(err)
@@ -456,44 +471,6 @@ func (a applied) State() (store.State, error) {
 }
 
 func (applied) Close() error { return nil }
-
-// A node that applies its own last horizon entry again as it restarts,
-// after the horizon has passed on its wall clock, writes at once: the
-// entry's clock is its own, so the time it was down counts. A horizon of
-// another node's clock is counted from when it was applied here, whatever
-// the wall clock says.
-func TestOwnHorizonCountedOnWallClock(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const span = 3 * time.Second
-		for _, tc := range []struct {
-			name    string
-			by      string
-			elapsed time.Duration // since the horizon was written
-			want    time.Duration // writes held at the restart
-		}{
-			{name: "own, passed", by: "self", elapsed: 5 * time.Second, want: 0},
-			{name: "own, not passed", by: "self", elapsed: time.Second, want: span - time.Second},
-			{name: "another node's, passed", by: "other", elapsed: 5 * time.Second, want: span + eps},
-			{name: "unnamed, passed", by: "", elapsed: 5 * time.Second, want: span + eps},
-		} {
-			st := store.NewMemory()
-			written := time.Now()
-			if _, err := st.Apply([]store.Command{{Op: store.OpSetHorizon, Key: []byte(tc.by), Horizon: written.Add(span), Span: span}}); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(tc.elapsed)
-			c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Clockname: "self",
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, applied{st, time.Now()}, &notices{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if held := c.Stats().WritesAllowedIn; held != tc.want {
-				t.Errorf("%s: writes held for %v, want %v", tc.name, held, tc.want)
-			}
-			c.Close()
-		}
-	})
-}
 
 // TestLongestLeaseLasts: a read lease of the longest term allowed, with
 // the largest ε and horizon step, is live on the core until exactly term

@@ -81,7 +81,7 @@ func (c *Core) HandOff() error {
 	}
 	// The store's horizon is the end of the longest lease now: a lease
 	// granted after a Resume persists a new one first.
-	c.horizon.Store(now.Add(longest).UnixNano())
+	c.horizon.Store(c.sinceStart(now.Add(longest)))
 	c.log.Info("handed the leases over", "leases", len(ls), "longest", longest)
 	return nil
 }

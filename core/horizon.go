@@ -1,9 +1,15 @@
 package core
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"slices"
 	"time"
 
+	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/store"
 )
 
@@ -11,8 +17,34 @@ import (
 // this run granted can be live. The core persists it, through the store,
 // before it grants a lease that would outlive it, in steps of HorizonStep
 // past the longest lease, and mostly ahead of time (horizonLoop), so that a
-// grant seldom waits for it. After a crash, writes wait until the horizon
-// the earlier run left has passed: the write barrier.
+// grant seldom waits for it. While the core runs, it compares its grants
+// with the horizon on the monotonic clock, from the start (Core.horizon), so
+// that a wall clock stepped back cannot make a grant seem covered. After a
+// crash, writes wait until the leases the earlier run left may have ended:
+// the write barrier.
+//
+// How long that is, the wall clock never says: it may have been stepped
+// while the server was down (an NTP step, an operator), and a horizon that
+// seemed to have passed would let writes commit inside leases that clients
+// still trust. The store records how far ahead of its writing the horizon
+// lay (its span), and the wait is that span, plus ε, counted from when the node
+// applied the horizon (at its start, for a horizon applied before it).
+// Only the boot clock may shorten it: with each horizon it records, the core
+// keeps, in a file of its own (Config.BootFile), the machine's boot id and
+// the time since boot at which the horizon passes (bootRecord). A restart
+// in the same boot that finds the record of the stored horizon waits only
+// until that time on the boot clock, which wall-clock steps do not move
+// and which counts the time the machine was suspended. Across a reboot, or
+// in doubt (no record, or one of another horizon; a system whose boot clock
+// cannot be read; a horizon another node recorded), it waits the whole
+// span. The record is about this machine, not about the replicated state:
+// other nodes must not read it, so it stays out of the store's commands,
+// whose state is the same on every node.
+
+// horizonSkew is how far past its span ahead of this node's wall clock a
+// stored horizon may lie before the core warns that a wall clock was wrong,
+// when the horizon was written or now.
+const horizonSkew = time.Minute
 
 // restore reads what an earlier run left in the store: the horizon, whose
 // remaining part becomes the write barrier, and the write leases, which
@@ -37,32 +69,14 @@ func (c *Core) restore() error {
 	switch {
 	case c.cfg.UnsafeSkipHorizonWait:
 		c.log.Warn("unsafe: not waiting for the leases an earlier run or leader may have granted")
-	case !st.HorizonApplied.IsZero():
-		// A replica that applied the horizon entry while it ran: the
-		// leader that appended it granted no lease past its span from
-		// then, and this node applied it later. ε covers the drift of the
-		// two clocks over the span (DESIGN §13).
-		hold = max(st.HorizonApplied.Add(st.Span+c.cfg.Epsilon).Sub(c.started), 0)
-		// A node running alone recorded its horizons with no clock name
-		// before it had one: they are its own too.
-		own := st.HorizonBy == c.cfg.Clockname || (!c.cfg.Replicated && st.HorizonBy == "")
-		if c.cfg.Clockname != "" && own {
-			// This node recorded the horizon itself, on this clock,
-			// perhaps before a restart that applied it again: the
-			// wall clock bounds its leases as well, and it does not
-			// count the time the node was down.
-			hold = min(hold, wallHold(st.Horizon, st.Span, c.started))
-		}
 	case !st.Horizon.IsZero():
-		hold = wallHold(st.Horizon, st.Span, c.started)
+		hold = c.horizonHold(st)
 	}
 	if hold > 0 {
 		// The old horizon holds writes back, but grants no lease here:
 		// this run grants only under horizons it persisted itself, which
 		// every later leader learns of before it writes (DESIGN §13).
 		barrier := c.started.Add(hold)
-		c.log.Info("restarted: holding writes until leases granted before the restart have expired",
-			"wait", hold, "write_leases", len(st.WriteLeases))
 		for _, wl := range st.WriteLeases {
 			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, barrier)
 		}
@@ -81,6 +95,132 @@ func (c *Core) restore() error {
 		return fmt.Errorf("core: end the expired write leases of an earlier run: %w", err)
 	}
 	return nil
+}
+
+// horizonHold returns how long, from the start, writes wait for the leases
+// granted under the stored horizon of st: at most its span, plus ε, from
+// when this node applied it, or, for a horizon this node recorded in this
+// boot of the machine, until it passes on the boot clock. The wall clock
+// shortens it in no case, and lengthens it in none: a horizon that lies
+// further ahead than its span (a wall clock once set years ahead) is
+// named in a warning, and waited for no longer than its span.
+func (c *Core) horizonHold(st store.State) time.Duration {
+	if ahead := st.Horizon.Sub(c.started); ahead > st.Span+horizonSkew {
+		c.log.Warn("the stored lease horizon lies further ahead of this node's wall clock than when it was recorded: a wall clock was wrong then or is now; writes wait no longer than its span",
+			"horizon", st.Horizon.UTC().Format(time.RFC3339Nano), "span", st.Span, "ahead", ahead)
+	}
+	applied := st.HorizonApplied
+	if applied.IsZero() {
+		// A store that is not replicated: the horizon counts as applied
+		// at this start.
+		applied = c.started
+	}
+	// The leader that recorded the horizon granted no lease past its span
+	// from then, and this node applied it later. ε covers the drift of
+	// the two clocks over the span (DESIGN §13).
+	hold := max(applied.Add(st.Span+c.cfg.Epsilon).Sub(c.started), 0)
+	how := "the whole span"
+	// A node running alone recorded its horizons with no clock name
+	// before it had one: they are its own too.
+	own := (c.cfg.Clockname != "" && st.HorizonBy == c.cfg.Clockname) || (!c.cfg.Replicated && st.HorizonBy == "")
+	if !own {
+		how = "the whole span: another node recorded the horizon"
+	} else if left, doubt := c.bootHold(st); doubt != "" {
+		how = "the whole span: " + doubt
+	} else {
+		hold, how = min(hold, left), "on the boot clock"
+	}
+	if hold > 0 {
+		c.log.Info("restarted: holding writes until leases granted before the restart have expired",
+			"wait", hold, "counted", how, "horizon", st.Horizon.UTC().Format(time.RFC3339Nano), "span", st.Span, "write_leases", len(st.WriteLeases))
+	}
+	return hold
+}
+
+// bootRecord is what a core keeps in Config.BootFile of a horizon it
+// recorded: the horizon as the store holds it, by which a later core knows
+// that the record is of the stored horizon, and when it passes on the boot
+// clock of the machine. JSON; the wall-clock horizon in Unix ns, the
+// durations in ns.
+type bootRecord struct {
+	By      string        `json:"by"` // the clock name (store.State.HorizonBy)
+	Horizon int64         `json:"horizon_unix_ns"`
+	Span    time.Duration `json:"span_ns"`
+	BootID  string        `json:"boot_id"`
+	// BootHorizon is the time since boot at which the horizon passes:
+	// the time since boot when it was recorded, plus its span.
+	BootHorizon time.Duration `json:"boot_horizon_ns"`
+}
+
+// of reports whether r is the record of the stored horizon of st.
+func (r bootRecord) of(st store.State) bool {
+	return r.By == st.HorizonBy && r.Horizon == st.Horizon.UnixNano() && r.Span == st.Span
+}
+
+// recordBoot writes to Config.BootFile, and syncs, the boot record of
+// horizon h, of span, before the horizon is persisted and relied on, and
+// returns it (nil if none is kept). The file keeps the record of the
+// horizon the store holds now (Core.bootKept) beside it, for the store
+// may keep that one if persisting h fails. A record that cannot be written
+// costs only the next start the whole span: a record of another horizon
+// never matches the stored one.
+func (c *Core) recordBoot(h time.Time, span time.Duration) *bootRecord {
+	if c.cfg.BootFile == "" {
+		return nil
+	}
+	id, since, ok := c.boot.ReadBoot()
+	if !ok {
+		return nil
+	}
+	rec := &bootRecord{By: c.cfg.Clockname, Horizon: h.UnixNano(), Span: span, BootID: id, BootHorizon: since + span}
+	recs := []bootRecord{*rec}
+	if c.bootKept != nil && *c.bootKept != *rec {
+		recs = append(recs, *c.bootKept)
+	}
+	b, err := json.Marshal(recs)
+	if err == nil {
+		err = tlsfiles.WriteFileAtomic(c.cfg.BootFile, b, 0o600)
+	}
+	if err != nil {
+		c.log.Warn("cannot record the lease horizon on the boot clock; a start after it waits out its whole span", "file", c.cfg.BootFile, "err", err)
+	}
+	return rec
+}
+
+// bootHold returns how long, from now, writes wait for the stored horizon
+// of st by its boot record: until the horizon passes on the boot clock, at
+// most its span. If there is no record of it that can be trusted, it says
+// why instead. restore calls it.
+func (c *Core) bootHold(st store.State) (time.Duration, string) {
+	if c.cfg.BootFile == "" {
+		return 0, "no boot record is kept"
+	}
+	b, err := os.ReadFile(c.cfg.BootFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, "no boot record"
+	}
+	var recs []bootRecord
+	if err == nil {
+		err = json.Unmarshal(b, &recs)
+	}
+	if err != nil {
+		c.log.Warn("cannot read the boot record of the lease horizon", "file", c.cfg.BootFile, "err", err)
+		return 0, "the boot record cannot be read"
+	}
+	i := slices.IndexFunc(recs, func(r bootRecord) bool { return r.of(st) })
+	if i < 0 {
+		return 0, "the boot record is of another horizon"
+	}
+	r := recs[i]
+	c.bootKept = &r
+	id, now, ok := c.boot.ReadBoot()
+	switch {
+	case !ok:
+		return 0, "the boot clock cannot be read"
+	case id != r.BootID:
+		return 0, "the machine rebooted"
+	}
+	return max(min(r.BootHorizon-now, st.Span), 0), ""
 }
 
 // holdInherited sets the reads held of the keys of Config.Inherited whose
@@ -118,20 +258,13 @@ func (c *Core) holdWrites(barrier time.Time) {
 	c.table.SetWriteBarrier(barrier)
 }
 
-// wallHold is how long writes wait at now for horizon h, written span
-// before it, on this node's wall clock after a restart: bounded by span, so
-// that a wall clock that stepped back cannot stretch it.
-func wallHold(h time.Time, span time.Duration, now time.Time) time.Duration {
-	return max(min(h.Sub(now), span), 0)
-}
-
 // ensureHorizon makes sure that the persisted lease horizon covers every
 // lease granted at now. It persists a new horizon only when one could
 // outlive the current one, which a background move ahead (horizonLoop)
 // normally prevents: the usual cost is one atomic load. Callers call it
 // before they grant or extend a lease at now, and grant none if it fails.
 func (c *Core) ensureHorizon(now time.Time) error {
-	need := now.Add(c.life).UnixNano()
+	need := c.sinceStart(now.Add(c.life))
 	h := c.horizon.Load()
 	if need <= h {
 		if h-need < int64(c.cfg.HorizonStep/2) {
@@ -152,7 +285,7 @@ func (c *Core) ensureHorizon(now time.Time) error {
 func (c *Core) advanceHorizon(now time.Time, ahead time.Duration) error {
 	c.horizonMu.Lock()
 	defer c.horizonMu.Unlock()
-	if now.Add(c.life+ahead).UnixNano() <= c.horizon.Load() {
+	if c.sinceStart(now.Add(c.life+ahead)) <= c.horizon.Load() {
 		return nil
 	}
 	if c.handingOff.Load() {
@@ -165,15 +298,25 @@ func (c *Core) advanceHorizon(now time.Time, ahead time.Duration) error {
 	if err := c.setHorizon(h, now); err != nil {
 		return fmt.Errorf("persist the lease horizon: %w", err)
 	}
-	c.horizon.Store(h.UnixNano())
+	c.horizon.Store(c.sinceStart(h))
 	return nil
 }
 
-// setHorizon persists horizon h, written at now.
+// setHorizon persists horizon h, written at now, after its boot record.
+// The caller holds horizonMu.
 func (c *Core) setHorizon(h, now time.Time) error {
-	_, err := c.apply([]store.Command{{Op: store.OpSetHorizon, Key: []byte(c.cfg.Clockname), Horizon: h, Span: max(h.Sub(now), 0)}})
-	return err
+	span := max(h.Sub(now), 0)
+	rec := c.recordBoot(h, span)
+	if _, err := c.apply([]store.Command{{Op: store.OpSetHorizon, Key: []byte(c.cfg.Clockname), Horizon: h, Span: span}}); err != nil {
+		return err
+	}
+	c.bootKept = rec
+	return nil
 }
+
+// sinceStart returns t as nanoseconds past the start, on the monotonic
+// clock where t carries its reading (Core.horizon).
+func (c *Core) sinceStart(t time.Time) int64 { return int64(t.Sub(c.started)) }
 
 // horizonLoop moves the horizon ahead when leases granted near it ask, so
 // that grants seldom wait for it to be persisted.
@@ -207,12 +350,12 @@ func (c *Core) lowerHorizon() error {
 	// Measured on the monotonic clock from now: the wall clock may have
 	// stepped since the lease was granted.
 	h := now.Add(max(latest.Sub(now), 0))
-	if c.horizon.Load() == 0 || h.UnixNano() >= c.horizon.Load() {
+	if c.horizon.Load() == 0 || c.sinceStart(h) >= c.horizon.Load() {
 		return nil
 	}
 	if err := c.setHorizon(h, now); err != nil {
 		return err
 	}
-	c.horizon.Store(h.UnixNano())
+	c.horizon.Store(c.sinceStart(h))
 	return nil
 }

@@ -3,6 +3,7 @@ package replica_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/leased/leased/core"
+	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
@@ -238,23 +240,28 @@ func testFailover(t *testing.T, stall bool) {
 // TestRestartOfEveryNodeWaitsOutTheHorizon: when every node stops at once
 // (a crash: the cores do not lower the horizon) and the cluster starts
 // again, each node counts the newest horizon entry as applied at its
-// start. A new leader that recorded the horizon itself holds its first
-// write until exactly the persisted wall-clock horizon; one that did not
-// trusts no other node's wall clock, and holds it until the horizon's span
-// plus ε after its start. Either way the lease granted before the stop has
-// run out by then.
+// start. A new leader that recorded the horizon itself, in the same boot
+// of its machine, holds its first write until exactly the horizon passes
+// on its boot clock (here, which follows the bubble's time, the persisted
+// wall-clock horizon); one whose machine rebooted, or that did not record
+// it, trusts neither its own record nor another node's wall clock, and
+// holds the write until the horizon's span plus ε after its start. Either
+// way the lease granted before the stop has run out by then.
 func TestRestartOfEveryNodeWaitsOutTheHorizon(t *testing.T) {
 	t.Parallel()
-	for _, own := range []bool{true, false} {
-		name := "recorded by another node"
-		if own {
-			name = "recorded by the new leader"
-		}
-		t.Run(name, func(t *testing.T) { testRestartOfEveryNode(t, own) })
+	for _, tc := range []struct {
+		name          string
+		own, rebooted bool
+	}{
+		{name: "recorded by the new leader", own: true},
+		{name: "recorded by the new leader, machine rebooted", own: true, rebooted: true},
+		{name: "recorded by another node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRestartOfEveryNode(t, tc.own, tc.rebooted) })
 	}
 }
 
-func testRestartOfEveryNode(t *testing.T, own bool) {
+func testRestartOfEveryNode(t *testing.T, own, rebooted bool) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := map[raft.ServerID]*raft.InmemStore{}
 		c := newCluster(t, 3, func(cfg *replica.Config) {
@@ -263,10 +270,13 @@ func testRestartOfEveryNode(t *testing.T, own bool) {
 			}
 			cfg.LogStore, cfg.StableStore = logs[cfg.ID], logs[cfg.ID]
 		})
+		// The machines' boot clocks follow the bubble's time.
+		boot := clock.NewFakeBoot(nil)
 		l := c.leader()
 		recorder := c.id(l)
 		oc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true,
-			Clockname: l.Clockname(), Logger: quiet()}, unowned{l}, nobody{})
+			Clockname: l.Clockname(), BootFile: filepath.Join(c.dirs[recorder], "horizon.boot"), BootClock: boot,
+			Logger: quiet()}, unowned{l}, nobody{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,6 +295,9 @@ func testRestartOfEveryNode(t *testing.T, own bool) {
 			c.stop(id)
 		}
 		oc.Close() // after the stop: it cannot lower the horizon any more
+		if rebooted {
+			boot.Reboot("another-boot")
+		}
 
 		restarted := time.Now()
 		for _, id := range ids(3) {
@@ -310,7 +323,8 @@ func testRestartOfEveryNode(t *testing.T, own bool) {
 			t.Fatalf("the restarted leader counts the horizon as applied at %v (%v), want at its start %v", got.HorizonApplied, err, restarted)
 		}
 		nc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true,
-			Clockname: nl.Clockname(), Logger: quiet()}, unowned{nl}, nobody{})
+			Clockname: nl.Clockname(), BootFile: filepath.Join(c.dirs[c.id(nl)], "horizon.boot"), BootClock: boot,
+			Logger: quiet()}, unowned{nl}, nobody{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +335,7 @@ func testRestartOfEveryNode(t *testing.T, own bool) {
 			t.Fatal(o.Err)
 		}
 		want := st.Horizon
-		if !own {
+		if !own || rebooted {
 			want = restarted.Add(st.Span + foEps)
 		}
 		if !o.at.Equal(want) {

@@ -181,8 +181,9 @@ func NewFSM(db *store.Badger, clk clock.Clock, log *slog.Logger) (*FSM, error) {
 		// The newest horizon entry was applied before this start, on a
 		// clock that is gone: count it as applied now. Its leases end
 		// no later than its span after it, plus ε, from then, whoever
-		// recorded it; only a core that recorded it itself may trust
-		// its wall-clock time instead (core.Config.Clockname).
+		// recorded it; only a core that recorded it itself, in the
+		// same boot of the machine, may count it on the boot clock
+		// instead (core.Config.BootFile).
 		f.horizonApplied = f.clock.Now()
 	}
 	return f, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/leased/leased/core"
@@ -149,6 +150,10 @@ type Config struct {
 	TLSHosts []string
 	// Clock reads time for every lease decision. Nil means the system clock.
 	Clock clock.Clock
+	// BootClock reads the machine's boot clock, with which a restart in the
+	// same boot measures how long the server was down, whatever the wall
+	// clock did meanwhile (core.Config.BootFile). Nil means the system's.
+	BootClock clock.Boot
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -192,6 +197,7 @@ func (c Config) withDefaults() Config {
 		c.HorizonStep = max((c.coreConfig().MaxTerm()+c.Epsilon)/4, 100*time.Millisecond)
 	}
 	c.Clock = clock.OrReal(c.Clock)
+	c.BootClock = clock.OrRealBoot(c.BootClock)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -261,6 +267,10 @@ func (c Config) validate() error {
 // cached, and write leases on them get LeaseTerm.
 type PrefixTerm = core.PrefixTerm
 
+// bootFile is where, in the data folder, the core keeps the boot record
+// of the last lease horizon it persisted (core.Config.BootFile).
+const bootFile = "horizon.boot"
+
 // coreConfig returns the part of c that the core runs by.
 func (c Config) coreConfig() core.Config {
 	return core.Config{
@@ -270,6 +280,8 @@ func (c Config) coreConfig() core.Config {
 		HorizonStep: c.HorizonStep,
 		RetryWindow: c.RetryWindow,
 		Clock:       c.Clock,
+		BootClock:   c.BootClock,
+		BootFile:    filepath.Join(c.Dir, bootFile),
 
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
 		Logger:                c.Logger,

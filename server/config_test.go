@@ -49,6 +49,7 @@ func TestConfigDefaults(t *testing.T) {
 		"TLSConfig":             {tlsConf, nil},
 		"TLSHosts":              {[]string{"db1"}, nil},
 		"Clock":                 {clock.Clock(fc), "real"},
+		"BootClock":             {clock.Boot(clock.NewFakeBoot(fc)), clock.RealBoot()},
 		"Logger":                {logger, slog.Default()},
 	}
 	typ := reflect.TypeFor[Config]()

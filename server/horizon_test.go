@@ -1,6 +1,9 @@
 package server
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,8 +17,8 @@ import (
 
 // The lease horizon (DESIGN §7), on a fake clock. A crash is simulated by
 // putting back, after Close, the horizon the server had persisted while it
-// ran: Close itself lowers it to what the lease table still needs, which a
-// crash would not do.
+// ran, and its boot record: Close itself lowers them to what the lease
+// table still needs, which a crash would not do.
 
 const eps = 100 * time.Millisecond
 
@@ -25,9 +28,21 @@ func persistedHorizon(t *testing.T, srv *Server) time.Time {
 	return storedState(t, srv).Horizon
 }
 
-// crashedAt makes the closed database in dir look as if the server had
-// crashed with horizon h persisted, written at now.
-func crashedAt(t *testing.T, dir string, h, now time.Time) {
+// bootRecord reads the boot record of the horizon srv persisted last
+// (core.Config.BootFile).
+func bootRecord(t *testing.T, srv *Server) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(srv.cfg.Dir, bootFile))
+	if err != nil {
+		t.Fatalf("no boot record: %v", err)
+	}
+	return b
+}
+
+// crashedAt makes the closed data folder dir look as if the server had
+// crashed with horizon h persisted, written at now, and boot, its boot
+// record (bootRecord), beside it.
+func crashedAt(t *testing.T, dir string, h, now time.Time, boot []byte) {
 	t.Helper()
 	st, err := store.Open(dir+"/db", quietLogger())
 	if err != nil {
@@ -37,6 +52,9 @@ func crashedAt(t *testing.T, dir string, h, now time.Time) {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, bootFile), boot, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -112,8 +130,10 @@ func TestHorizonNotPersistedWithoutLeases(t *testing.T) {
 
 // TestRestartAfterCrash: after a crash, a write waits exactly until the
 // persisted horizon: not a moment less, not at all if it passed while the
-// server was down, not less with a shorter term, and no longer than the
-// horizon reached when written if the wall clock stepped back.
+// server was down, and not less with a shorter term. It counts the time the
+// server was down on the boot clock: a wall clock stepped forward by hours,
+// or back, while the server was down moves the wait not at all. After a
+// reboot, it waits the horizon's whole span, plus ε, from the start.
 func TestRestartAfterCrash(t *testing.T) {
 	const term = 10 * time.Second
 	// run grants a lease at the fake clock's start and crashes; it returns
@@ -130,9 +150,10 @@ func TestRestartAfterCrash(t *testing.T) {
 		if h.Before(granted.Add(term + eps)) {
 			t.Fatalf("horizon %v before the lease's end %v", h, granted.Add(term+eps))
 		}
+		boot := bootRecord(t, srv)
 		c.Close()
 		srv.Close()
-		crashedAt(t, dir, h, granted)
+		crashedAt(t, dir, h, granted, boot)
 		return dir, fc, h
 	}
 	writeAt := func(t *testing.T, srv *Server, fc *clock.Fake, h time.Time) {
@@ -152,6 +173,12 @@ func TestRestartAfterCrash(t *testing.T) {
 		if r, ok := recv(t, c).(*protocol.WriteReply); !ok || r.ID != 9 {
 			t.Fatalf("want the write reply, got %#v", r)
 		}
+	}
+	// restart starts the server again on the wall clock wall, which the
+	// test set anew, and the boot clock boot.
+	restart := func(t *testing.T, dir string, wall *clock.Fake, boot clock.Boot) *Server {
+		return serve(t, newServerWith(t, Config{Dir: dir, Addr: "127.0.0.1:0", LeaseTerm: term, Epsilon: eps,
+			Clock: wall, BootClock: boot, Logger: quietLogger()}))
 	}
 
 	t.Run("waits until the horizon", func(t *testing.T) {
@@ -181,14 +208,31 @@ func TestRestartAfterCrash(t *testing.T) {
 			t.Fatalf("want an immediate write reply, got %#v", r)
 		}
 	})
-	t.Run("wall clock stepped back", func(t *testing.T) {
-		dir, _, h := run(t)
-		back := clockwork.NewFakeClockAt(clock.NewFake().Now().Add(-time.Hour)) // before the crashed run began
-		srv := startServer(t, dir, back, term)
-		// The wait is bounded by how far the horizon reached when written.
-		if left := srv.Stats().WritesAllowedIn; left <= 0 || left > term+eps+srv.cfg.HorizonStep {
-			t.Fatalf("writes held for %v after the clock stepped back; horizon %v", left, h)
+	for _, step := range []time.Duration{5 * time.Hour, -time.Hour} {
+		t.Run(fmt.Sprintf("wall clock stepped by %v", step), func(t *testing.T) {
+			dir, fc, h := run(t)
+			boot := clock.NewFakeBoot(fc)
+			boot.Advance(time.Second) // down for a second
+			wall := clockwork.NewFakeClockAt(fc.Now().Add(step + time.Second))
+			srv := restart(t, dir, wall, boot)
+			left := h.Sub(fc.Now()) - time.Second // on the boot clock
+			if got := srv.Stats().WritesAllowedIn; got != left {
+				t.Fatalf("writes allowed in %v, want %v: the horizon on the boot clock", got, left)
+			}
+			writeAt(t, srv, wall, wall.Now().Add(left))
+		})
+	}
+	t.Run("rebooted", func(t *testing.T) {
+		dir, fc, h := run(t)
+		boot := clock.NewFakeBoot(fc)
+		boot.Reboot("another-boot")
+		wall := clockwork.NewFakeClockAt(fc.Now().Add(5 * time.Hour))
+		srv := restart(t, dir, wall, boot)
+		whole := h.Sub(fc.Now()) + eps // the span, written at fc's start, plus ε
+		if got := srv.Stats().WritesAllowedIn; got != whole {
+			t.Fatalf("writes allowed in %v after a reboot, want the whole span plus ε, %v", got, whole)
 		}
+		writeAt(t, srv, wall, wall.Now().Add(whole))
 	})
 }
 
@@ -261,8 +305,9 @@ func TestHorizonAfterClockStepBack(t *testing.T) {
 	if end := granted.Add(longTerm + eps); h.Before(end) {
 		t.Fatalf("after the step back, the persisted horizon %v does not cover the lease granted until %v", h, end)
 	}
+	boot := bootRecord(t, b)
 	b.Close()
-	crashedAt(t, dir, h, h.Add(-span)) // b crashed instead
+	crashedAt(t, dir, h, h.Add(-span), boot) // b crashed instead
 
 	back.Advance(time.Second)
 	c := startServer(t, dir, back, time.Second)

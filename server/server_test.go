@@ -32,9 +32,13 @@ func newServer(t *testing.T, dir string, fc *clock.Fake, term time.Duration) *Se
 }
 
 // newServerWith makes a server of cfg whose badger store, under cfg.Dir,
-// the test can read (storedState).
+// the test can read (storedState). Unless cfg says otherwise, its boot
+// clock follows its clock: advancing a fake clock is time passing.
 func newServerWith(t *testing.T, cfg Config) *Server {
 	t.Helper()
+	if cfg.BootClock == nil {
+		cfg.BootClock = clock.NewFakeBoot(cfg.Clock)
+	}
 	st, err := store.Open(filepath.Join(cfg.Dir, "db"), quietLogger())
 	if err != nil {
 		t.Fatal(err)

@@ -196,7 +196,8 @@ type State struct {
 	Span    time.Duration
 	// HorizonBy names the clock that Horizon was read on (the Key of the
 	// OpSetHorizon that recorded it): a node that finds its own name here
-	// may count the horizon on its wall clock. Empty if not given.
+	// may count the horizon on its boot clock, by the record it keeps of
+	// it on its own (core.Config.BootFile). Empty if not given.
 	HorizonBy string
 	// HorizonApplied is when this node applied the entry that recorded
 	// the horizon (or the handoff), on its own clock, in a replicated store

@@ -561,7 +561,8 @@ func TestKillRestartHoldsWriteForLease(t *testing.T) {
 			flags := func(term time.Duration) []string {
 				return []string{"--lease-term", term.String(), "--epsilon", epsilon.String()}
 			}
-			srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), flags(tc.term)...)
+			data := filepath.Join(t.TempDir(), "data")
+			srv := clitest.StartServer(t, bins, "", data, flags(tc.term)...)
 			w := dialServer(t, srv, "writer")
 			old := mustPut(t, w, "k", []byte("old"))
 			w.Close() // it holds a lease on k under its own write; give it up
@@ -577,6 +578,15 @@ func TestKillRestartHoldsWriteForLease(t *testing.T) {
 			}
 			srv.Kill(t)
 			killed := time.Now()
+			if id, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+				// The restart counts the time it was down on this boot's
+				// clock, by the boot record the server left beside its
+				// horizon; after the horizon passed, it holds no write.
+				rec, err := os.ReadFile(filepath.Join(data, "horizon.boot"))
+				if err != nil || !strings.Contains(string(rec), strings.TrimSpace(string(id))) {
+					t.Errorf("boot record %s (%v), want one of this boot, %s", rec, err, id)
+				}
+			}
 			// The latest the persisted horizon can be: the last grant or
 			// renewal, which came before the kill, plus a lease and a step.
 			latestHorizon := killed.Add(tc.term + epsilon + horizonStep(tc.term))

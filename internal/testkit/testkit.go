@@ -30,6 +30,7 @@ import (
 	"github.com/quic-go/quic-go/testutils/simnet"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/server"
 	"github.com/leased/leased/store"
@@ -66,8 +67,11 @@ type Server struct {
 
 // NewServer starts a server with cfg on a new in-memory network and closes
 // it in t.Cleanup. Zero Dir means a new temporary folder
-// (for the TLS files), nil Store a new store.Memory, nil Logger one that
-// discards. cfg.Addr and cfg.PacketConn must be zero.
+// (for the TLS files and the horizon's boot record), nil Store a new
+// store.Memory, nil Logger one that discards, nil BootClock one that
+// follows cfg.Clock (under testing/synctest, the bubble's time), so that a
+// restart counts the time the server was down as that clock does.
+// cfg.Addr and cfg.PacketConn must be zero.
 func NewServer(t testing.TB, cfg server.Config) *Server {
 	t.Helper()
 	if cfg.Addr != "" || cfg.PacketConn != nil {
@@ -85,6 +89,9 @@ func NewServer(t testing.TB, cfg server.Config) *Server {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = Discard()
+	}
+	if cfg.BootClock == nil {
+		cfg.BootClock = clock.NewFakeBoot(cfg.Clock)
 	}
 	s := &Server{Store: mem, t: t, net: &simnet.PerfectRouter{}}
 	t.Cleanup(s.Close)
