@@ -168,8 +168,8 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	defer it.Close()
 	for it.Rewind(); it.Valid() && cw.err == nil; it.Next() {
 		item := it.Item()
-		if string(item.Key()) == string(metaApplied) {
-			continue // written by Restore last, from the header
+		if perNode(item.Key()) {
+			continue // the applied index is written by Restore last, from the header
 		}
 		err := item.Value(func(v []byte) error {
 			cw.uvarint(uint64(len(item.Key())) + 1) // 0 ends the stream
