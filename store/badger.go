@@ -63,7 +63,7 @@ func Open(dir string, logger *slog.Logger, options ...Option) (*Badger, error) {
 		// damaged files give an error, never a key that reads as absent
 		// or a wrong value (ErrDamaged; BenchmarkBadgerGet measures the
 		// cost).
-		WithChecksumVerificationMode(badgeroptions.OnTableAndBlockRead).
+		WithChecksumVerificationMode(badgeroptions.OnBlockRead).
 		WithVerifyValueChecksum(true)
 	for _, o := range options {
 		o(&opts)
@@ -81,7 +81,16 @@ func (b *Badger) open() error {
 	}
 	db, err := badger.Open(b.opts)
 	if err != nil {
+		if damagedOnOpen(err) {
+			return fmt.Errorf("%w: open database in %s: %v", ErrDamaged, b.dir, err)
+		}
 		return fmt.Errorf("open database in %s: %w", b.dir, err)
+	}
+	if !b.opts.ReadOnly {
+		if err := countRecords(db); err != nil {
+			db.Close()
+			return fmt.Errorf("count the records in %s: %w", b.dir, err)
+		}
 	}
 	err = db.View(func(t *badger.Txn) error {
 		var err error
@@ -337,6 +346,14 @@ func (x badgerTxn) get(key []byte) ([]byte, bool, error) {
 	}
 	v, err := item.ValueCopy(nil)
 	return v, err == nil, err
+}
+
+func (x badgerTxn) has(key []byte) (bool, error) {
+	_, err := x.t.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (x badgerTxn) set(key, value []byte) error { return x.t.Set(key, value) }
