@@ -196,6 +196,9 @@ func Open(cfg Config) (_ *Node, err error) {
 	if cfg.Join && cfg.Bootstrap != nil {
 		return nil, errors.New("replica: a node that joins (Config.Join) takes no Config.Bootstrap")
 	}
+	if cfg.GCDiscardRatio < 0 || cfg.GCDiscardRatio >= 1 || cfg.SnapshotRetain < 0 {
+		return nil, fmt.Errorf("replica: GCDiscardRatio %v must be in [0, 1) and SnapshotRetain %d not negative", cfg.GCDiscardRatio, cfg.SnapshotRetain)
+	}
 	if (cfg.LogStore == nil) != (cfg.StableStore == nil) {
 		return nil, errors.New("replica: set both Config.LogStore and Config.StableStore, or neither")
 	}
