@@ -266,6 +266,11 @@ func (b *Badger) Restore(r io.Reader) error {
 	b.clients.clear()
 	applied, err := b.load(r)
 	if err == nil {
+		// A snapshot of a database written before the records were
+		// counted has no count.
+		err = countRecords(b.db)
+	}
+	if err == nil {
 		err = b.db.Sync()
 	}
 	if err == nil {
