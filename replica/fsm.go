@@ -11,8 +11,10 @@
 package replica
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"maps"
@@ -27,31 +29,65 @@ import (
 	"github.com/leased/leased/store"
 )
 
-// entryFormat is the first byte of every log entry this package writes: the
-// version of the encoding that follows.
-const entryFormat = 1
+// The first byte of every log entry this package writes is the version of
+// the encoding that follows. entryFormat, the one written, carries a
+// CRC-32C of its commands, because the log on disk checks its records only
+// at the tail it recovers after a crash: a bit flipped in an older entry
+// would otherwise be applied as another command, or as none. Entries of
+// entryFormatNoSum, written before, are still read.
+const (
+	entryFormatNoSum = 1
+	entryFormat      = 2
+)
 
 // entry is the data of one log entry: a batch of commands applied together.
 type entry struct {
 	Cmds []store.Command `msgpack:"c"`
 }
 
-// encodeEntry lays out cmds as the data of one log entry.
+// encodeEntry lays out cmds as the data of one log entry: the format, the
+// CRC-32C of the rest (4 bytes, big-endian), and the commands.
 func encodeEntry(cmds []store.Command) ([]byte, error) {
 	b, err := msgpack.Marshal(&entry{Cmds: cmds})
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte{entryFormat}, b...), nil
+	head := binary.BigEndian.AppendUint32([]byte{entryFormat}, crc32.Checksum(b, castagnoli))
+	return append(head, b...), nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkEntry verifies the checksum of a log entry's data, if its format
+// has one: ErrDamagedEntry if it does not match.
+func checkEntry(data []byte) error {
+	if len(data) == 0 || data[0] != entryFormat {
+		return nil
+	}
+	if len(data) < 5 || binary.BigEndian.Uint32(data[1:5]) != crc32.Checksum(data[5:], castagnoli) {
+		return fmt.Errorf("%w: checksum mismatch in %d bytes", ErrDamagedEntry, len(data))
+	}
+	return nil
 }
 
 // decodeEntry reads the commands of a log entry.
 func decodeEntry(data []byte) ([]store.Command, error) {
-	if len(data) == 0 || data[0] != entryFormat {
+	var body []byte
+	switch {
+	case len(data) == 0:
+		return nil, fmt.Errorf("%w: empty entry", ErrBadEntry)
+	case data[0] == entryFormatNoSum:
+		body = data[1:]
+	case data[0] == entryFormat:
+		if err := checkEntry(data); err != nil {
+			return nil, err
+		}
+		body = data[5:]
+	default:
 		return nil, fmt.Errorf("%w: unknown entry format", ErrBadEntry)
 	}
 	var e entry
-	if err := msgpack.Unmarshal(data[1:], &e); err != nil {
+	if err := msgpack.Unmarshal(body, &e); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadEntry, err)
 	}
 	return e.Cmds, nil
@@ -67,6 +103,11 @@ var (
 	// diverges from the other replicas, until the node is restarted and
 	// applies the log again from what its database holds.
 	ErrStopped = errors.New("replica: the state machine stopped after a storage failure")
+	// ErrDamagedEntry is the outcome of a log entry whose checksum does
+	// not match: this node's copy of the log is damaged. Unlike a bad
+	// entry, it is no outcome the other replicas share: the state machine
+	// stops, and the node refuses to start on the damaged log.
+	ErrDamagedEntry = errors.New("replica: log entry damaged on disk")
 )
 
 // Applied is what FSM.Apply returns for a log entry, and what a Node hands
@@ -86,6 +127,12 @@ type FSM struct {
 	clock clock.Clock
 
 	applied atomic.Uint64 // index of the last entry in db
+	// sinceSnapshot counts the bytes of the entries applied since the last
+	// snapshot; onBytes, if set before raft starts, is called with it
+	// after each entry (Node.compact).
+	sinceSnapshot atomic.Uint64
+	entriesSince  atomic.Uint64 // the entries applied since the last snapshot
+	onBytes       func(uint64)
 
 	// term, once set (SetTerm), reads the node's current raft term.
 	term atomic.Pointer[func() uint64]
@@ -206,6 +253,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return Applied{Err: errReplayed}
 	}
 	cmds, derr := decodeEntry(l.Data)
+	if errors.Is(derr, ErrDamagedEntry) {
+		f.stop(fmt.Errorf("%w: entry %d: %w", ErrStopped, l.Index, derr))
+		return Applied{Err: f.stoppedErr()}
+	}
 	// An entry that does not decode still takes its index, with no
 	// commands, on every replica alike.
 	rs, err := f.db.ApplyEntry(l.Index, cmds)
@@ -214,6 +265,11 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return Applied{Err: f.stoppedErr()}
 	}
 	f.applied.Store(l.Index)
+	f.sinceSnapshot.Add(uint64(len(l.Data)))
+	f.entriesSince.Add(1)
+	if f.onBytes != nil {
+		f.onBytes(f.sinceSnapshot.Load())
+	}
 	f.noteInherited(l, cmds)
 	for _, c := range cmds {
 		switch c.Op {
@@ -278,6 +334,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Called between two entries: the snapshot holds every byte counted.
+	f.sinceSnapshot.Store(0)
+	f.entriesSince.Store(0)
 	return fsmSnapshot{s}, nil
 }
 
@@ -299,6 +358,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.applied.Store(idx)
+	f.sinceSnapshot.Store(0)
+	f.entriesSince.Store(0)
 	f.log.Info("restored a snapshot", "snapshot_index", idx)
 	st, err := f.db.State()
 	if err != nil {

@@ -33,6 +33,15 @@ const (
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultSnapshotThreshold  = 8192
 	DefaultTrailingLogs       = 10240
+	// DefaultSnapshotBytes and DefaultTrailingBytes bound the log in
+	// bytes beside the counts above, so that a few large values
+	// overwritten many times do not fill the disk: a snapshot is taken
+	// once the entries applied since the last one pass DefaultSnapshotBytes,
+	// and it keeps behind it about DefaultTrailingBytes of entries.
+	DefaultSnapshotBytes = 64 << 20
+	DefaultTrailingBytes = 64 << 20
+	// DefaultSnapshotRetain is how many snapshots are kept on disk.
+	DefaultSnapshotRetain = 2
 	// DefaultMaxEntryBytes bounds the commands of one log entry, as raft
 	// suggests (raft.SuggestedMaxDataSize); a batch larger than it is split
 	// into several entries. A single command larger than it goes alone.
@@ -105,6 +114,26 @@ type Config struct {
 	// from MinSnapshotInterval to MaxSnapshotInterval. Default raft's
 	// (120 s).
 	SnapshotInterval time.Duration
+	// SnapshotBytes: a snapshot is also taken once the entries applied
+	// since the last one hold this many bytes, and TrailingBytes bounds
+	// in bytes, beside TrailingLogs, the entries kept behind it. So the
+	// log on disk holds at most about SnapshotBytes + TrailingBytes of
+	// entries, plus up to two segments (WALSegmentSize): it drops whole
+	// segments only. Defaults DefaultSnapshotBytes and
+	// DefaultTrailingBytes.
+	SnapshotBytes uint64
+	TrailingBytes uint64
+	// SnapshotRetain is how many snapshots are kept on disk, the newest.
+	// Default DefaultSnapshotRetain.
+	SnapshotRetain int
+	// GCInterval and GCDiscardRatio schedule the garbage collection of
+	// the database's value log (store.Badger.StartGC). Zero means
+	// store.DefaultGCInterval and store.DefaultGCDiscardRatio.
+	GCInterval     time.Duration
+	GCDiscardRatio float64
+	// StoreOptions are given to store.Open for the database, after the
+	// node's own (tests shrink the value-log files).
+	StoreOptions []store.Option
 	// WALSegmentSize is the size in bytes of one segment file of the log
 	// on disk. The log drops compacted entries only a whole segment at a
 	// time, so tests that need a leader to have dropped them (and send a
@@ -142,6 +171,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = DefaultTrailingLogs
+	}
+	if c.SnapshotBytes == 0 {
+		c.SnapshotBytes = DefaultSnapshotBytes
+	}
+	if c.TrailingBytes == 0 {
+		c.TrailingBytes = DefaultTrailingBytes
+	}
+	if c.SnapshotRetain == 0 {
+		c.SnapshotRetain = DefaultSnapshotRetain
 	}
 	if c.MaxEntryBytes == 0 {
 		c.MaxEntryBytes = DefaultMaxEntryBytes
@@ -204,6 +242,9 @@ type Node struct {
 	// clockname is drawn at random when the node's log is created and
 	// kept in its stable store (Clockname).
 	clockname string
+	// compactor takes the snapshots that SnapshotBytes calls for
+	// (compact.go); Close stops it.
+	compactor compactor
 }
 
 var _ store.Store = (*Node)(nil)
@@ -216,6 +257,9 @@ func Open(cfg Config) (_ *Node, err error) {
 	}
 	if cfg.Join && cfg.Bootstrap != nil {
 		return nil, errors.New("replica: a node that joins (Config.Join) takes no Config.Bootstrap")
+	}
+	if cfg.GCDiscardRatio < 0 || cfg.GCDiscardRatio >= 1 || cfg.SnapshotRetain < 0 {
+		return nil, fmt.Errorf("replica: GCDiscardRatio %v must be in [0, 1) and SnapshotRetain %d not negative", cfg.GCDiscardRatio, cfg.SnapshotRetain)
 	}
 	if (cfg.LogStore == nil) != (cfg.StableStore == nil) {
 		return nil, errors.New("replica: set both Config.LogStore and Config.StableStore, or neither")
@@ -240,10 +284,13 @@ func Open(cfg Config) (_ *Node, err error) {
 		}
 	}
 	hlog := HCLogger(n.log)
-	if n.db, err = store.Open(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, store.NoSync()); err != nil {
-		return nil, fmt.Errorf("replica: %w", err)
+	if n.db, err = store.Open(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, append([]store.Option{store.NoSync()}, cfg.StoreOptions...)...); err != nil {
+		return nil, damaged(cfg.Dir, fmt.Errorf("replica: %w", err))
 	}
 	closers = append(closers, n.db)
+	if err := n.db.Check(); err != nil {
+		return nil, damaged(cfg.Dir, fmt.Errorf("replica: %w", err))
+	}
 	if n.fsm, err = NewFSM(n.db, cfg.Clock, n.log); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
@@ -263,7 +310,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		closers = append(closers, n.wal)
 		logs, stable = n.wal, n.wal
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hlog)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, cfg.SnapshotRetain, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
@@ -298,13 +345,22 @@ func Open(cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("replica: bootstrap: %w", err)
 		}
 	}
+	if err := checkAgainstLog(n.db, logs, snaps); err != nil {
+		return nil, damaged(cfg.Dir, err)
+	}
 	if n.clockname, err = clockname(stable); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
+	n.prepareCompactor()
 	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, cfg.Transport); err != nil {
 		return nil, fmt.Errorf("replica: start raft: %w", err)
 	}
 	n.fsm.SetTerm(n.raft.CurrentTerm)
+	if err := n.db.StartGC(cfg.GCInterval, cfg.GCDiscardRatio); err != nil {
+		n.raft.Shutdown()
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	n.startCompactor()
 	return n, nil
 }
 
@@ -461,7 +517,9 @@ func (n *Node) Reopen() error {
 // be called more than once.
 func (n *Node) Close() error {
 	n.close.Do(func() {
+		n.compactor.stop()
 		errs := []error{n.raft.Shutdown().Error()}
+		n.compactor.wait()
 		if c, ok := n.cfg.Transport.(interface{ CloseStreams() }); ok {
 			c.CloseStreams() // the pooled connections to the peers
 		}

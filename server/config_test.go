@@ -230,7 +230,8 @@ func TestClusterConfigDefaults(t *testing.T) {
 	setByServer := map[string]bool{"Dir": true, "ID": true, "Transport": true, "Bootstrap": true, "Join": true, "Clock": true, "Logger": true}
 	tuning := map[string]bool{"HeartbeatTimeout": true, "ElectionTimeout": true, "LeaderLeaseTimeout": true, "CommitTimeout": true,
 		"ApplyTimeout": true, "SnapshotThreshold": true, "TrailingLogs": true, "SnapshotInterval": true, "WALSegmentSize": true,
-		"MaxEntryBytes": true, "LogStore": true, "StableStore": true}
+		"MaxEntryBytes": true, "LogStore": true, "StableStore": true, "SnapshotBytes": true, "TrailingBytes": true,
+		"SnapshotRetain": true, "GCInterval": true, "GCDiscardRatio": true, "StoreOptions": true}
 	rtyp := reflect.TypeFor[replica.Config]()
 	for i := range rtyp.NumField() {
 		if name := rtyp.Field(i).Name; !setByServer[name] && !tuning[name] {

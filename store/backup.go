@@ -106,6 +106,11 @@ func (t metaTxn) get(key []byte) ([]byte, bool, error) {
 	return v, ok, nil
 }
 
+func (t metaTxn) has(key []byte) (bool, error) {
+	_, ok := t[string(key)]
+	return ok, nil
+}
+
 func (t metaTxn) set(key, value []byte) error { return errSummaryOnly }
 func (t metaTxn) del(key []byte) error        { return errSummaryOnly }
 

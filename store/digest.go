@@ -40,10 +40,13 @@ type Summary struct {
 
 // perNode tells whether a stored key is a node's own, left out of the
 // digest: the applied index is a position in one node's log, and the
-// snapshot format carries it apart from the state too. Every other key is
-// replicated, so that a key a new command brings is in the digest by
-// default.
-func perNode(key []byte) bool { return bytes.Equal(key, metaApplied) }
+// snapshot format carries it apart from the state too; a key under
+// gcPrefix exists only while the garbage collector flushes the memtable
+// (gc.go). Every other key is replicated, so that a key a new command
+// brings is in the digest by default.
+func perNode(key []byte) bool {
+	return bytes.Equal(key, metaApplied) || bytes.HasPrefix(key, gcPrefix)
+}
 
 // summarizer builds a Summary from the stored keys, which it must see in
 // key order.

@@ -14,6 +14,11 @@ var (
 	wleasPrefix = []byte("w/")
 	metaRev     = []byte("m/rev")
 	metaFence   = []byte("m/fence")
+	// The number of keys that hold a record, a value or a deletion: a
+	// start compares it with the keys it finds (Badger.Check), so that
+	// tables lost from under a database whose newest changes survived
+	// (as its MANIFEST cut short after a crash) cannot go unnoticed.
+	metaRecords = []byte("m/records")
 	// The lease horizon (DESIGN §7): a wall-clock time (Unix ns) after
 	// which no lease granted by an earlier run can still be live, and how
 	// far past the moment it was written it reached (ns), which bounds the
@@ -32,13 +37,15 @@ var (
 // step's own writes, and writes. get reports a missing key as nil, false.
 type txn interface {
 	get(key []byte) ([]byte, bool, error)
+	// has reports whether key is stored, without reading its value.
+	has(key []byte) (bool, error)
 	set(key, value []byte) error
 	del(key []byte) error
 }
 
-// counters are the revision and the fencing-token counter as a step moves
-// them.
-type counters struct{ rev, fence uint64 }
+// counters are the revision, the fencing-token counter and the number of
+// records (metaRecords) as a step moves them.
+type counters struct{ rev, fence, records uint64 }
 
 // exec applies c within tx, moving ct, and returns its result. This one
 // function defines what every command does, for every Store. An error is a
@@ -95,9 +102,10 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 // execWrite applies the write c (OpPut, OpDelete or OpCAS).
 func execWrite(tx txn, ct *counters, c Command) (Result, error) {
 	dk := prefixed(dataPrefix, c.Key)
+	var stored bool
 	if c.Op == OpCAS {
-		// Only a compare-and-swap reads the key: a put or a delete
-		// does not depend on what it replaces.
+		// Only a compare-and-swap reads the key's value: a put or a
+		// delete does not depend on what it replaces.
 		cur, err := getRecord(tx, dk)
 		if err != nil {
 			return Result{}, err
@@ -106,6 +114,15 @@ func execWrite(tx txn, ct *counters, c Command) (Result, error) {
 		if cur.Version != c.Expect && (c.Expect != 0 || cur.Found) {
 			return Result{Version: cur.Version, Err: mismatch(cur.Version, c.Expect)}, nil
 		}
+		stored = cur.Version > 0
+	} else {
+		var err error
+		if stored, err = tx.has(dk); err != nil {
+			return Result{}, err
+		}
+	}
+	if !stored {
+		ct.records++
 	}
 	r := Record{Version: ct.rev + 1, Found: c.Op != OpDelete, Value: c.Value}
 	if err := tx.set(dk, encodeRecord(r)); err != nil {
@@ -124,7 +141,12 @@ func mismatch(cur, expect uint64) error {
 // saveCounters writes the counters of a step that moved them from was.
 func saveCounters(tx txn, was, ct counters) error {
 	if ct.rev != was.rev {
+		// The count goes with the revision, even unchanged, so that a
+		// database that kept one kept the other (countRecords).
 		if err := setUint(tx, metaRev, ct.rev); err != nil {
+			return err
+		}
+		if err := setUint(tx, metaRecords, ct.records); err != nil {
 			return err
 		}
 	}
@@ -139,6 +161,9 @@ func loadCounters(tx txn) (counters, error) {
 	var ct counters
 	var err error
 	if ct.rev, err = getUint(tx, metaRev); err != nil {
+		return ct, err
+	}
+	if ct.records, err = getUint(tx, metaRecords); err != nil {
 		return ct, err
 	}
 	ct.fence, err = getUint(tx, metaFence)

@@ -160,6 +160,11 @@ func (x memTxn) get(key []byte) ([]byte, bool, error) {
 	return v, ok, nil
 }
 
+func (x memTxn) has(key []byte) (bool, error) {
+	_, ok, err := x.get(key)
+	return ok, err
+}
+
 func (x memTxn) set(key, value []byte) error {
 	x.staged[string(key)] = append([]byte{}, value...)
 	return nil

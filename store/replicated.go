@@ -175,8 +175,8 @@ func (s *Snapshot) write(w io.Writer, visit func(key, value []byte) error) (int6
 	defer it.Close()
 	for it.Rewind(); it.Valid() && cw.err == nil; it.Next() {
 		item := it.Item()
-		if string(item.Key()) == string(metaApplied) {
-			continue // written by Restore last, from the header
+		if perNode(item.Key()) {
+			continue // the applied index is written by Restore last, from the header
 		}
 		err := item.Value(func(v []byte) error {
 			cw.uvarint(uint64(len(item.Key())) + 1) // 0 ends the stream
@@ -275,6 +275,11 @@ func (b *Badger) Restore(r io.Reader) error {
 	b.ct, b.applied = counters{}, 0
 	b.clients.clear()
 	applied, err := b.load(r)
+	if err == nil {
+		// A snapshot of a database written before the records were
+		// counted has no count.
+		err = countRecords(b.db)
+	}
 	if err == nil {
 		err = b.db.Sync()
 	}

@@ -80,6 +80,10 @@ type Node struct {
 	paused bool
 }
 
+// Args returns a copy of the flags the node is started with, for a test
+// that runs its binary itself, as to see it refuse to start.
+func (n *Node) Args() []string { return append([]string(nil), n.args...) }
+
 // Running reports whether the node's process has not exited and is not
 // paused.
 func (n *Node) Running() bool {

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/proccluster"
+)
+
+// TestDamagedNodeRefusesThenCatchesUp: a follower whose log is damaged
+// while it is stopped refuses to start, with an error that names the
+// damage and says how to recover; once its db and raft folders are
+// deleted as the error says (its tls folder kept), it starts again with
+// the same flags, catches up from its peers, and holds the same state as
+// they do: every node's folder has the same digest in leased inspect.
+func TestDamagedNodeRefusesThenCatchesUp(t *testing.T) {
+	t.Parallel()
+	c := proccluster.Start(t, proccluster.Config{Bins: bins, Flags: append(append([]string(nil), partitionFlags...), snapshotFlags...)})
+	cl := dialCluster(t, c)
+	value := func(i int) string { return fmt.Sprintf("damage-test-value-%03d-%s", i, strings.Repeat("x", 100)) }
+	for i := range 40 {
+		put(t, cl, fmt.Sprintf("k%03d", i), value(i))
+	}
+	lead := c.Leader()
+	f := c.Others(lead.Name)[0]
+	c.Stop(f.Name)
+
+	// Flip a byte in the middle of the newest value in the follower's
+	// log.
+	segs, err := filepath.Glob(filepath.Join(f.Data, layout.RaftDir, "wal", "*.wal"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no log segment in %s: %v", f.Data, err)
+	}
+	flipped := false
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.LastIndex(b, []byte(value(39))); i >= 0 {
+			b[i+len(value(39))/2] ^= 0xff
+			if err := os.WriteFile(seg, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			flipped = true
+		}
+	}
+	if !flipped {
+		t.Fatalf("the last value is in none of the log segments %v", segs)
+	}
+
+	r := clitest.Cmd{}.Run(t, bins.Leased, f.Args()...)
+	if r.Code == 0 {
+		t.Fatalf("%s started on a damaged log\nstderr: %s", f.Name, r.Stderr)
+	}
+	t.Logf("%s refused to start (status %d): %s", f.Name, r.Code, strings.TrimSpace(r.Stderr))
+	for _, want := range []string{"is damaged", "log entry", "leased restore", "catches up from its peers", "keep tls"} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("the refusal does not say %q\nstderr: %s", want, r.Stderr)
+		}
+	}
+
+	// More writes while it is down, and the others compact their logs
+	// (snapshotFlags): it must catch up by a snapshot and the log.
+	for i := 40; i < 80; i++ {
+		put(t, cl, fmt.Sprintf("k%03d", i), value(i))
+	}
+	cl.Close()
+	for _, sub := range []string{layout.DBDir, layout.RaftDir} {
+		if err := os.RemoveAll(filepath.Join(f.Data, sub)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Restart(f.Name)
+	ins := stopSettled(t, c)
+	for i, in := range ins {
+		if in.Digest != ins[0].Digest || in.Revision != ins[0].Revision {
+			t.Errorf("%s: revision %d digest %s; %s: revision %d digest %s", c.Nodes[i].Name, in.Revision, in.Digest,
+				c.Nodes[0].Name, ins[0].Revision, ins[0].Digest)
+		}
+		if in.Keys != 80 {
+			t.Errorf("%s holds %d keys, want 80", c.Nodes[i].Name, in.Keys)
+		}
+	}
+}

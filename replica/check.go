@@ -1,0 +1,94 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/leased/leased/store"
+)
+
+// What a node checks at start, before raft runs, so that a damaged data
+// folder is refused instead of served: the database against itself
+// (store.Badger.Check: checksums, versions within the revision), and the
+// database against the log and the snapshots. The database may be behind
+// the log, as after a crash (it is written without sync): raft applies the
+// missing entries again, or restores the newest snapshot if the database
+// is behind it. But it must not be ahead of every entry the log and the
+// snapshots hold, or the log would number new entries as the ones the
+// database holds, and the node would skip them as applied; and the entries
+// between what the database and the newest snapshot hold and the log's
+// first must not be missing.
+
+// recovery says how to recover from a damaged data folder.
+const recovery = "this node must not serve from it. To recover, restore the data folder from a snapshot " +
+	"with \"leased restore\"; or, for a node of a cluster whose other nodes are healthy, stop it, " +
+	"delete the folders db and raft of its data folder (keep tls, its certificates) and start it again " +
+	"with the same flags: it catches up from its peers (README, \"A damaged data folder\")"
+
+// damaged adds to err, if it reports a damaged database (store.ErrDamaged),
+// the data folder and how to recover.
+func damaged(dir string, err error) error {
+	if !errors.Is(err, store.ErrDamaged) {
+		return err
+	}
+	return fmt.Errorf("the data folder %s is damaged: %w; %s", dir, err, recovery)
+}
+
+// checkAgainstLog checks the database db against the log and the
+// snapshots, and reads every entry of the log, which must pass its
+// checksum. A failure is store.ErrDamaged.
+func checkAgainstLog(db *store.Badger, logs raft.LogStore, snaps raft.SnapshotStore) error {
+	applied, err := db.AppliedIndex()
+	if err != nil {
+		return err
+	}
+	st, err := db.State()
+	if err != nil {
+		return err
+	}
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("%w: read the log: %v", store.ErrDamaged, err)
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return fmt.Errorf("%w: read the log: %v", store.ErrDamaged, err)
+	}
+	metas, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("%w: list the snapshots: %v", store.ErrDamaged, err)
+	}
+	var snap uint64
+	if len(metas) > 0 {
+		snap = metas[0].Index
+	}
+	switch {
+	case applied == 0 && snap == 0 && (st.Revision > 0 || st.Fence > 0):
+		return fmt.Errorf("%w: the database is at revision %d but records no applied log entry, and no snapshot replaces it",
+			store.ErrDamaged, st.Revision)
+	case applied > max(last, snap):
+		return fmt.Errorf("%w: the database holds log entry %d but the log ends at entry %d and the newest snapshot at %d: the log lost entries, and would number new ones as the database's",
+			store.ErrDamaged, applied, last, snap)
+	}
+	if base := max(applied, snap); last > base && first > base+1 {
+		return fmt.Errorf("%w: the database holds log entries up to %d and the newest snapshot up to %d, but the log begins at entry %d: entries %d to %d are lost",
+			store.ErrDamaged, applied, snap, first, base+1, first-1)
+	}
+	for i := first; i > 0 && i <= last; i++ {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return fmt.Errorf("%w: log entry %d: %v", store.ErrDamaged, i, err)
+		}
+		if l.Index != i {
+			return fmt.Errorf("%w: log entry %d reads as entry %d", store.ErrDamaged, i, l.Index)
+		}
+		if l.Type == raft.LogCommand {
+			if err := checkEntry(l.Data); err != nil {
+				return fmt.Errorf("%w: log entry %d: %v", store.ErrDamaged, i, err)
+			}
+		}
+	}
+	return nil
+}

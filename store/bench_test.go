@@ -1,0 +1,44 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/leased/leased/store"
+)
+
+// BenchmarkBadgerGet reads keys of a database whose tables are on disk, as
+// after a restart: small values from the tables, large ones from the value
+// log. It measures the cost of badger's checksum verification on reads.
+func BenchmarkBadgerGet(b *testing.B) {
+	for _, size := range []int{100, 128 << 10} {
+		b.Run(fmt.Sprintf("value=%d", size), func(b *testing.B) {
+			dir := b.TempDir()
+			db, err := store.Open(dir, quietLogger())
+			if err != nil {
+				b.Fatal(err)
+			}
+			const keys = 1000
+			val := make([]byte, size)
+			for i := range keys {
+				if _, err := db.Apply([]store.Command{{Op: store.OpPut, Key: fmt.Appendf(nil, "k%04d", i), Value: val}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Reopen, so that the values are read from files, not the
+			// memtable.
+			db.Close()
+			if db, err = store.Open(dir, quietLogger()); err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				r, err := db.Get(fmt.Appendf(nil, "k%04d", i%keys))
+				if err != nil || !r.Found {
+					b.Fatalf("get: %+v, %v", r, err)
+				}
+			}
+		})
+	}
+}
