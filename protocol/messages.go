@@ -318,6 +318,7 @@ type StatsReply struct {
 	LeasesRefused   uint64 `msgpack:"lx,omitempty"` // reads refused at a session's lease cap
 	WritesRefused   uint64 `msgpack:"wx,omitempty"` // writes refused for a session's or the server's byte budget
 	SessionsRefused uint64 `msgpack:"sx,omitempty"` // connections refused at MaxSessions or MaxSessionsPerAddr
+	Retries         uint64 `msgpack:"rt,omitempty"` // Initial packets answered with a QUIC Retry: the sender must prove its source address
 }
 
 // Goodbye ends a session gracefully: the server frees all of its leases at

@@ -67,6 +67,7 @@ type Server struct {
 	leasesRefused   atomic.Uint64
 	writesRefused   atomic.Uint64
 	sessionsRefused atomic.Uint64
+	retries         atomic.Uint64 // Initial packets verifySource had answered with a Retry
 
 	nextSession atomic.Uint64
 	// left is what Serve returns once this node has left its cluster:
@@ -298,7 +299,11 @@ func handshakeDone(ctx context.Context) {
 // source address with a Retry: when Config.RetryHandshakes handshakes are
 // in progress. The transport calls it (quic.Transport.VerifySourceAddress).
 func (s *Server) verifySource(net.Addr) bool {
-	return s.cfg.RetryHandshakes < 0 || s.handshakes.Load() >= int64(s.cfg.RetryHandshakes)
+	retry := s.cfg.RetryHandshakes < 0 || s.handshakes.Load() >= int64(s.cfg.RetryHandshakes)
+	if retry {
+		s.retries.Add(1)
+	}
+	return retry
 }
 
 // addrKey names the client IP address of addr, the unit of
@@ -532,6 +537,7 @@ func (s *Server) Stats() *protocol.StatsReply {
 		LeasesRefused:        s.leasesRefused.Load(),
 		WritesRefused:        s.writesRefused.Load(),
 		SessionsRefused:      s.sessionsRefused.Load(),
+		Retries:              s.retries.Load(),
 	}
 	for t := range protocol.NumTypes {
 		if n := s.msgsIn[t].Load(); n > 0 {
