@@ -50,6 +50,10 @@ var (
 	// committed. It may or may not take effect: the next leader may still
 	// apply it.
 	ErrNotLeader = errors.New("this node stopped leading the cluster; the change may or may not take effect")
+	// ErrLeaseLimit: the session holds Config.MaxLeasesPerSession read
+	// leases, and a read would need another. Package server reports it as
+	// resource exhausted.
+	ErrLeaseLimit = errors.New("the session holds its maximum of read leases")
 )
 
 // PrefixTerm sets the lease term of the keys that start with Prefix.
@@ -103,6 +107,11 @@ type Config struct {
 	// each time it is persisted. It must be positive and at most
 	// MaxHorizonStep.
 	HorizonStep time.Duration
+	// MaxLeasesPerSession caps the read leases one session holds at once
+	// (leasetable.Config.MaxLeasesPerSession): a read that would need
+	// another fails with ErrLeaseLimit, and a writer past it gets no fresh
+	// lease. Zero means no cap.
+	MaxLeasesPerSession int
 	// Replicated says that the store is replicated, so that another node
 	// may come to lead while this one still believes it does. Every read
 	// then needs a horizon this core persisted that covers it: once none
@@ -309,7 +318,7 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		clock:       cfg.Clock,
 		store:       st,
 		notify:      notify,
-		table:       leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon}),
+		table:       leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon, MaxLeasesPerSession: cfg.MaxLeasesPerSession}),
 		clients:     make(map[SessionID]uint64),
 		handed:      make(map[uint64]SessionID),
 		life:        cfg.MaxTerm() + cfg.Epsilon,
@@ -398,7 +407,8 @@ func (c *Core) CloseSession(id SessionID, relinquish bool, done func()) {
 // be cached now (a write is pending on it, another session holds its write
 // lease, its prefix is never cached, or the horizon cannot be persisted).
 // The lease is recorded before the value is read, so a write that commits
-// in between must invalidate it.
+// in between must invalidate it. A read that needs a new lease while the
+// session holds Config.MaxLeasesPerSession fails with ErrLeaseLimit.
 func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, error) {
 	c.readMu.RLock()
 	defer c.readMu.RUnlock()
@@ -422,6 +432,11 @@ func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, erro
 	c.mu.Lock()
 	if c.handingOff.Load() {
 		term = 0
+	}
+	if c.table.AtLeaseLimit(id, k, term) {
+		c.mu.Unlock()
+		return store.Record{}, 0, fmt.Errorf("%w: read %q needs a new lease, and this session holds %d read leases, the limit (MaxLeasesPerSession): release some, or cache fewer keys",
+			ErrLeaseLimit, key, c.cfg.MaxLeasesPerSession)
 	}
 	term = c.table.Grant(id, k, term, now)
 	c.mu.Unlock()

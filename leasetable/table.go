@@ -119,6 +119,10 @@ type Config struct {
 	// Epsilon is the clock allowance ε: the Table keeps a lease of term t live
 	// for t + ε after it granted it. Zero means no allowance.
 	Epsilon time.Duration
+	// MaxLeasesPerSession caps the read leases one session holds at once:
+	// past it, Grant gives the session no new lease (see AtLeaseLimit).
+	// Zero means no cap.
+	MaxLeasesPerSession int
 }
 
 // Stats are the Table's counters. The Table keeps the gauges (Sessions to
@@ -184,6 +188,7 @@ const RestoredSession SessionID = 0
 // Table is the lease state machine. See the package comment.
 type Table struct {
 	eps       time.Duration
+	maxLeases int // Config.MaxLeasesPerSession; 0: no cap
 	keys      map[string]*keyState
 	sessions  map[SessionID]*session
 	leases    leaseHeap
@@ -196,9 +201,10 @@ type Table struct {
 // New returns an empty Table.
 func New(cfg Config) *Table {
 	return &Table{
-		eps:      cfg.Epsilon,
-		keys:     make(map[string]*keyState),
-		sessions: make(map[SessionID]*session),
+		eps:       cfg.Epsilon,
+		maxLeases: cfg.MaxLeasesPerSession,
+		keys:      make(map[string]*keyState),
+		sessions:  make(map[SessionID]*session),
 	}
 }
 
@@ -493,17 +499,16 @@ func (t *Table) gcKey(k *keyState) {
 // Grant gives session a read lease on key for term, and returns the term
 // granted: term, or 0 if the key must not be cached now because an op is
 // pending on it, another session holds its write lease, the session is
-// unknown, or term <= 0. A session that already holds a lease on the key has
-// it extended.
+// unknown, or term <= 0, or if the session holds no lease on key and
+// already holds Config.MaxLeasesPerSession. A session that already holds a
+// lease on the key has it extended.
 func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Time) time.Duration {
 	s := t.openSession(id)
 	if s == nil || term <= 0 {
 		return 0
 	}
 	k := t.keys[key]
-	// inflight counts the write-lease holder's writes too, which bypass the
-	// queue and may outlive the write lease itself.
-	if k != nil && (len(k.queue) > 0 || k.inflight > 0 || (k.wlease != nil && k.wlease.session != s)) {
+	if !t.cacheable(k, s) || t.full(s, key) {
 		return 0
 	}
 	if k == nil {
@@ -525,6 +530,28 @@ func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Tim
 	k.holders[id] = l
 	t.pushLease(l)
 	return term
+}
+
+// AtLeaseLimit reports whether Grant would refuse session id a lease on key
+// for term only because the session holds Config.MaxLeasesPerSession read
+// leases already: a caller that must tell the client so asks before Grant.
+func (t *Table) AtLeaseLimit(id SessionID, key string, term time.Duration) bool {
+	s := t.openSession(id)
+	return s != nil && term > 0 && t.full(s, key) && t.cacheable(t.keys[key], s)
+}
+
+// full reports whether session s may take no new read lease, on key or any
+// other key it holds none on.
+func (t *Table) full(s *session, key string) bool {
+	return t.maxLeases > 0 && len(s.leases) >= t.maxLeases && s.leases[key] == nil
+}
+
+// cacheable reports whether session s may lease key k (nil: a key the Table
+// does not track) now: no op is pending on it and no other session holds
+// its write lease. inflight counts the write-lease holder's writes too,
+// which bypass the queue and may outlive the write lease itself.
+func (t *Table) cacheable(k *keyState, s *session) bool {
+	return k == nil || (len(k.queue) == 0 && k.inflight == 0 && (k.wlease == nil || k.wlease.session == s))
 }
 
 // Renew extends the session's leases on keys. terms[i] is the term to grant

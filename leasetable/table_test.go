@@ -1426,3 +1426,67 @@ func TestHandedOverReadLease(t *testing.T) {
 		t.Errorf("leases %+v; want m still with the handed-over holder, and the writer's two", ls)
 	}
 }
+
+// TestMaxLeasesPerSession: past its cap, a session gets no new read lease
+// (Grant returns 0 and AtLeaseLimit says why), while the leases it holds
+// are still extended and renewed, a writer's fresh lease is simply not
+// given, other sessions are not affected, and a relinquished lease makes
+// room again.
+func TestMaxLeasesPerSession(t *testing.T) {
+	const max = 3
+	h := newHarness(t, sA, sB, sW)
+	h.tab = New(Config{Epsilon: eps, MaxLeasesPerSession: max})
+	for _, id := range []SessionID{sA, sB, sW} {
+		h.tab.AddSession(id)
+	}
+	for _, k := range []string{"k0", "k1", "k2"} {
+		if h.tab.AtLeaseLimit(sA, k, term) {
+			t.Fatalf("AtLeaseLimit(%q) with %d of %d leases", k, len(h.tab.sessions[sA].leases), max)
+		}
+		if got := h.grant(sA, k); got != term {
+			t.Fatalf("Grant(%q) = %v under the cap", k, got)
+		}
+	}
+	if !h.tab.AtLeaseLimit(sA, "k3", term) {
+		t.Fatal("AtLeaseLimit(k3) = false at the cap")
+	}
+	if got := h.grant(sA, "k3"); got != 0 {
+		t.Fatalf("Grant(k3) = %v past the cap, want 0", got)
+	}
+	if s := h.tab.Stats(); s.Leases != max || len(h.tab.keys) != max {
+		t.Fatalf("Stats %+v, %d keys: the refused grant left state behind", s, len(h.tab.keys))
+	}
+	// What it holds is extended and renewed.
+	if h.tab.AtLeaseLimit(sA, "k0", term) || h.grant(sA, "k0") != term {
+		t.Fatal("a held lease was not extended at the cap")
+	}
+	if got := h.renew(sA, "k0", "k1", "k2"); !slices.Equal(got, []time.Duration{term, term, term}) {
+		t.Fatalf("Renew at the cap = %v", got)
+	}
+	// A zero term needs no lease, so it is not at the limit.
+	if h.tab.AtLeaseLimit(sA, "k3", 0) {
+		t.Fatal("AtLeaseLimit with term 0")
+	}
+	// A key whose lease would be refused anyway (a write pending) is not
+	// at the limit either: the read is served with term 0.
+	h.grant(sB, "busy")
+	h.write(sW, "busy")
+	if h.tab.AtLeaseLimit(sA, "busy", term) {
+		t.Fatal("AtLeaseLimit on a key with a write pending")
+	}
+	// Other sessions are not affected.
+	if got := h.grant(sB, "k3"); got != term {
+		t.Fatalf("another session's Grant = %v", got)
+	}
+	// A write of a session at its cap commits, without a fresh lease.
+	op, _ := h.write(sA, "w")
+	h.wantReady(op, true)
+	if got, _ := h.done(op, true); got != 0 {
+		t.Fatalf("Done gave the writer at its cap a lease of %v", got)
+	}
+	// Relinquishing makes room.
+	h.relinquish(sA, "k1")
+	if h.tab.AtLeaseLimit(sA, "k3", term) || h.grant(sA, "k3") != term {
+		t.Fatal("no room after a relinquish")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -199,10 +200,21 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// Begin waits until the first byte of the next frame has arrived, or the
+// stream has ended (io.EOF between frames). A reader that bounds how long a
+// frame may take calls it before ReadFrame, so that the bound runs from the
+// frame's start and not through the silence before it.
+func (fr *FrameReader) Begin() error {
+	_, err := fr.r.Peek(1)
+	return err
+}
+
 // ReadFrame reads the next frame and returns its type and body. The body is
 // valid only until the next call. The declared length is checked against
-// the limit before any memory is allocated for the frame. io.EOF means the
-// stream ended cleanly between frames.
+// the limit before any memory is allocated for the frame, and the body's
+// buffer grows as its bytes arrive, from at most 64 KiB, so a frame that
+// declares a large length and stalls holds little more than what it sent.
+// io.EOF means the stream ended cleanly between frames.
 func (fr *FrameReader) ReadFrame() (Type, []byte, error) {
 	var hdr [frameHeaderSize]byte
 	if _, err := io.ReadFull(fr.r, hdr[:]); err != nil {
@@ -218,14 +230,9 @@ func (fr *FrameReader) ReadFrame() (Type, []byte, error) {
 	if uint64(n) > uint64(fr.max) {
 		return 0, nil, fmt.Errorf("%w: %d bytes declared, limit %d", ErrFrameTooLarge, n, fr.max)
 	}
-	if cap(fr.buf) < int(n) {
-		fr.buf = make([]byte, n)
-	}
-	b := fr.buf[:n]
-	if _, err := io.ReadFull(fr.r, b); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	b, err := readBody(fr.r, fr.buf, int(n))
+	fr.buf = b
+	if err != nil {
 		return 0, nil, fmt.Errorf("protocol: truncated frame: %w", err)
 	}
 	// Keep a large buffer only while it is in use, so one big value does not
@@ -234,6 +241,40 @@ func (fr *FrameReader) ReadFrame() (Type, []byte, error) {
 		fr.buf = nil
 	}
 	return Type(b[0]), b[1:], nil
+}
+
+// bodyChunk is the most a frame's buffer grows by before its bytes arrive.
+const bodyChunk = 64 << 10
+
+// readBody reads n bytes from r into buf, or a larger buffer that grows by
+// at most bodyChunk, or doubles, ahead of what has arrived. It returns the
+// buffer, and an error wrapping io.ErrUnexpectedEOF if r ends first.
+func readBody(r io.Reader, buf []byte, n int) ([]byte, error) {
+	if cap(buf) >= n {
+		b := buf[:n]
+		if _, err := io.ReadFull(r, b); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf[:0], err
+		}
+		return b, nil
+	}
+	b := buf[:0]
+	for len(b) < n {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(n-len(b), max(len(b), bodyChunk)))
+		}
+		k, err := r.Read(b[len(b):min(cap(b), n)])
+		b = b[:len(b)+k]
+		if err != nil && len(b) < n {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return b[:0], err
+		}
+	}
+	return b, nil
 }
 
 // ReadMessage reads and decodes the next frame.

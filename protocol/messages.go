@@ -317,6 +317,14 @@ type StatsReply struct {
 	DefaultTerm          time.Duration     `msgpack:"t"`
 	Epsilon              time.Duration     `msgpack:"e"`
 	WritesAllowedIn      time.Duration     `msgpack:"wa"` // time left before a restarted server accepts writes
+	// The server's bounds on memory, and what they refused (omitted when
+	// zero, so older peers read and write the reply as before).
+	InflightBytes   int64  `msgpack:"ib,omitempty"` // bytes of keys and values of the writes waiting, all sessions
+	Handshakes      int64  `msgpack:"hs,omitempty"` // QUIC handshakes in progress
+	LeasesRefused   uint64 `msgpack:"lx,omitempty"` // reads refused at a session's lease cap
+	WritesRefused   uint64 `msgpack:"wx,omitempty"` // writes refused for a session's or the server's byte budget
+	SessionsRefused uint64 `msgpack:"sx,omitempty"` // connections refused at MaxSessions or MaxSessionsPerAddr
+	Retries         uint64 `msgpack:"rt,omitempty"` // Initial packets answered with a QUIC Retry: the sender must prove its source address
 }
 
 // Goodbye ends a session gracefully: the server frees all of its leases at

@@ -1071,3 +1071,37 @@ func BenchmarkDecodeGetReply(b *testing.B) {
 		})
 	}
 }
+
+// TestStalledFrameHoldsWhatArrived: a frame that declares the largest
+// length and sends only its first bytes costs the reader about what
+// arrived, not what it declared; one that arrives whole, in small pieces,
+// is read whole.
+func TestStalledFrameHoldsWhatArrived(t *testing.T) {
+	const declared = 64 << 20
+	start := append(header(declared), byte(protocol.TypeGet))
+	start = append(start, make([]byte, 1000)...)
+	fr := protocol.NewFrameReader(bytes.NewReader(start), declared)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err := fr.ReadFrame()
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("ReadFrame of a frame cut short: %v, want io.ErrUnexpectedEOF", err)
+	}
+	got := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a frame declaring %d bytes and sending 1001 allocated %d bytes", declared, got)
+	if got > 256<<10 {
+		t.Fatalf("a frame declaring %d bytes and sending 1001 allocated %d bytes, want at most 256 KiB", declared, got)
+	}
+
+	// A large frame in small pieces.
+	body, err := protocol.AppendFrame(nil, &protocol.Write{ID: 7, Op: protocol.OpPut, Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 300<<10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr = protocol.NewFrameReader(iotest.OneByteReader(bytes.NewReader(body)), declared)
+	m, err := fr.ReadMessage()
+	if w, ok := m.(*protocol.Write); err != nil || !ok || w.ID != 7 || len(w.Value) != 300<<10 {
+		t.Fatalf("ReadMessage of a frame in one-byte pieces: %v, %v", m, err)
+	}
+}

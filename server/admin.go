@@ -65,7 +65,7 @@ func (ss *session) serveAdmin(fr *protocol.FrameReader) {
 		case errors.Is(err, protocol.ErrMalformed):
 			ss.replies.send(errorReply(0, err))
 			continue
-		case errors.Is(err, protocol.ErrFrameTooLarge):
+		case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, errProtocol):
 			ss.replies.send(errorReply(0, err))
 			ss.replies.flush(s.cfg.HelloTimeout)
 			ss.closeWith(err)

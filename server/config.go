@@ -33,6 +33,25 @@ const (
 	DefaultHelloTimeout = 10 * time.Second
 	// DefaultRetryWindow is the default of Config.RetryWindow.
 	DefaultRetryWindow = 5 * time.Minute
+	// DefaultMaxLeasesPerSession is the default of
+	// Config.MaxLeasesPerSession: twice the client library's default cache
+	// (client.DefaultCacheEntries, 100,000 entries), so that a client with
+	// that cache never meets it, even while releases of evicted entries
+	// are on their way.
+	DefaultMaxLeasesPerSession = 200_000
+	// DefaultMaxTotalInflightBytes is the default of
+	// Config.MaxTotalInflightBytes: 1 GiB, sixteen sessions at their
+	// default MaxInflightBytes.
+	DefaultMaxTotalInflightBytes = 1 << 30
+	// DefaultFrameTimeout is the default of Config.FrameTimeout: a frame
+	// of the default largest value (1 MiB) must arrive at 35 KB/s at
+	// least.
+	DefaultFrameTimeout = 30 * time.Second
+	// DefaultMaxSessionsPerAddr is the default of Config.MaxSessionsPerAddr:
+	// a tenth of DefaultMaxSessions.
+	DefaultMaxSessionsPerAddr = 1000
+	// DefaultRetryHandshakes is the default of Config.RetryHandshakes.
+	DefaultRetryHandshakes = 128
 	// MaxKeySize is the largest key, in bytes. Keys are 1 to MaxKeySize bytes.
 	MaxKeySize = protocol.MaxKeySize
 )
@@ -105,9 +124,33 @@ type Config struct {
 	// (core.Config.UnsafeSkipHorizonWait). Only the negative control of
 	// the linearizability tests sets it.
 	UnsafeSkipHorizonWait bool
+	// MaxTotalInflightBytes is how many bytes of keys and values the
+	// waiting writes of all sessions together may hold in the server: the
+	// server-wide budget beside each session's MaxInflightBytes. A write
+	// past it is refused with a resource-exhausted error that names it;
+	// its bytes return to the budget when the write is answered, whatever
+	// the answer. It must be at least MaxValueSize plus MaxKeySize. Zero
+	// means DefaultMaxTotalInflightBytes (1 GiB), or MaxInflightBytes if
+	// that is larger.
+	MaxTotalInflightBytes int64
+	// MaxLeasesPerSession is how many read leases one session may hold at
+	// once. A read that needs another is refused with a resource-exhausted
+	// error (the client library's ErrResourceExhausted) naming the limit;
+	// reads of keys the session holds, renewals, and reads served without
+	// a lease (term 0) go on, and a writer past it gets no fresh lease on
+	// what it wrote. A lease costs the server about 800 bytes, so the
+	// default bounds a session's leases to about 160 MB. Zero means
+	// DefaultMaxLeasesPerSession (200,000).
+	MaxLeasesPerSession int
 	// MaxSessions is how many sessions the server holds at once. Default
 	// DefaultMaxSessions.
 	MaxSessions int
+	// MaxSessionsPerAddr is how many sessions the server holds at once
+	// from one client IP address (loopback included): a connection past
+	// it is refused with a resource-exhausted code naming the limit, so
+	// that one client cannot take every session. Clients behind one NAT
+	// share it. Zero means DefaultMaxSessionsPerAddr (1,000).
+	MaxSessionsPerAddr int
 	// HorizonStep is how far past the longest lease (the longest term plus
 	// Epsilon) the server moves the lease horizon each time it persists it
 	// (DESIGN §7). A longer step persists less often; a shorter one shortens
@@ -127,6 +170,20 @@ type Config struct {
 	// closes a connection. At most MaxHelloTimeout (5 min). Default
 	// DefaultHelloTimeout.
 	HelloTimeout time.Duration
+	// FrameTimeout bounds how long a request frame may take to arrive
+	// once its first byte has: a client that sends part of a frame and
+	// stalls has its session closed with a protocol error. A session may
+	// stay silent between frames as long as IdleTimeout allows. Default
+	// DefaultFrameTimeout.
+	FrameTimeout time.Duration
+	// RetryHandshakes is how many QUIC handshakes may be in progress
+	// before the server asks each new connection attempt to prove its
+	// source address first (a QUIC Retry, RFC 9000 §8.1.2), so that a
+	// flood of handshakes from spoofed addresses costs the server no
+	// connection state. The proof adds one round trip to those handshakes.
+	// Zero means DefaultRetryHandshakes; negative means every connection
+	// attempt must prove its address.
+	RetryHandshakes int
 	// Store, if set, holds the server's state instead of a badger database
 	// under Dir, for tests and embedders (store.NewMemory keeps it in
 	// memory). The server owns it from New on: it closes it in Close, or in
@@ -190,8 +247,23 @@ func (c Config) withDefaults() Config {
 	if c.MaxInflightBytes == 0 {
 		c.MaxInflightBytes = max(DefaultMaxInflightBytes, c.MaxValueSize+MaxKeySize)
 	}
+	if c.MaxTotalInflightBytes == 0 {
+		c.MaxTotalInflightBytes = max(DefaultMaxTotalInflightBytes, int64(c.MaxInflightBytes))
+	}
+	if c.MaxLeasesPerSession == 0 {
+		c.MaxLeasesPerSession = DefaultMaxLeasesPerSession
+	}
+	if c.MaxSessionsPerAddr == 0 {
+		c.MaxSessionsPerAddr = DefaultMaxSessionsPerAddr
+	}
 	if c.HelloTimeout == 0 {
 		c.HelloTimeout = DefaultHelloTimeout
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = DefaultFrameTimeout
+	}
+	if c.RetryHandshakes == 0 {
+		c.RetryHandshakes = DefaultRetryHandshakes
 	}
 	if c.HorizonStep == 0 {
 		c.HorizonStep = max((c.coreConfig().MaxTerm()+c.Epsilon)/4, 100*time.Millisecond)
@@ -227,12 +299,20 @@ func (c Config) validate() error {
 		return fmt.Errorf("idle timeout %v is longer than %v, the longest allowed", c.IdleTimeout, MaxIdleTimeout)
 	case c.MaxInflightBytes < c.MaxValueSize+MaxKeySize:
 		return fmt.Errorf("max inflight bytes %d is less than max value size %d plus max key size %d: a write of the largest key and value could never be taken", c.MaxInflightBytes, c.MaxValueSize, MaxKeySize)
+	case c.MaxTotalInflightBytes < int64(c.MaxValueSize+MaxKeySize):
+		return fmt.Errorf("max total inflight bytes %d is less than max value size %d plus max key size %d: a write of the largest key and value could never be taken", c.MaxTotalInflightBytes, c.MaxValueSize, MaxKeySize)
+	case c.MaxLeasesPerSession < 0:
+		return fmt.Errorf("max leases per session %d is negative", c.MaxLeasesPerSession)
+	case c.MaxSessionsPerAddr < 0:
+		return fmt.Errorf("max sessions per address %d is negative", c.MaxSessionsPerAddr)
 	case c.HelloTimeout < 0:
 		return fmt.Errorf("hello timeout %v is negative", c.HelloTimeout)
 	case c.HelloTimeout > MaxHelloTimeout:
 		return fmt.Errorf("hello timeout %v is longer than %v, the longest allowed", c.HelloTimeout, MaxHelloTimeout)
 	case c.HorizonStep < MinHorizonStep:
 		return fmt.Errorf("horizon step %v is shorter than %v: the horizon would be persisted for almost every lease", c.HorizonStep, MinHorizonStep)
+	case c.FrameTimeout < 0 || c.FrameTimeout > MaxIdleTimeout:
+		return fmt.Errorf("frame timeout %v is outside 0..%v", c.FrameTimeout, MaxIdleTimeout)
 	}
 	if c.Cluster != nil {
 		if c.Store != nil {
@@ -282,6 +362,8 @@ func (c Config) coreConfig() core.Config {
 		Clock:       c.Clock,
 		BootClock:   c.BootClock,
 		BootFile:    filepath.Join(c.Dir, bootFile),
+
+		MaxLeasesPerSession: c.MaxLeasesPerSession,
 
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
 		Logger:                c.Logger,

@@ -41,6 +41,7 @@ var errorCodes = []struct {
 	{protocol.ErrFrameTooLarge, protocol.CodeTooLarge},
 	{errInvalidArgument, protocol.CodeInvalidArgument},
 	{errResourceExhausted, protocol.CodeResourceExhausted},
+	{core.ErrLeaseLimit, protocol.CodeResourceExhausted},
 	{errProtocol, protocol.CodeProtocol},
 	{protocol.ErrMalformed, protocol.CodeProtocol},
 	{core.ErrNotLeader, protocol.CodeNotLeader},

@@ -957,6 +957,10 @@ func TestConfigSessionLimits(t *testing.T) {
 	if err := big.validate(); err != nil || big.MaxInflightBytes != 64<<20+MaxKeySize {
 		t.Fatalf("the largest values with the default budget of %d: %v", big.MaxInflightBytes, err)
 	}
+	// The server's budget is at least one session's.
+	if huge := (Config{MaxInflightBytes: 2 << 30}).withDefaults(); huge.MaxTotalInflightBytes != 2<<30 {
+		t.Fatalf("MaxInflightBytes of 2 GiB: the server's budget defaults to %d", huge.MaxTotalInflightBytes)
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -964,6 +968,10 @@ func TestConfigSessionLimits(t *testing.T) {
 		{"negative inflight bytes", Config{MaxInflightBytes: -1}},
 		{"inflight bytes under the value size", Config{MaxValueSize: 2 << 20, MaxInflightBytes: 1 << 20}},
 		{"negative hello timeout", Config{HelloTimeout: -time.Second}},
+		{"negative frame timeout", Config{FrameTimeout: -time.Second}},
+		{"negative leases per session", Config{MaxLeasesPerSession: -1}},
+		{"negative sessions per address", Config{MaxSessionsPerAddr: -1}},
+		{"total inflight bytes under the value size", Config{MaxValueSize: 2 << 20, MaxTotalInflightBytes: 1 << 20}},
 	} {
 		if err := tc.cfg.withDefaults().validate(); err == nil {
 			t.Errorf("%s: validate accepted it", tc.name)

@@ -54,9 +54,23 @@ type Server struct {
 	udp      net.PacketConn // the socket the server bound, or nil if Config.PacketConn is used
 	tr       *quic.Transport
 
-	smu      sync.Mutex // guards sessions and closing
+	smu      sync.Mutex // guards sessions, perAddr and closing
 	sessions map[leasetable.SessionID]*session
+	perAddr  map[string]int // sessions held by client IP address (addrKey)
 	closing  bool
+
+	// inflightBytes is the bytes of keys and values that the waiting
+	// writes of all sessions hold (Config.MaxTotalInflightBytes).
+	inflightBytes atomic.Int64
+	// handshakes counts the QUIC handshakes in progress: connections that
+	// the transport has begun (connContext) and that have neither been
+	// accepted nor ended. Past Config.RetryHandshakes, new attempts must
+	// prove their source address (verifySource).
+	handshakes      atomic.Int64
+	leasesRefused   atomic.Uint64
+	writesRefused   atomic.Uint64
+	sessionsRefused atomic.Uint64
+	retries         atomic.Uint64 // Initial packets verifySource had answered with a Retry
 
 	nextSession atomic.Uint64
 	// left is what Serve returns once this node has left its cluster:
@@ -129,6 +143,7 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 		log:      cfg.Logger,
 		clock:    cfg.Clock,
 		sessions: make(map[leasetable.SessionID]*session),
+		perAddr:  make(map[string]int),
 		stop:     make(chan struct{}),
 	}
 	if cfg.Cluster != nil {
@@ -165,10 +180,14 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 			s.node.Close()
 		}
 	}
-	s.tr = &quic.Transport{Conn: pc, StatelessResetKey: resetKey}
+	s.tr = &quic.Transport{Conn: pc, StatelessResetKey: resetKey,
+		ConnContext: s.connContext, VerifySourceAddress: s.verifySource}
+	// A client opens one stream, for its requests (DESIGN §10); the
+	// server opens the notice stream. A client can open no other, so no
+	// stream the server never reads holds memory in it.
 	s.ln, err = s.tr.Listen(tlsConf, &quic.Config{
 		MaxIdleTimeout:        cfg.IdleTimeout,
-		MaxIncomingStreams:    4,
+		MaxIncomingStreams:    1,
 		MaxIncomingUniStreams: -1,
 	})
 	if err != nil {
@@ -252,8 +271,54 @@ func (s *Server) serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("leased: accept: %w", err)
 		}
+		handshakeDone(conn.Context())
 		s.admit(quicConn{conn})
 	}
+}
+
+// handshakeKey is the context key of a connection's handshakeDone hook.
+type handshakeKey struct{}
+
+// connContext counts a connection whose handshake the transport begins,
+// until handshakeDone or the connection's end, whichever comes first. The
+// transport calls it (quic.Transport.ConnContext).
+func (s *Server) connContext(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+	s.handshakes.Add(1)
+	var once sync.Once
+	done := func() { once.Do(func() { s.handshakes.Add(-1) }) }
+	context.AfterFunc(ctx, done)
+	return context.WithValue(ctx, handshakeKey{}, done), nil
+}
+
+// handshakeDone uncounts the handshake of the connection of ctx, which the
+// accept loop has taken.
+func handshakeDone(ctx context.Context) {
+	if done, ok := ctx.Value(handshakeKey{}).(func()); ok {
+		done()
+	}
+}
+
+// verifySource says whether a connection attempt must first prove its
+// source address with a Retry: when Config.RetryHandshakes handshakes are
+// in progress. The transport calls it (quic.Transport.VerifySourceAddress).
+func (s *Server) verifySource(net.Addr) bool {
+	retry := s.cfg.RetryHandshakes < 0 || s.handshakes.Load() >= int64(s.cfg.RetryHandshakes)
+	if retry {
+		s.retries.Add(1)
+	}
+	return retry
+}
+
+// addrKey names the client IP address of addr, the unit of
+// Config.MaxSessionsPerAddr.
+func addrKey(addr net.Addr) string {
+	if u, ok := addr.(*net.UDPAddr); ok {
+		return u.AddrPort().Addr().Unmap().String()
+	}
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return host
+	}
+	return addr.String()
 }
 
 // admit starts a session for conn, or refuses it when the server is full or
@@ -265,19 +330,30 @@ func (s *Server) admit(conn conn) {
 		conn.CloseWithError(protocol.CodeClosed, "server is shutting down")
 		return
 	}
-	if len(s.sessions) >= s.cfg.MaxSessions {
+	addr := addrKey(conn.RemoteAddr())
+	var full error
+	switch {
+	case len(s.sessions) >= s.cfg.MaxSessions:
+		full = fmt.Errorf("%w: the server holds its maximum of %d sessions", errResourceExhausted, s.cfg.MaxSessions)
+	case s.perAddr[addr] >= s.cfg.MaxSessionsPerAddr:
+		full = fmt.Errorf("%w: the server holds its maximum of %d sessions from address %s (MaxSessionsPerAddr)", errResourceExhausted, s.cfg.MaxSessionsPerAddr, addr)
+	}
+	if full != nil {
 		s.serving.Add(1)
 		s.smu.Unlock()
+		s.sessionsRefused.Add(1)
 		sess := newSession(s, conn, 0, nil)
 		go func() {
 			defer s.serving.Done()
-			sess.refuse(fmt.Errorf("%w: the server holds its maximum of %d sessions", errResourceExhausted, s.cfg.MaxSessions))
+			sess.refuse(full)
 		}()
 		return
 	}
 	id := leasetable.SessionID(s.nextSession.Add(1))
 	sess := newSession(s, conn, id, s.core)
+	sess.addr = addr
 	s.sessions[id] = sess
+	s.perAddr[addr]++
 	s.serving.Add(1)
 	if sess.core != nil {
 		// Under smu, so that dropLead, which takes the core away under
@@ -303,6 +379,9 @@ func (s *Server) session(id leasetable.SessionID) *session {
 func (s *Server) endSession(sess *session) {
 	s.smu.Lock()
 	delete(s.sessions, sess.id)
+	if s.perAddr[sess.addr]--; s.perAddr[sess.addr] <= 0 {
+		delete(s.perAddr, sess.addr)
+	}
 	s.smu.Unlock()
 	if sess.core != nil {
 		sess.core.CloseSession(sess.id, false, nil)
@@ -456,6 +535,12 @@ func (s *Server) Stats() *protocol.StatsReply {
 		DefaultTerm:          s.cfg.LeaseTerm,
 		Epsilon:              s.cfg.Epsilon,
 		WritesAllowedIn:      cs.WritesAllowedIn,
+		InflightBytes:        s.inflightBytes.Load(),
+		Handshakes:           s.handshakes.Load(),
+		LeasesRefused:        s.leasesRefused.Load(),
+		WritesRefused:        s.writesRefused.Load(),
+		SessionsRefused:      s.sessionsRefused.Load(),
+		Retries:              s.retries.Load(),
 	}
 	for t := range protocol.NumTypes {
 		if n := s.msgsIn[t].Load(); n > 0 {

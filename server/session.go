@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ type session struct {
 	srv  *Server
 	id   leasetable.SessionID
 	conn conn
+	addr string // the client's IP address (addrKey), counted in Server.perAddr
+	// stream is the request stream, set by run before any read.
+	stream requestStream
 	// core serves the session: the core of the server, or, in a cluster,
 	// of the term of leadership the session was admitted in. Nil on a node
 	// that does not lead: the session answers its hello with
@@ -97,6 +101,7 @@ func (ss *session) run() {
 		ss.closeWith(fmt.Errorf("%w: no request stream: %v", errProtocol, err))
 		return
 	}
+	ss.stream = stream
 	fr := protocol.NewFrameReader(stream, s.cfg.maxFrameSize())
 	replies := newSender(stream, &s.msgsOut, func() {
 		ss.closeWith(fmt.Errorf("%w: client is not reading its replies", errResourceExhausted))
@@ -112,7 +117,7 @@ func (ss *session) run() {
 
 	// The hello names the protocol version. Nothing else may come first.
 	stream.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
-	m, err := ss.read(fr)
+	m, err := ss.decode(fr.ReadFrame())
 	if err != nil {
 		if !errors.Is(err, protocol.ErrMalformed) && !errors.Is(err, protocol.ErrFrameTooLarge) {
 			err = fmt.Errorf("%w: %v", errProtocol, err) // no hello in time, or the stream ended
@@ -188,7 +193,7 @@ func (ss *session) run() {
 			// The frame was read whole, so the stream is still in step:
 			// report and go on.
 			ss.replies.send(errorReply(0, err))
-		case errors.Is(err, protocol.ErrFrameTooLarge):
+		case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, errProtocol):
 			ss.replies.send(errorReply(0, err))
 			ss.replies.flush(s.cfg.HelloTimeout)
 			ss.closeWith(err)
@@ -203,9 +208,27 @@ func (ss *session) run() {
 	}
 }
 
-// read reads and decodes one message, counting it.
+// read waits, as long as the connection lives, for the next frame to
+// begin, then reads and decodes it, counting it. A frame must be whole
+// within FrameTimeout of its start; otherwise read fails with a protocol
+// error, and the session must end: the stream is out of step.
 func (ss *session) read(fr *protocol.FrameReader) (protocol.Message, error) {
-	t, body, err := fr.ReadFrame()
+	if err := fr.Begin(); err != nil {
+		return nil, err
+	}
+	timeout := ss.srv.cfg.FrameTimeout
+	ss.stream.SetReadDeadline(time.Now().Add(timeout))
+	m, err := ss.decode(fr.ReadFrame())
+	ss.stream.SetReadDeadline(time.Time{})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, fmt.Errorf("%w: a frame began to arrive and was not whole within %v (FrameTimeout)", errProtocol, timeout)
+	}
+	return m, err
+}
+
+// decode decodes the frame that FrameReader.ReadFrame returned, counting
+// it.
+func (ss *session) decode(t protocol.Type, body []byte, err error) (protocol.Message, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -352,6 +375,9 @@ func (ss *session) get(m *protocol.Get) protocol.Message {
 	}
 	rec, term, err := ss.core.Read(ss.id, m.Key)
 	if err != nil {
+		if errors.Is(err, core.ErrLeaseLimit) {
+			ss.srv.leasesRefused.Add(1)
+		}
 		return errorReply(m.ID, err)
 	}
 	if m.Revalidate && term > 0 && rec.Version == m.Known {
@@ -413,8 +439,18 @@ func (ss *session) submit(id uint64, req *core.Request) error {
 		return fmt.Errorf("%w: %d requests in flight, limit %d", errResourceExhausted, len(ss.ops), s.cfg.MaxInflight)
 	case ss.opsBytes+p.size > s.cfg.MaxInflightBytes:
 		ss.mu.Unlock()
+		s.writesRefused.Add(1)
 		return fmt.Errorf("%w: a key and value of %d bytes would take this session's waiting writes past their budget of %d bytes (MaxInflightBytes); %d bytes are waiting",
 			errResourceExhausted, p.size, s.cfg.MaxInflightBytes, ss.opsBytes)
+	}
+	// The server's budget, taken last: every op in ops holds its bytes
+	// there until forget returns them.
+	if total := s.inflightBytes.Add(int64(p.size)); total > s.cfg.MaxTotalInflightBytes {
+		s.inflightBytes.Add(-int64(p.size))
+		ss.mu.Unlock()
+		s.writesRefused.Add(1)
+		return fmt.Errorf("%w: a key and value of %d bytes would take the waiting writes of all sessions past the server's budget of %d bytes (MaxTotalInflightBytes)",
+			errResourceExhausted, p.size, s.cfg.MaxTotalInflightBytes)
 	}
 	ss.ops[id] = p
 	ss.opsBytes += p.size
@@ -479,6 +515,7 @@ func (ss *session) forget(p *pendingOp) bool {
 	}
 	delete(ss.ops, p.reqID)
 	ss.opsBytes -= p.size
+	ss.srv.inflightBytes.Add(-int64(p.size))
 	return true
 }
 

@@ -80,6 +80,13 @@ type options struct {
 	logFormat       string
 	shutdownTimeout time.Duration
 
+	// Bounds on memory (server.Config).
+	maxSessionsPerAddr    int
+	maxLeasesPerSession   int
+	maxTotalInflightBytes int64
+	frameTimeout          time.Duration
+	retryHandshakes       int
+
 	// A node of a cluster (DESIGN.md §13).
 	name           string
 	peerListen     string
@@ -190,6 +197,11 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.DurationVar(&o.epsilon, "epsilon", server.DefaultEpsilon, "clock drift allowance ε added to every lease on the server (at most "+server.MaxEpsilon.String()+")")
 	f.IntVar(&o.maxValueSize, "max-value-size", server.DefaultMaxValueSize, "largest value in bytes (at most 64 MiB)")
 	f.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "most client sessions at once")
+	f.IntVar(&o.maxSessionsPerAddr, "max-sessions-per-addr", server.DefaultMaxSessionsPerAddr, "most client sessions at once from one IP address")
+	f.IntVar(&o.maxLeasesPerSession, "max-leases-per-session", server.DefaultMaxLeasesPerSession, "most read leases one session holds; a read that needs another is refused (resource exhausted)")
+	f.Int64Var(&o.maxTotalInflightBytes, "max-total-inflight-bytes", server.DefaultMaxTotalInflightBytes, "most bytes of keys and values that the waiting writes of all sessions hold; a write past it is refused (resource exhausted)")
+	f.DurationVar(&o.frameTimeout, "frame-timeout", server.DefaultFrameTimeout, "how long a request may take to arrive once it has begun; a client that stalls mid-request is disconnected")
+	f.IntVar(&o.retryHandshakes, "retry-handshakes", server.DefaultRetryHandshakes, "QUIC handshakes in progress past which new connections must prove their source address (a Retry); -1: always")
 	f.BoolVar(&o.unsafeSkipWait, "unsafe-skip-horizon-wait", false, "UNSAFE, for tests of the linearizability checker only: write at once after a start or failover, breaking the promise of earlier leases")
 	f.MarkHidden("unsafe-skip-horizon-wait")
 	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once (at most "+server.MaxRetryWindow.String()+"; 0: the default)")
@@ -444,6 +456,16 @@ func (o *options) validate() error {
 		return usagef("--max-value-size %d: must be between 1 and %d bytes (64 MiB)", o.maxValueSize, maxValueSizeLimit)
 	case o.maxSessions <= 0:
 		return usagef("--max-sessions %d: must be positive", o.maxSessions)
+	case o.maxSessionsPerAddr <= 0:
+		return usagef("--max-sessions-per-addr %d: must be positive", o.maxSessionsPerAddr)
+	case o.maxLeasesPerSession <= 0:
+		return usagef("--max-leases-per-session %d: must be positive", o.maxLeasesPerSession)
+	case o.maxTotalInflightBytes < int64(o.maxValueSize)+server.MaxKeySize:
+		return usagef("--max-total-inflight-bytes %d: must be at least --max-value-size plus the largest key (%d bytes)", o.maxTotalInflightBytes, int64(o.maxValueSize)+server.MaxKeySize)
+	case o.frameTimeout <= 0 || o.frameTimeout > server.MaxIdleTimeout:
+		return usagef("--frame-timeout %v: must be positive and at most %v", o.frameTimeout, server.MaxIdleTimeout)
+	case o.retryHandshakes == 0 || o.retryHandshakes < -1:
+		return usagef("--retry-handshakes %d: must be positive, or -1 to ask every connection for a Retry", o.retryHandshakes)
 	case o.shutdownTimeout <= 0 || o.shutdownTimeout > maxShutdownTimeout:
 		return usagef("--shutdown-timeout %v: must be positive and at most %v", o.shutdownTimeout, maxShutdownTimeout)
 	case o.retryWindow < 0 || o.retryWindow > server.MaxRetryWindow:
@@ -627,9 +649,15 @@ func (o *options) config(log *slog.Logger) server.Config {
 		Epsilon:      o.epsilon,
 		MaxValueSize: o.maxValueSize,
 		MaxSessions:  o.maxSessions,
-		RetryWindow:  o.retryWindow,
-		TLSHosts:     o.tlsHosts,
-		Logger:       log,
+
+		MaxSessionsPerAddr:    o.maxSessionsPerAddr,
+		MaxLeasesPerSession:   o.maxLeasesPerSession,
+		MaxTotalInflightBytes: o.maxTotalInflightBytes,
+		FrameTimeout:          o.frameTimeout,
+		RetryHandshakes:       o.retryHandshakes,
+		RetryWindow:           o.retryWindow,
+		TLSHosts:              o.tlsHosts,
+		Logger:                log,
 
 		UnsafeSkipHorizonWait: o.unsafeSkipWait,
 	}
