@@ -311,6 +311,11 @@ type StatsReply struct {
 	DefaultTerm          time.Duration     `msgpack:"t"`
 	Epsilon              time.Duration     `msgpack:"e"`
 	WritesAllowedIn      time.Duration     `msgpack:"wa"` // time left before a restarted server accepts writes
+	// Alarm is the server's NOSPACE alarm, which refuses writes while
+	// its data folder is past its quota or its disk below the reserve
+	// (it says which, with the figures), or why its data folder is lost;
+	// empty when writes are allowed.
+	Alarm string `msgpack:"al,omitempty"`
 }
 
 // Goodbye ends a session gracefully: the server frees all of its leases at

@@ -90,6 +90,17 @@ type Usage struct {
 	Free int64
 }
 
+// Meter measures a data folder. Measure is called from the guard's
+// goroutine, and from whoever calls Guard.Check.
+type Meter interface {
+	Measure() (Usage, error)
+}
+
+// folder is the Meter of a folder on this machine's file systems.
+type folder string
+
+func (f folder) Measure() (Usage, error) { return Measure(string(f)) }
+
 // Config configures a Guard. The zero value of every field but Dir means
 // its default.
 type Config struct {
@@ -104,10 +115,10 @@ type Config struct {
 	// Interval is how often the folder is measured. Zero means
 	// DefaultInterval.
 	Interval time.Duration
-	// Measure measures the folder. Nil means Measure(Dir): statfs and a
+	// Meter measures the folder. Nil means Measure(Dir): statfs and a
 	// walk of the folder. Tests and embedders with their own accounting
 	// set it.
-	Measure func() (Usage, error)
+	Meter Meter
 	// Logger receives the alarm's changes. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -149,9 +160,8 @@ func Open(cfg Config) (*Guard, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
-	if cfg.Measure == nil {
-		dir := cfg.Dir
-		cfg.Measure = func() (Usage, error) { return Measure(dir) }
+	if cfg.Meter == nil {
+		cfg.Meter = folder(cfg.Dir)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -204,7 +214,7 @@ func (g *Guard) Close() error {
 // it every Interval; tests call it to see a change at once.
 func (g *Guard) Check() {
 	lost := g.identity()
-	u, err := g.cfg.Measure()
+	u, err := g.cfg.Meter.Measure()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.idAt = time.Now()
@@ -380,3 +390,17 @@ func Bytes(n int64) string {
 
 // fileID is a file's identity: its device and inode.
 type fileID struct{ dev, ino uint64 }
+
+// StartErr returns why a server should not start on the folder: its file
+// system has less free than the reserve, so that opening the database and
+// replaying its log could fill it, and a write into a mapped file would
+// then kill the process. Nil if there is room, or no reserve.
+func (g *Guard) StartErr() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r := g.cfg.Reserve; g.measured && r > 0 && g.usage.Free < r {
+		return fmt.Errorf("%w: only %s free on the file system of the data folder %s, below the reserve of %s (--reserve-bytes): free some space, or lower the reserve, and start again",
+			ErrNoSpace, Bytes(g.usage.Free), g.cfg.Dir, Bytes(r))
+	}
+	return nil
+}

@@ -18,7 +18,7 @@ type fakeDisk struct {
 }
 
 func (f *fakeDisk) set(u Usage) { f.mu.Lock(); f.u = u; f.mu.Unlock() }
-func (f *fakeDisk) measure() (Usage, error) {
+func (f *fakeDisk) Measure() (Usage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.u, nil
@@ -45,7 +45,7 @@ func open(t *testing.T, cfg Config) *Guard {
 func TestAlarm(t *testing.T) {
 	const mib = 1 << 20
 	d := &fakeDisk{u: Usage{Used: 10 * mib, Free: 1000 * mib}}
-	g := open(t, Config{Quota: 100 * mib, Reserve: 200 * mib, Measure: d.measure})
+	g := open(t, Config{Quota: 100 * mib, Reserve: 200 * mib, Meter: d})
 	if err := g.Admit(mib, false); err != nil {
 		t.Fatalf("write with room: %v", err)
 	}
@@ -87,7 +87,7 @@ func TestAlarm(t *testing.T) {
 // count against the reserve, so that a burst cannot run past it.
 func TestAdmitCounts(t *testing.T) {
 	d := &fakeDisk{u: Usage{Used: 0, Free: 1000}}
-	g := open(t, Config{Quota: -1, Reserve: 400, Measure: d.measure})
+	g := open(t, Config{Quota: -1, Reserve: 400, Meter: d})
 	n := 0
 	for g.Admit(10, false) == nil {
 		n++
