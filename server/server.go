@@ -72,7 +72,7 @@ type Server struct {
 	stopOnce  sync.Once
 	closeOnce sync.Once
 	closeErr  error
-	closeStep atomic.Value // string: what Close or Shutdown is doing, for the log of one that runs out of time
+	closeStep atomic.Value   // string: what Close or Shutdown is doing, for the log of one that runs out of time
 	serving   sync.WaitGroup // accept loop and sessions
 }
 
