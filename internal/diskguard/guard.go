@@ -138,7 +138,6 @@ type Guard struct {
 	pending  int64      // bytes admitted since it, times Amplification
 	alarm    error      // the NOSPACE alarm, nil when clear
 	lost     error      // why the folder is lost, nil while it is not
-	idAt     time.Time  // when the identity was last checked
 
 	lostCh chan struct{} // closed when the folder is lost
 	stop   chan struct{}
@@ -213,11 +212,10 @@ func (g *Guard) Close() error {
 // clearing the alarm, or noting that the folder is lost. The guard calls
 // it every Interval; tests call it to see a change at once.
 func (g *Guard) Check() {
-	lost := g.identity()
+	lost := g.identity(false)
 	u, err := g.cfg.Meter.Measure()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.idAt = time.Now()
 	if lost != nil {
 		g.loseLocked(lost)
 		return
@@ -233,12 +231,18 @@ func (g *Guard) Check() {
 }
 
 // identity returns why the folder is lost, or nil if the folder and the
-// lock file are the ones Open found.
-func (g *Guard) identity() error {
-	for _, f := range []struct {
+// lock file are the ones Open found. With lockOnly, it looks at the lock
+// file alone, one stat: enough to see the folder deleted, or replaced
+// (the path then leads to another lock file, or to none).
+func (g *Guard) identity(lockOnly bool) error {
+	files := []struct {
 		path string
 		want fileID
-	}{{g.cfg.Dir, g.dir}, {filepath.Join(g.cfg.Dir, LockFile), g.lf}} {
+	}{{filepath.Join(g.cfg.Dir, LockFile), g.lf}, {g.cfg.Dir, g.dir}}
+	if lockOnly {
+		files = files[:1]
+	}
+	for _, f := range files {
 		id, err := statID(f.path)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -258,7 +262,7 @@ func (g *Guard) loseLocked(why error) {
 		return
 	}
 	g.lost = why
-	g.log.Error("the data folder was deleted or replaced: writes are refused, and the server stops", "dir", g.cfg.Dir, "err", why)
+	g.log.Error("the data folder was deleted or replaced: writes are refused from now on", "dir", g.cfg.Dir, "err", why)
 	close(g.lostCh)
 }
 
@@ -292,10 +296,6 @@ func (g *Guard) alarmFor(pending int64) error {
 	return nil
 }
 
-// identityEvery bounds how often Admit checks the folder's identity
-// itself, between measurements.
-const identityEvery = 5 * time.Millisecond
-
 // Admit decides whether a change of n bytes may be written now, and counts
 // it if so. A delete (del) is let through under the NOSPACE alarm, as long
 // as half the reserve is still free: it is how an operator makes room.
@@ -304,11 +304,11 @@ const identityEvery = 5 * time.Millisecond
 func (g *Guard) Admit(n int64, del bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.lost == nil && n > 0 && time.Since(g.idAt) >= identityEvery {
+	if g.lost == nil && n > 0 {
 		// A write acknowledged into a deleted folder is lost: look
-		// again, cheaply (two stats), before letting one through.
-		g.idAt = time.Now()
-		if err := g.identity(); err != nil {
+		// again before letting one through. It costs one stat, about a
+		// microsecond, against the fsync of the write's batch.
+		if err := g.identity(true); err != nil {
 			g.loseLocked(err)
 		}
 	}

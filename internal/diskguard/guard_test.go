@@ -135,7 +135,6 @@ func TestFolderLost(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(2 * identityEvery) // Admit looks again only this often; not lease time
 			if err := g.Admit(1, false); !errors.Is(err, ErrFolderLost) {
 				t.Fatalf("write after %s: %v, want ErrFolderLost", how, err)
 			}
