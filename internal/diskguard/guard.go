@@ -8,7 +8,8 @@
 // Admit then refuses value-changing writes with ErrNoSpace until a later
 // measurement finds room again, which clears the alarm by itself. Between
 // two measurements, Admit counts the bytes it let through, so that a burst
-// of writes cannot run past the reserve before the next one.
+// of writes cannot run past the reserve before the next one (such a write
+// is refused, but only a measurement raises the alarm).
 //
 // The reserve exists because the database writes through memory maps into
 // sparse, preallocated files: a write into such a file on a full file
@@ -61,9 +62,11 @@ const (
 	// DefaultInterval is how often the folder is measured.
 	DefaultInterval = time.Second
 	// Amplification is how many bytes of disk Admit counts for each byte
-	// of a write between two measurements: the raft log, the memtable's
-	// log, and the level-0 table or value log each hold the value once.
-	Amplification = 3
+	// of a write between two measurements. A value is written once into a
+	// mapped file, the memtable's log or the value log; the raft log's
+	// segments are preallocated, 64 MiB at a time, and the later flush of
+	// a memtable to a table is covered by the reserve.
+	Amplification = 1
 	// LockFile is the name of the lock file the guard keeps in the data
 	// folder.
 	LockFile = "leased.lock"
@@ -324,13 +327,10 @@ func (g *Guard) Admit(n int64, del bool) error {
 		return nil
 	}
 	if err := g.alarmFor(pending); err != nil {
-		if g.alarm == nil {
-			// Refused before the next measurement would raise it:
-			// raise it now, so that the refusal shows.
-			g.pending = pending
-			g.evaluateLocked()
-			g.pending -= n * Amplification
-		}
+		// Refused on the last measurement, or on the bytes admitted
+		// since: only a measurement raises the alarm (and logs it),
+		// so that a burst that the next measurement finds room for
+		// does not make it flap.
 		return err
 	}
 	g.pending = pending
