@@ -8,8 +8,8 @@
 // Admit then refuses value-changing writes with ErrNoSpace until a later
 // measurement finds room again, which clears the alarm by itself. Between
 // two measurements, Admit counts the bytes it let through, so that a burst
-// of writes cannot run past the reserve before the next one (such a write
-// is refused, but only a measurement raises the alarm).
+// of writes cannot run past the reserve before the next one. The alarm
+// clears only once there is room clear of the limits by a margin.
 //
 // The reserve exists because the database writes through memory maps into
 // sparse, preallocated files: a write into such a file on a full file
@@ -269,16 +269,36 @@ func (g *Guard) loseLocked(why error) {
 	close(g.lostCh)
 }
 
-// evaluateLocked raises or clears the alarm from the last measurement and
-// the bytes admitted since. g.mu must be held.
+// evaluateLocked raises the alarm if the last measurement, with the
+// bytes admitted since, is past a limit, and clears it once a measurement
+// finds room clear of both limits by a margin (hysteresis: a guard that
+// lets writes through exactly up to the reserve would otherwise never see
+// the disk below it, nor stay refused). g.mu must be held.
 func (g *Guard) evaluateLocked() {
-	alarm := g.alarmFor(g.pending)
-	switch {
-	case alarm != nil && g.alarm == nil:
+	if alarm := g.alarmFor(g.pending); alarm != nil {
+		g.raiseLocked(alarm)
+		return
+	}
+	if g.alarm == nil {
+		return
+	}
+	u, q, r := g.usage, g.cfg.Quota, g.cfg.Reserve
+	if (q <= 0 || u.Used <= q-q/clearMargin) && (r <= 0 || u.Free >= r+r/clearMargin) {
+		g.log.Info("alarm cleared: writes resume", "used", u.Used, "free", u.Free, "quota", q, "reserve", r)
+		g.alarm = nil
+	}
+}
+
+// clearMargin: the alarm clears once the folder occupies a 1/clearMargin
+// of its quota less than the quota, and the file system has a
+// 1/clearMargin of the reserve more free than the reserve.
+const clearMargin = 32
+
+// raiseLocked raises the alarm, or updates its figures. g.mu must be held.
+func (g *Guard) raiseLocked(alarm error) {
+	if g.alarm == nil {
 		g.log.Error("alarm raised: writes are refused until there is room again; reads, renewals and deletes go on", "alarm", alarm.Error(),
 			"used", g.usage.Used, "free", g.usage.Free, "quota", g.cfg.Quota, "reserve", g.cfg.Reserve)
-	case alarm == nil && g.alarm != nil:
-		g.log.Info("alarm cleared: writes resume", "used", g.usage.Used, "free", g.usage.Free, "quota", g.cfg.Quota, "reserve", g.cfg.Reserve)
 	}
 	g.alarm = alarm
 }
@@ -326,11 +346,13 @@ func (g *Guard) Admit(n int64, del bool) error {
 		g.pending = pending
 		return nil
 	}
+	if g.alarm != nil {
+		return g.alarm
+	}
 	if err := g.alarmFor(pending); err != nil {
-		// Refused on the last measurement, or on the bytes admitted
-		// since: only a measurement raises the alarm (and logs it),
-		// so that a burst that the next measurement finds room for
-		// does not make it flap.
+		// Past a limit with the bytes admitted since the last
+		// measurement.
+		g.raiseLocked(err)
 		return err
 	}
 	g.pending = pending
