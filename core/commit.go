@@ -70,6 +70,9 @@ func (c *Core) commitLoop() {
 // take effect.
 func (c *Core) commit(batch []job) {
 	defer c.queue.done(len(batch))
+	if batch = c.admit(batch); len(batch) == 0 {
+		return
+	}
 	cmds := make([]store.Command, len(batch))
 	for i, j := range batch {
 		cmds[i] = c.command(j)
@@ -160,6 +163,51 @@ func (c *Core) commit(batch []job) {
 		}
 		r.finish(outs[i])
 	}
+}
+
+// admit asks Config.Admit about every write and acquisition of batch, ends
+// those it refuses with its error, nothing of them applied, and returns the
+// rest.
+func (c *Core) admit(batch []job) []job {
+	if c.cfg.Admit == nil {
+		return batch
+	}
+	kept := make([]job, 0, len(batch))
+	type refusal struct {
+		r   *Request
+		err error
+	}
+	var refused []refusal
+	for _, j := range batch {
+		r := j.req
+		if r != nil {
+			if err := c.cfg.Admit(r.storeOp(), len(r.Key)+len(r.Value)); err != nil {
+				refused = append(refused, refusal{r, fmt.Errorf("write to %q refused: %w", r.Key, err)})
+				continue
+			}
+		}
+		kept = append(kept, j)
+	}
+	if len(refused) == 0 {
+		return batch
+	}
+	now := c.clock.Now()
+	effs := make([]leasetable.Effects, len(refused))
+	c.mu.Lock()
+	for i, f := range refused {
+		if f.r.Acquire {
+			effs[i] = c.table.DoneAcquire(&f.r.op, 0, c.cfg.WriteTermFor(string(f.r.Key)), now)
+		} else {
+			_, effs[i] = c.table.Done(&f.r.op, false, 0, now)
+		}
+		c.enqueueReady(effs[i])
+	}
+	c.mu.Unlock()
+	for i, f := range refused {
+		c.carryOut(effs[i])
+		f.r.finish(Outcome{Err: f.err, Waited: max(0, f.r.ready.Sub(f.r.received)), Holders: f.r.op.Holders})
+	}
+	return kept
 }
 
 // apply applies cmds to the store, unless it is down and its retry is not

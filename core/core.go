@@ -162,6 +162,18 @@ type Config struct {
 	// of the linearizability tests, which must find the stale reads it
 	// causes. Never set it otherwise.
 	UnsafeSkipHorizonWait bool
+	// Admit, if set, decides whether a write (op store.OpPut, OpDelete
+	// or OpCAS) or a write-lease acquisition (OpGrantWriteLease) of
+	// bytes bytes of key and value may be written: for instance a guard
+	// of the disk's free space (package diskguard). Submit asks it with
+	// bytes 0 before the request invalidates anyone, and the committer
+	// asks it again, with the request's bytes, just before it commits;
+	// an error refuses the request with that error, and nothing of it is
+	// applied. Lease horizons, write-lease ends and the forgetting of
+	// idle clients are never asked about: renewals and releases go on.
+	// It is called without the core's locks, and must not block. Nil
+	// admits everything.
+	Admit func(op store.Op, bytes int) error
 	// Clock reads time for every lease decision. Nil means the system
 	// clock.
 	Clock clock.Clock

@@ -75,6 +75,14 @@ type Outcome struct {
 	Duplicate bool
 }
 
+// storeOp is the store.Op that carries out r.
+func (r *Request) storeOp() store.Op {
+	if r.Acquire {
+		return store.OpGrantWriteLease
+	}
+	return r.Op
+}
+
 func (r *Request) finish(o Outcome) { r.once.Do(func() { r.Done(o) }) }
 
 // Submit hands r to the lease table. A write carrying a fencing token must
@@ -96,6 +104,11 @@ func (c *Core) Submit(r *Request) error {
 		if res, ok, err := c.store.Kept(c.command(job{req: r})); err == nil && ok {
 			r.finish(Outcome{Err: res.Err, Version: res.Version, Duplicate: true})
 			return nil
+		}
+	}
+	if c.cfg.Admit != nil {
+		if err := c.cfg.Admit(r.storeOp(), 0); err != nil {
+			return fmt.Errorf("write to %q refused: %w", r.Key, err)
 		}
 	}
 	now := c.clock.Now()

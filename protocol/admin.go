@@ -83,6 +83,9 @@ type EndpointStatusReply struct {
 	// WritesHeldFor is, on the leader, how long it still holds writes
 	// back after taking the lead (the failover rule); 0 elsewhere.
 	WritesHeldFor time.Duration `msgpack:"wh,omitempty"`
+	// Alarm is this node's NOSPACE alarm, or why its data folder is
+	// lost (StatsReply.Alarm); empty when there is none.
+	Alarm string `msgpack:"al,omitempty"`
 }
 
 // SnapshotSave asks the leader for a snapshot of its applied state: a

@@ -325,6 +325,11 @@ type StatsReply struct {
 	WritesRefused   uint64 `msgpack:"wx,omitempty"` // writes refused for a session's or the server's byte budget
 	SessionsRefused uint64 `msgpack:"sx,omitempty"` // connections refused at MaxSessions or MaxSessionsPerAddr
 	Retries         uint64 `msgpack:"rt,omitempty"` // Initial packets answered with a QUIC Retry: the sender must prove its source address
+	// Alarm is the server's NOSPACE alarm, which refuses writes while
+	// its data folder is past its quota or its disk below the reserve
+	// (it says which, with the figures), or why its data folder is lost;
+	// empty when writes are allowed.
+	Alarm string `msgpack:"al,omitempty"`
 }
 
 // Goodbye ends a session gracefully: the server frees all of its leases at

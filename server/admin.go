@@ -131,7 +131,7 @@ func okOrError(id uint64, err error) protocol.Message {
 // A server that is not a node of a cluster reports itself as the leader of
 // a cluster of one. Admin sessions and tests call it.
 func (s *Server) Status() *protocol.EndpointStatusReply {
-	st := &protocol.EndpointStatusReply{ClientAddr: s.Addr().String()}
+	st := &protocol.EndpointStatusReply{ClientAddr: s.Addr().String(), Alarm: s.alarm()}
 	if c := s.currentCore(); c != nil {
 		st.WritesHeldFor = c.WritesAllowedIn()
 	}

@@ -225,6 +225,7 @@ func (s *Server) takeLead() error {
 		return err
 	}
 	cfg := s.cfg.coreConfig()
+	cfg.Admit = s.admitter()
 	cfg.Replicated = true
 	cfg.Clockname = s.node.Clockname()
 	cfg.Inherited = s.node.Inherited()

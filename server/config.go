@@ -11,6 +11,7 @@ import (
 
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/protocol"
@@ -184,6 +185,24 @@ type Config struct {
 	// Zero means DefaultRetryHandshakes; negative means every connection
 	// attempt must prove its address.
 	RetryHandshakes int
+	// QuotaBytes is the most bytes the data folder's database, raft log
+	// and snapshots may occupy on disk; past it, writes are refused with
+	// a resource-exhausted error (the NOSPACE alarm) until they occupy
+	// less. Zero means diskguard.DefaultQuota (8 GiB); negative means no
+	// quota. Unused with Store.
+	QuotaBytes int64
+	// ReserveBytes is how many bytes must stay free on the data folder's
+	// file system: below it, writes are refused as past the quota, and
+	// the server does not start. It covers what the database and the
+	// log write by themselves (diskguard.DefaultReserve says how much
+	// that is), so that a full disk refuses writes instead of crashing
+	// the server. Zero means diskguard.DefaultReserve (512 MiB); negative
+	// means no reserve. Unused with Store.
+	ReserveBytes int64
+	// DiskUsage, if set, measures the data folder instead of statfs and
+	// a walk of its files: for tests that fill a disk by decree, and
+	// embedders with their own accounting. Unused with Store.
+	DiskUsage diskguard.Meter
 	// Store, if set, holds the server's state instead of a badger database
 	// under Dir, for tests and embedders (store.NewMemory keeps it in
 	// memory). The server owns it from New on: it closes it in Close, or in
@@ -255,6 +274,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSessionsPerAddr == 0 {
 		c.MaxSessionsPerAddr = DefaultMaxSessionsPerAddr
+	}
+	if c.QuotaBytes == 0 {
+		c.QuotaBytes = diskguard.DefaultQuota
+	}
+	if c.ReserveBytes == 0 {
+		c.ReserveBytes = diskguard.DefaultReserve
 	}
 	if c.HelloTimeout == 0 {
 		c.HelloTimeout = DefaultHelloTimeout

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
@@ -48,6 +49,9 @@ func TestConfigDefaults(t *testing.T) {
 		"HorizonStep":           {time.Second, (DefaultLeaseTerm + DefaultEpsilon) / 4},
 		"IdleTimeout":           {time.Minute, DefaultIdleTimeout},
 		"HelloTimeout":          {time.Second, DefaultHelloTimeout},
+		"QuotaBytes":            {int64(1 << 30), int64(diskguard.DefaultQuota)},
+		"ReserveBytes":          {int64(-1), int64(diskguard.DefaultReserve)},
+		"DiskUsage":             {diskguard.Meter(&fixedDisk{}), nil},
 		"Store":                 {store.Store(mem), nil},
 		"PacketConn":            {pc, nil},
 		"Cluster":               {&Cluster{Name: "n1", PeerAddr: "127.0.0.1:1", PeerTLS: tlsConf, PeerClientTLS: tlsConf}, nil},

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leased/leased/core"
+	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
@@ -47,6 +48,8 @@ var errorCodes = []struct {
 	{core.ErrNotLeader, protocol.CodeNotLeader},
 	{errCanceled, protocol.CodeCanceled},
 	{errClosed, protocol.CodeClosed},
+	{diskguard.ErrNoSpace, protocol.CodeResourceExhausted},
+	{diskguard.ErrFolderLost, protocol.CodeInternal},
 	{errInternal, protocol.CodeInternal},
 	{errUnavailable, protocol.CodeUnavailable},
 	{errNotLeader, protocol.CodeNotLeader},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/replica"
@@ -48,7 +49,11 @@ type Server struct {
 	node *replica.Node
 	// solo is the node of a server alone that opened its own state (no
 	// Config.Store), which its core owns: for snapshots only.
-	solo     *replica.Node
+	solo *replica.Node
+	// guard watches the data folder (disk.go); nil with Config.Store.
+	// diskDone is closed when watchDisk returns; nil without a guard.
+	guard    *diskguard.Guard
+	diskDone chan struct{}
 	leadDone chan struct{} // closed when lead returns; nil without a cluster
 	ln       *quic.Listener
 	udp      net.PacketConn // the socket the server bound, or nil if Config.PacketConn is used
@@ -84,6 +89,7 @@ type Server struct {
 	stopOnce  sync.Once
 	closeOnce sync.Once
 	closeErr  error
+	closeStep atomic.Value   // string: what Close or Shutdown is doing, for the log of one that runs out of time
 	serving   sync.WaitGroup // accept loop and sessions
 }
 
@@ -99,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 
 // open is New. It reports whether it handed cfg.Store to the core, which
 // closes it from then on.
-func open(cfg Config) (_ *Server, handed bool, _ error) {
+func open(cfg Config) (_ *Server, handed bool, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, false, fmt.Errorf("leased: config: %w", err)
@@ -123,6 +129,15 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("leased: %w", err)
 	}
+	guard, err := openGuard(cfg)
+	if err != nil {
+		return nil, false, fmt.Errorf("leased: %w", err)
+	}
+	defer func() {
+		if err != nil && guard != nil {
+			guard.Close()
+		}
+	}()
 	// Bind first: a busy address fails at once, before the store starts.
 	pc := cfg.PacketConn
 	var udp net.PacketConn
@@ -138,6 +153,7 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 		}
 	}
 	s := &Server{
+		guard:    guard,
 		udp:      udp,
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -155,6 +171,7 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 	} else {
 		st := cfg.Store
 		ccfg := cfg.coreConfig()
+		ccfg.Admit = s.admitter()
 		if st == nil {
 			n, err := openReplica(cfg)
 			if err != nil {
@@ -199,6 +216,10 @@ func open(cfg Config) (_ *Server, handed bool, _ error) {
 	if s.node != nil {
 		s.leadDone = make(chan struct{})
 		go s.lead()
+	}
+	if s.guard != nil {
+		s.diskDone = make(chan struct{})
+		go s.watchDisk()
 	}
 	return s, true, nil
 }
@@ -419,34 +440,40 @@ func (s *Server) Recall(id leasetable.SessionID, key string, token uint64) {
 // writes that have not started to commit (their writers are told), lets
 // committing ones finish, tells every session to go, waits for their
 // clients to close them once they have read every reply, and closes the
-// database. If ctx ends first,
-// it closes at once and returns ctx's error.
+// database. If ctx ends first, it closes at once, but returns ctx's error
+// without waiting for the close: a store that hangs (a deleted data
+// folder, a dead disk) cannot hold the caller past ctx. It logs the step
+// it gave up waiting for; a later Close waits for it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.handOff(ctx) // a leader of a cluster hands the lead over first
 	s.beginClose()
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	go func() {
+		s.closeStep.Store("letting committing writes finish")
 		if c := s.currentCore(); c != nil {
 			c.Drain()
 		}
 		// Closing a connection drops the replies not yet delivered on it,
 		// so end each request stream after its replies instead, and let
 		// the client close the connection.
+		s.closeStep.Store("waiting for clients to close their sessions")
 		s.smu.Lock()
 		for _, sess := range s.sessions {
 			sess.goAway()
 		}
 		s.smu.Unlock()
 		s.serving.Wait()
-		close(done)
+		done <- s.Close()
 	}()
 	select {
-	case <-done:
+	case err := <-done:
+		return err
 	case <-ctx.Done():
-		s.Close()
-		return ctx.Err()
 	}
-	return s.Close()
+	step, _ := s.closeStep.Load().(string)
+	s.log.Warn("shutdown ran out of time: closing at once, without waiting for the step in progress", "step", step)
+	go s.Close()
+	return ctx.Err()
 }
 
 // beginClose stops accepting and abandons every waiting op.
@@ -481,6 +508,7 @@ func (s *Server) Close() error {
 			sess.conn.CloseWithError(protocol.CodeClosed, "server closed")
 		}
 		s.smu.Unlock()
+		s.closeStep.Store("closing the sessions")
 		s.serving.Wait()
 		s.tr.Close()
 		if s.udp != nil {
@@ -489,13 +517,22 @@ func (s *Server) Close() error {
 		if s.leadDone != nil {
 			<-s.leadDone // no core starts after this
 		}
+		if s.diskDone != nil {
+			<-s.diskDone
+		}
 		var errs []error
 		if c := s.currentCore(); c != nil {
+			s.closeStep.Store("closing the core and its store")
 			errs = append(errs, c.Close())
 		}
 		if s.node != nil {
+			s.closeStep.Store("closing raft, its log and the database")
 			errs = append(errs, s.node.Close())
 		}
+		if s.guard != nil {
+			s.guard.Close()
+		}
+		s.closeStep.Store("closed")
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
@@ -541,6 +578,7 @@ func (s *Server) Stats() *protocol.StatsReply {
 		WritesRefused:        s.writesRefused.Load(),
 		SessionsRefused:      s.sessionsRefused.Load(),
 		Retries:              s.retries.Load(),
+		Alarm:                s.alarm(),
 	}
 	for t := range protocol.NumTypes {
 		if n := s.msgsIn[t].Load(); n > 0 {

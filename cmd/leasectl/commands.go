@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -321,6 +322,7 @@ func (a *app) printStats(st *client.Stats) error {
 		{"default_term", fmtDur(st.DefaultTerm)},
 		{"epsilon", fmtDur(st.Epsilon)},
 		{"writes_allowed_in", fmtDur(st.WritesAllowedIn)},
+		{"alarm", cmp.Or(st.Alarm, "none")},
 	}
 	for _, dir := range []struct {
 		name string
@@ -352,6 +354,7 @@ func (a *app) printStats(st *client.Stats) error {
 		DefaultTermSeconds:     seconds(st.DefaultTerm),
 		EpsilonSeconds:         seconds(st.Epsilon),
 		WritesAllowedInSeconds: seconds(st.WritesAllowedIn),
+		Alarm:                  st.Alarm,
 	}
 	return a.emit(out, []string{"NAME", "VALUE"}, rows...)
 }
@@ -371,7 +374,9 @@ func (a *app) statusCmd() *cobra.Command {
 		Long: `Print the endpoint, this session's id, the server's clock allowance ε and
 default lease term, its revision, number of sessions and uptime, whether it
 still holds writes after a restart (WRITES: "held for ..." until the leases
-granted before the restart have run out), and the round-trip time of one
+granted before the restart have run out) or refuses them (WRITES: "refused:
+NOSPACE: ..." while its data folder is past --quota-bytes or its disk below
+--reserve-bytes; JSON "alarm"), and the round-trip time of one
 stats request. For a cluster, a second table follows: every member, from the
 leader, with the role, raft term and indexes of those that --endpoints names.`,
 		Args: argsExactly(),
@@ -388,6 +393,9 @@ leader, with the role, raft term and indexes of those that --endpoints names.`,
 				if st.WritesAllowedIn > 0 {
 					writes = "held for " + fmtDur(st.WritesAllowedIn)
 				}
+				if st.Alarm != "" {
+					writes = "refused: " + st.Alarm
+				}
 				out := statusJSON{
 					Endpoint:               a.endpoint,
 					CAFile:                 absPath(a.usedCA),
@@ -401,6 +409,7 @@ leader, with the role, raft term and indexes of those that --endpoints names.`,
 					WritesHeld:             st.WritesAllowedIn > 0,
 					WritesAllowedInSeconds: seconds(st.WritesAllowedIn),
 					RTTSeconds:             seconds(rtt),
+					Alarm:                  st.Alarm,
 				}
 				if out.Members, err = a.clusterStatus(ctx); err != nil {
 					return err

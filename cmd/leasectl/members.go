@@ -47,6 +47,9 @@ type endpointJSON struct {
 	// (RFC 3339, milliseconds) until which it holds them: when its answer
 	// came plus WritesHeldForSeconds. Absent when writes are not held.
 	WritesHeldUntil string `json:"writes_held_until,omitempty"`
+	// Alarm is the node's NOSPACE alarm, or why its data folder is lost;
+	// absent when none.
+	Alarm string `json:"alarm,omitempty"`
 	// Error says why the endpoint did not answer.
 	Error string `json:"error,omitempty"`
 }
@@ -63,7 +66,7 @@ func endpointOf(ep string, st *client.NodeStatus, at time.Time, err error) endpo
 	}
 	e := endpointJSON{Endpoint: ep, Name: st.Name, ClientAddr: st.ClientAddr, PeerAddr: st.PeerAddr, Role: st.Role,
 		RaftTerm: st.RaftTerm, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
-		Leader: st.Leader, LeaderAddr: st.LeaderAddr, WritesHeldForSeconds: seconds(st.WritesHeldFor)}
+		Leader: st.Leader, LeaderAddr: st.LeaderAddr, WritesHeldForSeconds: seconds(st.WritesHeldFor), Alarm: st.Alarm}
 	if st.WritesHeldFor > 0 {
 		// The answer's time bounds the node's from above, so the time is
 		// never earlier than the node's own.

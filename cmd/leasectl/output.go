@@ -109,6 +109,8 @@ type statsJSON struct {
 	DefaultTermSeconds     float64           `json:"default_term_seconds"`
 	EpsilonSeconds         float64           `json:"epsilon_seconds"`
 	WritesAllowedInSeconds float64           `json:"writes_allowed_in_seconds"`
+	// Alarm is the NOSPACE alarm that refuses writes; absent when none.
+	Alarm string `json:"alarm,omitempty"`
 }
 
 // statusJSON is the JSON answer of status.
@@ -127,6 +129,8 @@ type statusJSON struct {
 	WritesHeld             bool    `json:"writes_held"`
 	WritesAllowedInSeconds float64 `json:"writes_allowed_in_seconds"`
 	RTTSeconds             float64 `json:"rtt_seconds"`
+	// Alarm is the NOSPACE alarm that refuses writes; absent when none.
+	Alarm string `json:"alarm,omitempty"`
 	// Members, for a node of a cluster, are the members from the leader,
 	// each with its own status if one of --endpoints is that member.
 	Members []memberJSON `json:"members,omitempty"`

@@ -40,6 +40,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/server"
@@ -79,6 +80,8 @@ type options struct {
 	logLevel        string
 	logFormat       string
 	shutdownTimeout time.Duration
+	quotaBytes      int64
+	reserveBytes    int64
 
 	// Bounds on memory (server.Config).
 	maxSessionsPerAddr    int
@@ -209,7 +212,9 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included; a wildcard only as *.DOMAIN under a domain you own, not *.com)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful shutdown may take before the server closes at once (at most "+maxShutdownTimeout.String()+")")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful shutdown may take before the server closes at once (at most "+maxShutdownTimeout.String()+"); leased exits within it whatever the store does")
+	f.Int64Var(&o.quotaBytes, "quota-bytes", diskguard.DefaultQuota, "most bytes the data folder's database, raft log and snapshots may occupy; past it writes are refused (the NOSPACE alarm) until they occupy less; 0: no quota")
+	f.Int64Var(&o.reserveBytes, "reserve-bytes", diskguard.DefaultReserve, "bytes kept free on the data folder's file system for what the database and log write by themselves; below it writes are refused (NOSPACE) and leased does not start; 0: no reserve (a full disk may then crash the server)")
 	f.StringVar(&o.name, "name", "", "this node's name in a cluster (with --peer-listen)")
 	f.StringVar(&o.peerListen, "peer-listen", "", "TCP address (host:port) that the other nodes of a cluster reach this one at; makes leased a node of a cluster")
 	f.StringVar(&o.initialCluster, "initial-cluster", "", "the nodes of a new cluster, this one included, as NAME=HOST:PORT,... (their --peer-listen); used only on a node's first start; empty: a cluster of this node alone")
@@ -470,6 +475,10 @@ func (o *options) validate() error {
 		return usagef("--shutdown-timeout %v: must be positive and at most %v", o.shutdownTimeout, maxShutdownTimeout)
 	case o.retryWindow < 0 || o.retryWindow > server.MaxRetryWindow:
 		return usagef("--retry-window %v: must be 0 (the default, %v) to %v", o.retryWindow, server.DefaultRetryWindow, server.MaxRetryWindow)
+	case o.quotaBytes < 0:
+		return usagef("--quota-bytes %d: must be 0 (no quota) or more", o.quotaBytes)
+	case o.reserveBytes < 0:
+		return usagef("--reserve-bytes %d: must be 0 (no reserve) or more", o.reserveBytes)
 	}
 	for _, h := range o.tlsHosts {
 		if strings.TrimSpace(h) == "" {
@@ -657,10 +666,21 @@ func (o *options) config(log *slog.Logger) server.Config {
 		RetryHandshakes:       o.retryHandshakes,
 		RetryWindow:           o.retryWindow,
 		TLSHosts:              o.tlsHosts,
+		QuotaBytes:            noneIfZero(o.quotaBytes),
+		ReserveBytes:          noneIfZero(o.reserveBytes),
 		Logger:                log,
 
 		UnsafeSkipHorizonWait: o.unsafeSkipWait,
 	}
+}
+
+// noneIfZero maps a size flag's 0, which means none, to the server's
+// negative none (its zero means the default).
+func noneIfZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // run starts the server and serves until a signal arrives on sigs. The
@@ -681,9 +701,37 @@ func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
 		return err
 	}
 	cfg.Cluster, cfg.TLSConfig = cl, clientTLS
-	srv, err := server.New(cfg)
-	if err != nil {
-		return err
+	// A signal during the start (a database that takes long to open, a
+	// cluster that takes long to elect) ends it, within the timeout.
+	type started struct {
+		srv *server.Server
+		err error
+	}
+	starting := make(chan started, 1)
+	go func() {
+		srv, err := server.New(cfg)
+		starting <- started{srv, err}
+	}()
+	var srv *server.Server
+	select {
+	case st := <-starting:
+		if st.err != nil {
+			return st.err
+		}
+		srv = st.srv
+	case sig := <-sigs:
+		log.Info("signal during the start: stopping", "signal", sig.String(), "timeout", o.shutdownTimeout)
+		select {
+		case st := <-starting:
+			if st.err == nil {
+				stopWithin(log, st.srv, o.shutdownTimeout)
+			}
+		case <-time.After(o.shutdownTimeout):
+			log.Warn("the start did not end within the shutdown timeout: exiting without waiting for it", "timeout", o.shutdownTimeout)
+		case sig := <-sigs:
+			log.Warn("second signal: exiting at once", "signal", sig.String())
+		}
+		return nil
 	}
 	data, ca := absPath(o.data), absPath(server.CAPath(o.data))
 	if cl != nil {
@@ -704,8 +752,10 @@ func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
 
 	select {
 	case err := <-served:
-		// Serve ended although nobody asked it to: a failure.
-		srv.Close()
+		// Serve ended although nobody asked it to: a failure, such as a
+		// data folder that was deleted. Its store may hang: close within
+		// the shutdown timeout, and exit anyway.
+		stopWithin(log, srv, o.shutdownTimeout)
 		if errors.Is(err, server.ErrServerClosed) {
 			return errors.New("server closed unexpectedly")
 		}
@@ -742,6 +792,16 @@ func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// stopWithin shuts srv down, waiting at most timeout (Shutdown logs what
+// it gave up waiting for).
+func stopWithin(log *slog.Logger, srv *server.Server, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, server.ErrServerClosed) {
+		log.Warn("shutdown after the failure", "err", err)
+	}
 }
 
 // absPath returns p made absolute, or p if that fails.

@@ -1,0 +1,428 @@
+// Package diskguard watches the data folder of a leased server, so that a
+// full disk or a deleted folder costs writes, never the process.
+//
+// A Guard measures, about once a second, how many bytes the folder's files
+// occupy (against a quota) and how many bytes its file system has free
+// (against a reserve). Past the quota or below the reserve it raises the
+// NOSPACE alarm, as etcd's --quota-backend-bytes and NOSPACE alarm do:
+// Admit then refuses value-changing writes with ErrNoSpace until a later
+// measurement finds room again, which clears the alarm by itself. Between
+// two measurements, Admit counts the bytes it let through, so that a burst
+// of writes cannot run past the reserve before the next one. The alarm
+// clears only once there is room clear of the limits by a margin.
+//
+// The reserve exists because the database writes through memory maps into
+// sparse, preallocated files: a write into such a file on a full file
+// system is not an error but a SIGBUS, which kills the process. The reserve
+// must therefore cover what the database and the log may touch before the
+// next measurement; see DefaultReserve.
+//
+// A Guard also holds a lock file in the folder, and checks that the folder
+// and the lock file are still the ones it opened (device and inode). When
+// either is gone or replaced, the folder is lost: every later Admit fails
+// with ErrFolderLost, and Lost is closed, so that the server stops.
+package diskguard
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	// DefaultQuota is the default quota on the bytes the data folder
+	// occupies: the database, the raft log and its snapshots.
+	DefaultQuota = 8 << 30
+	// DefaultReserve is the default free space kept on the data folder's
+	// file system. It covers what the database and the log may write
+	// without asking, between two measurements, with the options that
+	// store.Open and replica.Open set:
+	//
+	//   - memtables: badger maps each memtable's log file (.mem) at twice
+	//     MemTableSize, 2 × 16 MiB, sparse, and keeps up to NumMemtables (5)
+	//     of them besides the one it fills: 6 × 32 MiB = 192 MiB;
+	//   - the value log: each file is mapped at twice ValueLogFileSize,
+	//     2 × 64 MiB = 128 MiB, sparse;
+	//   - tables: a memtable flushed to level 0 is written through a map
+	//     of its final size (about 16 MiB each, 5 queued: 80 MiB), and a
+	//     compaction writes its new tables before it deletes the old ones;
+	//   - the raft log: raft-wal preallocates each segment (64 MiB) with
+	//     fallocate, which fails cleanly when there is no room, but takes
+	//     the room when there is.
+	//
+	// That is 464 MiB; the rest, up to 512 MiB, covers the horizon entries
+	// that lease renewals need (about 200 bytes each, a few a second at
+	// most) and the bytes of writes admitted before a measurement.
+	DefaultReserve = 512 << 20
+	// DefaultInterval is how often the folder is measured.
+	DefaultInterval = time.Second
+	// Amplification is how many bytes of disk Admit counts for each byte
+	// of a write between two measurements. A value is written once into a
+	// mapped file, the memtable's log or the value log; the raft log's
+	// segments are preallocated, 64 MiB at a time, and the later flush of
+	// a memtable to a table is covered by the reserve.
+	Amplification = 1
+	// LockFile is the name of the lock file the guard keeps in the data
+	// folder.
+	LockFile = "leased.lock"
+)
+
+// Errors of a Guard.
+var (
+	// ErrNoSpace is why a write is refused under the NOSPACE alarm.
+	ErrNoSpace = errors.New("NOSPACE")
+	// ErrFolderLost is why a write is refused once the data folder, or
+	// its lock file, was deleted or replaced.
+	ErrFolderLost = errors.New("data folder lost")
+	// ErrLocked is returned by Open when another process holds the lock
+	// file: another server runs on the folder.
+	ErrLocked = errors.New("data folder in use by another process")
+)
+
+// Usage is one measurement of a data folder.
+type Usage struct {
+	// Used is how many bytes the folder's files occupy on disk (their
+	// allocated blocks, so a sparse file counts only what was written).
+	Used int64
+	// Free is how many bytes its file system has available.
+	Free int64
+}
+
+// Meter measures a data folder. Measure is called from the guard's
+// goroutine, and from whoever calls Guard.Check.
+type Meter interface {
+	Measure() (Usage, error)
+}
+
+// folder is the Meter of a folder on this machine's file systems.
+type folder string
+
+func (f folder) Measure() (Usage, error) { return Measure(string(f)) }
+
+// Config configures a Guard. The zero value of every field but Dir means
+// its default.
+type Config struct {
+	// Dir is the data folder. It must exist.
+	Dir string
+	// Quota is the most bytes the folder may occupy. Zero means
+	// DefaultQuota; negative means no quota.
+	Quota int64
+	// Reserve is how many bytes must stay free on the folder's file
+	// system. Zero means DefaultReserve; negative means no reserve.
+	Reserve int64
+	// Interval is how often the folder is measured. Zero means
+	// DefaultInterval.
+	Interval time.Duration
+	// Meter measures the folder. Nil means Measure(Dir): statfs and a
+	// walk of the folder. Tests and embedders with their own accounting
+	// set it.
+	Meter Meter
+	// Logger receives the alarm's changes. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Guard watches one data folder. See the package comment. Its methods are
+// safe for concurrent use.
+type Guard struct {
+	cfg  Config
+	log  *slog.Logger
+	lock *os.File
+	dir  fileID // the folder as opened
+	lf   fileID // the lock file as created
+
+	mu       sync.Mutex // guards the rest
+	usage    Usage      // the last measurement
+	measured bool       // usage holds a measurement
+	pending  int64      // bytes admitted since it, times Amplification
+	alarm    error      // the NOSPACE alarm, nil when clear
+	lost     error      // why the folder is lost, nil while it is not
+
+	lostCh chan struct{} // closed when the folder is lost
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Open takes the lock file in cfg.Dir, records the identity of the folder
+// and the lock file, measures the folder once, and starts measuring it
+// every Interval until Close. It fails with ErrLocked if another process
+// holds the lock.
+func Open(cfg Config) (*Guard, error) {
+	if cfg.Quota == 0 {
+		cfg.Quota = DefaultQuota
+	}
+	if cfg.Reserve == 0 {
+		cfg.Reserve = DefaultReserve
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Meter == nil {
+		cfg.Meter = folder(cfg.Dir)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	g := &Guard{cfg: cfg, log: cfg.Logger, lostCh: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	lock, err := lockFile(filepath.Join(cfg.Dir, LockFile))
+	if err != nil {
+		return nil, err
+	}
+	g.lock = lock
+	if g.dir, err = statID(cfg.Dir); err == nil {
+		g.lf, err = fstatID(lock)
+	}
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("data folder %s: %w", cfg.Dir, err)
+	}
+	g.Check()
+	go g.run()
+	return g, nil
+}
+
+// run measures the folder every Interval until Close.
+func (g *Guard) run() {
+	defer close(g.done)
+	t := time.NewTicker(g.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			g.Check()
+		}
+	}
+}
+
+// Close stops the measurements and releases the lock file.
+func (g *Guard) Close() error {
+	g.once.Do(func() {
+		close(g.stop)
+		<-g.done
+		g.lock.Close()
+	})
+	return nil
+}
+
+// Check measures the folder now and checks its identity, raising or
+// clearing the alarm, or noting that the folder is lost. The guard calls
+// it every Interval; tests call it to see a change at once.
+func (g *Guard) Check() {
+	lost := g.identity(false)
+	u, err := g.cfg.Meter.Measure()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if lost != nil {
+		g.loseLocked(lost)
+		return
+	}
+	if err != nil {
+		// Keep the last figures: a measurement that failed says nothing
+		// of the space left.
+		g.log.Warn("cannot measure the data folder", "dir", g.cfg.Dir, "err", err)
+		return
+	}
+	g.usage, g.measured, g.pending = u, true, 0
+	g.evaluateLocked()
+}
+
+// identity returns why the folder is lost, or nil if the folder and the
+// lock file are the ones Open found. With lockOnly, it looks at the lock
+// file alone, one stat: enough to see the folder deleted, or replaced
+// (the path then leads to another lock file, or to none).
+func (g *Guard) identity(lockOnly bool) error {
+	files := []struct {
+		path string
+		want fileID
+	}{{filepath.Join(g.cfg.Dir, LockFile), g.lf}, {g.cfg.Dir, g.dir}}
+	if lockOnly {
+		files = files[:1]
+	}
+	for _, f := range files {
+		id, err := statID(f.path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("%w: %s was deleted", ErrFolderLost, f.path)
+		case err != nil:
+			return fmt.Errorf("%w: %s: %v", ErrFolderLost, f.path, err)
+		case id != f.want:
+			return fmt.Errorf("%w: %s was replaced by another file", ErrFolderLost, f.path)
+		}
+	}
+	return nil
+}
+
+// loseLocked notes that the folder is lost. g.mu must be held.
+func (g *Guard) loseLocked(why error) {
+	if g.lost != nil {
+		return
+	}
+	g.lost = why
+	g.log.Error("the data folder was deleted or replaced: writes are refused from now on", "dir", g.cfg.Dir, "err", why)
+	close(g.lostCh)
+}
+
+// evaluateLocked raises the alarm if the last measurement, with the
+// bytes admitted since, is past a limit, and clears it once a measurement
+// finds room clear of both limits by a margin (hysteresis: a guard that
+// lets writes through exactly up to the reserve would otherwise never see
+// the disk below it, nor stay refused). g.mu must be held.
+func (g *Guard) evaluateLocked() {
+	if alarm := g.alarmFor(g.pending); alarm != nil {
+		g.raiseLocked(alarm)
+		return
+	}
+	if g.alarm == nil {
+		return
+	}
+	u, q, r := g.usage, g.cfg.Quota, g.cfg.Reserve
+	if (q <= 0 || u.Used <= q-q/clearMargin) && (r <= 0 || u.Free >= r+r/clearMargin) {
+		g.log.Info("alarm cleared: writes resume", "used", u.Used, "free", u.Free, "quota", q, "reserve", r)
+		g.alarm = nil
+	}
+}
+
+// clearMargin: the alarm clears once the folder occupies a 1/clearMargin
+// of its quota less than the quota, and the file system has a
+// 1/clearMargin of the reserve more free than the reserve.
+const clearMargin = 32
+
+// raiseLocked raises the alarm, or updates its figures. g.mu must be held.
+func (g *Guard) raiseLocked(alarm error) {
+	if g.alarm == nil {
+		g.log.Error("alarm raised: writes are refused until there is room again; reads, renewals and deletes go on", "alarm", alarm.Error(),
+			"used", g.usage.Used, "free", g.usage.Free, "quota", g.cfg.Quota, "reserve", g.cfg.Reserve)
+	}
+	g.alarm = alarm
+}
+
+// alarmFor returns the NOSPACE alarm if pending more bytes would take the
+// folder past the quota or its file system below the reserve, or nil.
+func (g *Guard) alarmFor(pending int64) error {
+	if !g.measured {
+		return nil
+	}
+	u := g.usage
+	if q := g.cfg.Quota; q > 0 && u.Used+pending > q {
+		return fmt.Errorf("%w: the data folder uses %s, over its quota of %s (--quota-bytes)", ErrNoSpace, Bytes(u.Used+pending), Bytes(q))
+	}
+	if r := g.cfg.Reserve; r > 0 && u.Free-pending < r {
+		return fmt.Errorf("%w: %s free on the data folder's file system, below the reserve of %s (--reserve-bytes)", ErrNoSpace, Bytes(max(u.Free-pending, 0)), Bytes(r))
+	}
+	return nil
+}
+
+// Admit decides whether a change of n bytes may be written now, and counts
+// it if so. A delete (del) is let through under the NOSPACE alarm, as long
+// as half the reserve is still free: it is how an operator makes room.
+// Once the folder is lost, Admit refuses everything with ErrFolderLost.
+// Admit with n == 0 only asks, and counts nothing.
+func (g *Guard) Admit(n int64, del bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.lost == nil && n > 0 {
+		// A write acknowledged into a deleted folder is lost: look
+		// again before letting one through. It costs one stat, about a
+		// microsecond, against the fsync of the write's batch.
+		if err := g.identity(true); err != nil {
+			g.loseLocked(err)
+		}
+	}
+	if g.lost != nil {
+		return g.lost
+	}
+	pending := g.pending + n*Amplification
+	if del {
+		if r := g.cfg.Reserve; g.measured && r > 0 && g.usage.Free-pending < r/2 {
+			return fmt.Errorf("%w: %s free on the data folder's file system, below half the reserve of %s (--reserve-bytes): even deletes are refused", ErrNoSpace, Bytes(max(g.usage.Free-pending, 0)), Bytes(r))
+		}
+		g.pending = pending
+		return nil
+	}
+	if g.alarm != nil {
+		return g.alarm
+	}
+	if err := g.alarmFor(pending); err != nil {
+		// Past a limit with the bytes admitted since the last
+		// measurement.
+		g.raiseLocked(err)
+		return err
+	}
+	g.pending = pending
+	return nil
+}
+
+// Alarm returns the NOSPACE alarm, or nil when it is clear.
+func (g *Guard) Alarm() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.lost != nil {
+		return g.lost
+	}
+	return g.alarm
+}
+
+// Usage returns the last measurement.
+func (g *Guard) Usage() Usage {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.usage
+}
+
+// BelowFloor reports whether the last measurement found less than half the
+// reserve free: so little that what the database may touch by itself could
+// fill the file system. A node that applies writes it cannot refuse (a
+// follower) should stop.
+func (g *Guard) BelowFloor() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.measured && g.cfg.Reserve > 0 && g.usage.Free < g.cfg.Reserve/2
+}
+
+// Lost returns a channel closed once the folder is lost; Err then says why.
+func (g *Guard) Lost() <-chan struct{} { return g.lostCh }
+
+// Err returns why the folder is lost, or nil.
+func (g *Guard) Err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lost
+}
+
+// Bytes formats n bytes for a person: "12345 bytes (12.1 KiB)".
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	f, i := float64(n), -1
+	for f >= unit && i < 4 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%d bytes (%.1f %ciB)", n, f, "KMGTP"[i])
+}
+
+// fileID is a file's identity: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// StartErr returns why a server should not start on the folder: its file
+// system has less free than the reserve, so that opening the database and
+// replaying its log could fill it, and a write into a mapped file would
+// then kill the process. Nil if there is room, or no reserve.
+func (g *Guard) StartErr() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r := g.cfg.Reserve; g.measured && r > 0 && g.usage.Free < r {
+		return fmt.Errorf("%w: only %s free on the file system of the data folder %s, below the reserve of %s (--reserve-bytes): free some space, or lower the reserve, and start again",
+			ErrNoSpace, Bytes(g.usage.Free), g.cfg.Dir, Bytes(r))
+	}
+	return nil
+}
