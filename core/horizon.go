@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/leased/leased/internal/tlsfiles"
+	"github.com/leased/leased/internal/atomicfile"
 	"github.com/leased/leased/store"
 )
 
@@ -179,7 +179,7 @@ func (c *Core) recordBoot(h time.Time, span time.Duration) *bootRecord {
 	}
 	b, err := json.Marshal(recs)
 	if err == nil {
-		err = tlsfiles.WriteFileAtomic(c.cfg.BootFile, b, 0o600)
+		err = atomicfile.Write(c.cfg.BootFile, b, 0o600)
 	}
 	if err != nil {
 		c.log.Warn("cannot record the lease horizon on the boot clock; a start after it waits out its whole span", "file", c.cfg.BootFile, "err", err)

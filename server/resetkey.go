@@ -10,7 +10,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/leased/leased/internal/tlsfiles"
+	"github.com/leased/leased/internal/atomicfile"
 )
 
 // resetKeyFile holds the QUIC stateless reset key, in the data folder.
@@ -37,7 +37,7 @@ func loadOrCreateResetKey(dir string) (*quic.StatelessResetKey, error) {
 	if _, err := rand.Read(key[:]); err != nil {
 		return nil, fmt.Errorf("stateless reset key: %w", err)
 	}
-	if err := tlsfiles.WriteFileAtomic(path, key[:], 0o600); err != nil {
+	if err := atomicfile.Write(path, key[:], 0o600); err != nil {
 		return nil, fmt.Errorf("stateless reset key: %w", err)
 	}
 	return &key, nil

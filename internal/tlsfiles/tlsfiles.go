@@ -31,10 +31,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
+	"github.com/leased/leased/internal/atomicfile"
 	"github.com/leased/leased/internal/layout"
 )
 
@@ -244,7 +244,7 @@ func createLocal(caPath, certPath, keyPath string, hosts altNames, now time.Time
 	if certPEM, keyPEM, err = issueServer(certPath, keyPath, ca, caKey, hosts, now); err != nil {
 		return nil, nil, err
 	}
-	if err := WriteFileAtomic(caPath, caPEM, 0o644); err != nil {
+	if err := writeFileAtomic(caPath, caPEM, 0o644); err != nil {
 		return nil, nil, err
 	}
 	return certPEM, keyPEM, nil
@@ -561,10 +561,10 @@ func replacePair(certPath, keyPath string, certPEM, keyPEM []byte) error {
 	if err := syncDir(filepath.Dir(certPath)); err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
 		return err
 	}
-	return WriteFileAtomic(certPath, certPEM, 0o644)
+	return writeFileAtomic(certPath, certPEM, 0o644)
 }
 
 // newSerial returns a random, positive 128-bit certificate serial number.
@@ -683,68 +683,30 @@ func ensureDir(dir string) error {
 	return syncDir(filepath.Dir(dir))
 }
 
-// writeFunc writes a file: WriteFileAtomic or writeFileNew.
+// writeFunc writes a file: writeFileAtomic or writeFileNew.
 type writeFunc func(path string, data []byte, perm os.FileMode) error
 
-// WriteFileAtomic replaces path with data: it writes a temporary file in
-// the same folder with mode perm, syncs it, renames it over path and syncs
-// the folder, so path holds either the old or the new contents after a crash.
-// LoadOrCreate writes every TLS file with it; the server also writes its
-// QUIC stateless reset key with it. Its errors begin with "tls: ".
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return writeFile(path, data, perm, false)
+// writeFileAtomic is atomicfile.Write, with errors that begin with "tls: ":
+// LoadOrCreate writes every TLS file with it.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	if err := atomicfile.Write(path, data, perm); err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	return nil
 }
 
-// writeFileNew writes data to path as WriteFileAtomic does, but only if path
-// does not exist yet: it links the synced temporary file to path instead of
-// renaming it, and a link never replaces a file. If path exists it leaves it
-// alone and returns an error that matches fs.ErrExist. CreateCA, IssueNode
-// and IssueClient write with it.
+// writeFileNew is atomicfile.WriteNew, with errors that begin with "tls: ":
+// it never replaces a file, and if path exists it returns an error that
+// matches fs.ErrExist. CreateCA, IssueNode and IssueClient write with it.
 func writeFileNew(path string, data []byte, perm os.FileMode) error {
-	return writeFile(path, data, perm, true)
-}
-
-// writeFile is WriteFileAtomic, or writeFileNew if exclusive.
-func writeFile(path string, data []byte, perm os.FileMode, exclusive bool) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("tls: write %s: %w", path, err)
+	err := atomicfile.WriteNew(path, data, perm)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return &existsError{path}
+	case err != nil:
+		return fmt.Errorf("tls: %w", err)
 	}
-	tmp := f.Name()
-	closed := false
-	defer func() {
-		if !closed {
-			f.Close()
-		}
-		if err != nil || exclusive {
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("tls: write %s: %w", path, err)
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("tls: write %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("tls: write %s: %w", path, err)
-	}
-	closed = true
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("tls: write %s: %w", path, err)
-	}
-	if exclusive {
-		if err = os.Link(tmp, path); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return &existsError{path}
-			}
-			return fmt.Errorf("tls: write %s: %w", path, err)
-		}
-	} else if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("tls: write %s: %w", path, err)
-	}
-	return syncDir(dir)
+	return nil
 }
 
 // existsError is the error for a file that writeFileNew, CreateCA, IssueNode
@@ -758,22 +720,10 @@ func (e *existsError) Error() string {
 // Is reports whether target is fs.ErrExist.
 func (e *existsError) Is(target error) bool { return target == fs.ErrExist }
 
-// syncDir fsyncs the folder dir so that renames and removals in it are
-// durable. Windows cannot sync a folder and does not need to.
+// syncDir is atomicfile.SyncDir, with errors that begin with "tls: ".
 func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	if dir == "" {
-		dir = "."
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("tls: sync folder: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("tls: sync folder %s: %w", dir, err)
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("tls: %w", err)
 	}
 	return nil
 }

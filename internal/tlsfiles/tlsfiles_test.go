@@ -67,7 +67,7 @@ func makeLegacy(t *testing.T, dataDir string, issued time.Time) testPaths {
 	if err := ensureDir(p.dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := createCA(p.ca, p.caKey, caCommonName, issued, WriteFileAtomic, nil); err != nil {
+	if err := createCA(p.ca, p.caKey, caCommonName, issued, writeFileAtomic, nil); err != nil {
 		t.Fatal(err)
 	}
 	ca, caKey, err := loadCA(p.dir, true, time.Now())
@@ -813,38 +813,4 @@ func TestHandshake(t *testing.T) {
 			t.Fatal("handshake succeeded with TLS 1.2")
 		}
 	})
-}
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "secret.key")
-	for _, data := range [][]byte{[]byte("first"), []byte("second, longer"), {}} {
-		if err := WriteFileAtomic(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if got := mustReadFile(t, path); !bytes.Equal(got, data) {
-			t.Errorf("%s holds %q, want %q", path, got, data)
-		}
-		if runtime.GOOS != "windows" {
-			info, err := os.Stat(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if mode := info.Mode().Perm(); mode != 0o600 {
-				t.Errorf("%s has mode %#o, want 0600", path, mode)
-			}
-		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(entries) != 1 {
-			t.Errorf("folder holds %d files after the write, want only %s", len(entries), filepath.Base(path))
-		}
-	}
-
-	missing := filepath.Join(dir, "no such folder", "f")
-	if err := WriteFileAtomic(missing, []byte("x"), 0o600); err == nil || !strings.HasPrefix(err.Error(), "tls: write "+missing) {
-		t.Errorf("write into a missing folder: err = %v, want one naming %s", err, missing)
-	}
 }
