@@ -288,8 +288,10 @@ func (a *app) statsCmd() *cobra.Command {
 		Use:   "stats",
 		Short: "Print the server's counters",
 		Long: `Print the server's counters: revision, sessions, leases, invalidations,
-recalls, and messages in and out by type (messages_in.<type>,
-messages_out.<type>).`,
+recalls, the NOSPACE alarm, what the bounds on memory hold and refused
+(inflight_bytes, handshakes, leases_refused, writes_refused,
+sessions_refused, retries), and messages in and out by type
+(messages_in.<type>, messages_out.<type>).`,
 		Args: argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(func(ctx context.Context, c *client.Client) error {
@@ -323,6 +325,12 @@ func (a *app) printStats(st *client.Stats) error {
 		{"epsilon", fmtDur(st.Epsilon)},
 		{"writes_allowed_in", fmtDur(st.WritesAllowedIn)},
 		{"alarm", cmp.Or(st.Alarm, "none")},
+		{"inflight_bytes", strconv.FormatInt(st.InflightBytes, 10)},
+		{"handshakes", strconv.FormatInt(st.Handshakes, 10)},
+		{"leases_refused", u(st.LeasesRefused)},
+		{"writes_refused", u(st.WritesRefused)},
+		{"sessions_refused", u(st.SessionsRefused)},
+		{"retries", u(st.Retries)},
 	}
 	for _, dir := range []struct {
 		name string
@@ -355,6 +363,12 @@ func (a *app) printStats(st *client.Stats) error {
 		EpsilonSeconds:         seconds(st.Epsilon),
 		WritesAllowedInSeconds: seconds(st.WritesAllowedIn),
 		Alarm:                  st.Alarm,
+		InflightBytes:          st.InflightBytes,
+		Handshakes:             st.Handshakes,
+		LeasesRefused:          st.LeasesRefused,
+		WritesRefused:          st.WritesRefused,
+		SessionsRefused:        st.SessionsRefused,
+		Retries:                st.Retries,
 	}
 	return a.emit(out, []string{"NAME", "VALUE"}, rows...)
 }

@@ -201,7 +201,7 @@ func TestCommands(t *testing.T) {
 	for _, row := range rows[1:] {
 		names[row[0]] = row[1]
 	}
-	for _, n := range []string{"revision", "sessions", "leases", "default_term", "epsilon", "messages_in.write", "messages_out.write_reply"} {
+	for _, n := range []string{"revision", "sessions", "leases", "default_term", "epsilon", "alarm", "inflight_bytes", "leases_refused", "writes_refused", "sessions_refused", "retries", "messages_in.write", "messages_out.write_reply"} {
 		if names[n] == "" {
 			t.Fatalf("stats table lacks %s:\n%v", n, rows)
 		}

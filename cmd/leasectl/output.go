@@ -111,6 +111,13 @@ type statsJSON struct {
 	WritesAllowedInSeconds float64           `json:"writes_allowed_in_seconds"`
 	// Alarm is the NOSPACE alarm that refuses writes; absent when none.
 	Alarm string `json:"alarm,omitempty"`
+	// What the server's bounds on memory hold, and what they refused.
+	InflightBytes   int64  `json:"inflight_bytes"`
+	Handshakes      int64  `json:"handshakes"`
+	LeasesRefused   uint64 `json:"leases_refused"`
+	WritesRefused   uint64 `json:"writes_refused"`
+	SessionsRefused uint64 `json:"sessions_refused"`
+	Retries         uint64 `json:"retries"`
 }
 
 // statusJSON is the JSON answer of status.
