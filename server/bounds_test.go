@@ -372,3 +372,24 @@ func TestRetryHandshakes(t *testing.T) {
 		}
 	})
 }
+
+// TestAddrKey: sessions are counted per IPv4 address, and per /64 network
+// of an IPv6 one, which a single host is commonly given whole.
+func TestAddrKey(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{"127.0.0.1:7400", "127.0.0.1"},
+		{"[::ffff:10.0.0.7]:7400", "10.0.0.7"},
+		{"[2001:db8:1:2:aaaa::1]:7400", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:ffff::9]:1", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:3::1]:7400", "2001:db8:1:3::/64"},
+		{"[fe80::1%eth0]:7400", "fe80::/64"},
+	} {
+		a, err := net.ResolveUDPAddr("udp", tc.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := addrKey(a); got != tc.want {
+			t.Errorf("addrKey(%s) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}

@@ -266,6 +266,14 @@ func (s *Server) dropLead(c *core.Core) {
 	for _, sess := range gone {
 		sess.closeWith(err)
 	}
+	// c must outlive its sessions (core.Core.Close): a session that ends
+	// after it would abandon its writes into a core that no longer commits
+	// them, and their writers, and the bytes they hold against
+	// MaxTotalInflightBytes, would never be answered. Their connections
+	// are closed, so they end at once.
+	for _, sess := range gone {
+		<-sess.ended
+	}
 	c.Close()
 }
 

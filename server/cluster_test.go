@@ -115,3 +115,56 @@ func TestClusterServesOnlyOnTheLeader(t *testing.T) {
 	}
 	t.Logf("%s led, then %s; the first write on %s committed %v after the last lease on %s", first, second, second, time.Since(leaseFrom), first)
 }
+
+// TestLeadLostAnswersEveryWrite: when the leader loses the lead, every
+// write its sessions had waiting gets an answer, and the bytes they held
+// against MaxTotalInflightBytes return, even a write that becomes ready
+// only as another session ends: the core of the lost term outlives its
+// sessions. Session b holds a read lease on k and does not answer the
+// invalidation, a's write waits for it, and b's own write waits behind
+// a's; when the lead moves, a's session ends first, and b's write is
+// ready at once.
+func TestLeadLostAnswersEveryWrite(t *testing.T) {
+	leaktest.Check(t)
+	cl := testkit.NewCluster(t, 3, server.Config{LeaseTerm: 5 * time.Second, Epsilon: 100 * time.Millisecond,
+		Cluster: testkit.RelaxedRaft()})
+	first := cl.Leader()
+	srv := cl.Nodes[first]
+	a, e := hello(t, cl, cl.Addrs[first])
+	if e != nil {
+		t.Fatalf("hello a: %+v", e)
+	}
+	b, e := hello(t, cl, cl.Addrs[first])
+	if e != nil {
+		t.Fatalf("hello b: %+v", e)
+	}
+	if g, ok := call(t, b, &protocol.Get{Key: []byte("k")}, stepTimeout).(*protocol.GetReply); !ok || g.Term == 0 {
+		t.Fatalf("b's read got no lease: %+v", g)
+	}
+	if err := a.Send(&protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("from a")}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, stepTimeout, "a's write to wait for b", func() bool {
+		st := srv.Stats()
+		return st.WritesWaiting == 1 && st.InvalidationsSent == 1
+	})
+	if err := b.Send(&protocol.Write{ID: 2, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("from b")}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, stepTimeout, "b's write to wait behind a's", func() bool { return srv.Stats().WritesWaiting == 2 })
+	if got := srv.Stats().InflightBytes; got == 0 {
+		t.Fatal("no bytes counted for the waiting writes")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	if err := srv.TransferLead(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, stepTimeout, "the old leader to hold no bytes of waiting writes", func() bool {
+		return srv.Stats().InflightBytes == 0
+	})
+	if st := srv.Stats(); st.WritesWaiting != 0 {
+		t.Errorf("%d writes still waiting on the old leader", st.WritesWaiting)
+	}
+}

@@ -330,11 +330,18 @@ func (s *Server) verifySource(net.Addr) bool {
 	return retry
 }
 
-// addrKey names the client IP address of addr, the unit of
-// Config.MaxSessionsPerAddr.
+// addrKey names the client address of addr, the unit of
+// Config.MaxSessionsPerAddr: an IPv4 address, or the /64 network of an IPv6
+// one, since a single IPv6 host is commonly given a whole /64 and could
+// otherwise take every session slot from addresses of its own.
 func addrKey(addr net.Addr) string {
 	if u, ok := addr.(*net.UDPAddr); ok {
-		return u.AddrPort().Addr().Unmap().String()
+		ip := u.AddrPort().Addr().Unmap()
+		if ip.Is6() {
+			p, _ := ip.WithZone("").Prefix(64)
+			return p.String()
+		}
+		return ip.String()
 	}
 	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
 		return host
@@ -407,6 +414,7 @@ func (s *Server) endSession(sess *session) {
 	if sess.core != nil {
 		sess.core.CloseSession(sess.id, false, nil)
 	}
+	close(sess.ended)
 }
 
 // Invalidate sends session id one invalidation of keys, split where the

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -45,12 +47,18 @@ type session struct {
 	// that does not lead: the session answers its hello with
 	// CodeNotLeader.
 	core *core.Core
-	// client is the identity the client gave in its hello (0: none): its
-	// writes are applied once per request ID.
+	// client is the identity of the client (clientIdentity of the one it
+	// gave in its hello; 0: none): its writes are applied once per request
+	// ID, and its write leases are its own.
 	client uint64
 
 	replies *sender // on the request stream
 	notices *sender // invalidations and recalls, on their own stream
+
+	// ended is closed once the session has ended in its core
+	// (Server.endSession), so that dropLead can wait for that before it
+	// closes the core.
+	ended chan struct{}
 
 	mu       sync.Mutex // guards ops, opsBytes, and replies against goAway
 	ops      map[uint64]*pendingOp
@@ -58,7 +66,7 @@ type session struct {
 }
 
 func newSession(s *Server, c conn, id leasetable.SessionID, cr *core.Core) *session {
-	return &session{srv: s, id: id, conn: c, core: cr, ops: make(map[uint64]*pendingOp)}
+	return &session{srv: s, id: id, conn: c, core: cr, ops: make(map[uint64]*pendingOp), ended: make(chan struct{})}
 }
 
 // helloReply accepts the session's hello with the server's settings.
@@ -161,8 +169,8 @@ func (ss *session) run() {
 		}
 		return
 	}
-	ss.client = hello.ClientID
-	ss.core.SetClient(ss.id, hello.ClientID)
+	ss.client = clientIdentity(hello.ClientID)
+	ss.core.SetClient(ss.id, ss.client)
 	stream.SetReadDeadline(time.Time{})
 	ctx, cancel = context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
 	uni, err := ss.conn.OpenUniStreamSync(ctx)
@@ -540,3 +548,25 @@ func (ss *session) sendNotice(m protocol.Message) {
 		ss.notices.send(m)
 	}
 }
+
+// clientIdentity returns the identity the server knows a client by, for
+// the ClientID it gave in its hello (0: none, and 0 stays 0): the first 8
+// bytes of a SHA-256 of it. The store keeps it with the client's write
+// outcomes and write leases, and a snapshot carries it, so whoever reads
+// a snapshot learns only these; a session presenting one as its ClientID
+// is another client, because its identity is the hash of that. The
+// ClientID itself, which a session of the same client may show to take over
+// its write leases, never leaves the client and the server's memory.
+func clientIdentity(id uint64) uint64 {
+	if id == 0 {
+		return 0
+	}
+	var b [len(clientIdentityDomain) + 8]byte
+	copy(b[:], clientIdentityDomain)
+	binary.BigEndian.PutUint64(b[len(clientIdentityDomain):], id)
+	sum := sha256.Sum256(b[:])
+	return max(binary.BigEndian.Uint64(sum[:8]), 1)
+}
+
+// clientIdentityDomain sets clientIdentity's hash apart from any other.
+const clientIdentityDomain = "leased client identity\x00"

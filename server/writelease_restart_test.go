@@ -51,8 +51,8 @@ func acquireBeforeRestart(t *testing.T, key string) (*testkit.Server, uint64, ti
 	time.Sleep(time.Second)
 	srv.Restart(nil)
 	st, err := srv.Store.State()
-	if err != nil || len(st.WriteLeases) != 1 || st.WriteLeases[0].Token != r.Token || st.WriteLeases[0].Client != holderID {
-		t.Fatalf("the stored write leases after the restart: %+v, %v; want the one of token %d, client %#x", st.WriteLeases, err, r.Token, holderID)
+	if err != nil || len(st.WriteLeases) != 1 || st.WriteLeases[0].Token != r.Token || st.WriteLeases[0].Client != server.ClientIdentity(holderID) {
+		t.Fatalf("the stored write leases after the restart: %+v, %v; want the one of token %d, client %#x", st.WriteLeases, err, r.Token, server.ClientIdentity(holderID))
 	}
 	return srv, r.Token, granted, st
 }
@@ -98,6 +98,12 @@ func TestWriteLeaseSurvivesRestartHolderComesBack(t *testing.T) {
 		thief := srv.Raw(protoclient.Options{Name: "another client", ClientID: holderID + 1})
 		if e, ok := call(t, thief, &protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("stolen"), Token: token}, testkit.StepTimeout).(*protocol.Error); !ok || e.Code != protocol.CodeFenced {
 			t.Fatalf("another client's write with the live token after the restart: %#v, want CodeFenced", e)
+		}
+		// Nor can one that read the holder's identity from the store (a
+		// snapshot carries it) and presents it as its own.
+		copycat := srv.Raw(protoclient.Options{Name: "a client with the stored identity", ClientID: st.WriteLeases[0].Client})
+		if e, ok := call(t, copycat, &protocol.Write{Op: protocol.OpPut, Key: []byte("k"), Value: []byte("stolen"), Token: token}, testkit.StepTimeout).(*protocol.Error); !ok || e.Code != protocol.CodeFenced {
+			t.Fatalf("a write with the live token from a client presenting the stored identity: %#v, want CodeFenced", e)
 		}
 		if e, ok := call(t, thief, &protocol.ReleaseWrite{Key: []byte("k"), Token: token}, testkit.StepTimeout).(*protocol.Error); !ok || e.Code != protocol.CodeNotFound {
 			t.Fatalf("another client's release with the live token after the restart: %#v, want CodeNotFound", e)

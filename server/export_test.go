@@ -1,0 +1,4 @@
+package server
+
+// ClientIdentity is clientIdentity, for the tests of package server_test.
+var ClientIdentity = clientIdentity
