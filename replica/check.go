@@ -21,19 +21,37 @@ import (
 // between what the database and the newest snapshot hold and the log's
 // first must not be missing.
 
-// recovery says how to recover from a damaged data folder.
-const recovery = "this node must not serve from it. To recover, restore the data folder from a snapshot " +
-	"with \"leased restore\"; or, for a node of a cluster whose other nodes are healthy, stop it, " +
-	"delete the folders db and raft of its data folder (keep tls, its certificates) and start it again " +
-	"with the same flags: it catches up from its peers (README, \"A damaged data folder\")"
+// recovery says how to recover from a damaged data folder; dbRecovery
+// from a damaged database whose log and snapshots may be whole, which
+// rebuild it.
+const (
+	recovery = "this node must not serve from it. To recover, restore the data folder from a snapshot " +
+		"with \"leased restore\"; or, for a node of a cluster whose other nodes are healthy, stop it, " +
+		"delete the folders db and raft of its data folder (keep tls, its certificates) and start it again " +
+		"with the same flags: it catches up from its peers (README, \"A damaged data folder\")"
+	dbRecovery = "this node must not serve from it. To recover, stop it, delete the folder db of its data folder " +
+		"(keep raft and tls) and start it again with the same flags: it rebuilds its database from its log " +
+		"and snapshots in raft, which it checks then. If they are damaged too, restore the data folder from a " +
+		"snapshot with \"leased restore\", or, for a node of a cluster whose other nodes are healthy, delete " +
+		"its folders db and raft too (README, \"A damaged data folder\")"
+)
 
-// damaged adds to err, if it reports a damaged database (store.ErrDamaged),
-// the data folder and how to recover.
+// damaged adds to err, if it reports a damaged data folder
+// (store.ErrDamaged), the data folder and how to recover.
 func damaged(dir string, err error) error {
 	if !errors.Is(err, store.ErrDamaged) {
 		return err
 	}
 	return fmt.Errorf("the data folder %s is damaged: %w; %s", dir, err, recovery)
+}
+
+// damagedDB is damaged for a damaged database: the log and the snapshots
+// rebuild it.
+func damagedDB(dir string, err error) error {
+	if !errors.Is(err, store.ErrDamaged) {
+		return err
+	}
+	return fmt.Errorf("the data folder %s is damaged: %w; %s", dir, err, dbRecovery)
 }
 
 // checkAgainstLog checks the database db against the log and the
@@ -91,4 +109,23 @@ func checkAgainstLog(db *store.Badger, logs raft.LogStore, snaps raft.SnapshotSt
 		}
 	}
 	return nil
+}
+
+// replacedAtStart reports whether raft replaces the database db as the node
+// starts: it has applied no log entry, and a snapshot exists, which raft
+// restores into it (Badger.Restore drops what it holds first). Such a
+// database is what a restore cut short by a crash leaves (the applied
+// index is written last), with some of the snapshot's keys and not yet its
+// counters: it is not checked (Badger.Check would find its keys above its
+// revision), since none of it is used.
+func replacedAtStart(db *store.Badger, snaps raft.SnapshotStore) (bool, error) {
+	applied, err := db.AppliedIndex()
+	if err != nil || applied != 0 {
+		return false, err
+	}
+	metas, err := snaps.List()
+	if err != nil {
+		return false, fmt.Errorf("%w: list the snapshots: %v", store.ErrDamaged, err)
+	}
+	return len(metas) > 0, nil
 }

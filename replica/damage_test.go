@@ -1,14 +1,19 @@
 package replica_test
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/leased/leased/store"
 )
@@ -85,6 +90,9 @@ func fillDamageFolder(t *testing.T, crash bool) (string, written) {
 // wantRefusedOrWhole opens the node on dir: it must refuse with the
 // damage and the way to recover, or hold every key as written, and number
 // the next write after them.
+// A refusal that finds the database damaged says to delete only its db
+// folder, since the log and the snapshots rebuild it; then every key must
+// come back (rebuilt).
 func wantRefusedOrWhole(t *testing.T, dir string, w written) (refused bool) {
 	t.Helper()
 	n, err := openSolo(t, dir, nil)
@@ -92,12 +100,22 @@ func wantRefusedOrWhole(t *testing.T, dir string, w written) (refused bool) {
 		if !errors.Is(err, store.ErrDamaged) {
 			t.Fatalf("open refused without store.ErrDamaged: %v", err)
 		}
-		for _, want := range []string{"is damaged", "leased restore", "catches up from its peers", dir} {
+		for _, want := range []string{"is damaged", "leased restore", dir} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("the refusal does not say %q: %v", want, err)
 			}
 		}
 		t.Logf("refused: %v", err)
+		if strings.Contains(err.Error(), "delete the folder db of its data folder (keep raft and tls)") {
+			if err := os.RemoveAll(filepath.Join(dir, "db")); err != nil {
+				t.Fatal(err)
+			}
+			if wantRefusedOrWhole(t, dir, w) {
+				t.Error("refused again after its database was deleted, as the refusal advised")
+			} else {
+				t.Log("rebuilt from the log and the snapshots after its database was deleted")
+			}
+		}
 		return true
 	}
 	defer n.Close()
@@ -215,6 +233,13 @@ func TestDamagedDataFolder(t *testing.T) {
 		{"log segment bits flipped", false, func(t *testing.T, dir string) {
 			flipIn(t, files(t, wal(dir), ".wal")[0], []byte(damageValue(30, 1)))
 		}, true},
+		// A snapshot's restore, cut short by a crash: the database holds
+		// the first keys of the snapshot, and neither its counters nor an
+		// applied index, which are written last. raft restores the
+		// snapshot again, and applies the log.
+		{"restore cut short by a crash", false, func(t *testing.T, dir string) {
+			restoreCutShort(t, db(dir))
+		}, false},
 		{"log tail lost after a crash", true, func(t *testing.T, dir string) {
 			seg := files(t, wal(dir), ".wal")[0]
 			b, _ := os.ReadFile(seg)
@@ -236,5 +261,78 @@ func TestDamagedDataFolder(t *testing.T) {
 				t.Errorf("refused = %v, want %v", refused, tc.refuse)
 			}
 		})
+	}
+}
+
+// restoreCutShort leaves in the database folder dir what a restore of its
+// own state leaves when the process dies half way: everything dropped,
+// then the first half of the snapshot's keys written, in the stream's
+// (key) order, the counters and the applied index not yet.
+func restoreCutShort(t *testing.T, dir string) {
+	t.Helper()
+	st, err := store.Open(dir, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	_, err = snap.WriteTo(&stream)
+	snap.Release()
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream: a magic line, the applied index, then (key length + 1,
+	// key, value length, value) pairs up to a 0, then a checksum.
+	r := bufio.NewReader(&stream)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := binary.ReadUvarint(r); err != nil {
+		t.Fatal(err)
+	}
+	var pairs [][2][]byte
+	for {
+		kl, err := binary.ReadUvarint(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kl == 0 {
+			break
+		}
+		k := make([]byte, kl-1)
+		io.ReadFull(r, k)
+		vl, _ := binary.ReadUvarint(r)
+		v := make([]byte, vl)
+		if _, err := io.ReadFull(r, v); err != nil {
+			t.Fatal(err)
+		}
+		pairs = append(pairs, [2][]byte{k, v})
+	}
+	if len(pairs) < damageKeys {
+		t.Fatalf("the snapshot holds %d keys, want at least %d", len(pairs), damageKeys)
+	}
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.DropAll(); err != nil {
+		t.Fatal(err)
+	}
+	wb := db.NewWriteBatch()
+	for _, p := range pairs[:len(pairs)/2] {
+		if bytes.HasPrefix(p[0], []byte("m/")) {
+			t.Fatalf("a counter (%q) among the first half of the snapshot's keys: the case needs data keys only", p[0])
+		}
+		if err := wb.Set(p[0], p[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -285,11 +285,21 @@ func Open(cfg Config) (_ *Node, err error) {
 	}
 	hlog := HCLogger(n.log)
 	if n.db, err = store.Open(filepath.Join(cfg.Dir, layout.DBDir), cfg.Logger, append([]store.Option{store.NoSync()}, cfg.StoreOptions...)...); err != nil {
-		return nil, damaged(cfg.Dir, fmt.Errorf("replica: %w", err))
+		return nil, damagedDB(cfg.Dir, fmt.Errorf("replica: %w", err))
 	}
 	closers = append(closers, n.db)
-	if err := n.db.Check(); err != nil {
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, cfg.SnapshotRetain, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	replaced, err := replacedAtStart(n.db, snaps)
+	if err != nil {
 		return nil, damaged(cfg.Dir, fmt.Errorf("replica: %w", err))
+	}
+	if !replaced {
+		if err := n.db.Check(); err != nil {
+			return nil, damagedDB(cfg.Dir, fmt.Errorf("replica: %w", err))
+		}
 	}
 	if n.fsm, err = NewFSM(n.db, cfg.Clock, n.log); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
@@ -309,10 +319,6 @@ func Open(cfg Config) (_ *Node, err error) {
 		}
 		closers = append(closers, n.wal)
 		logs, stable = n.wal, n.wal
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, cfg.SnapshotRetain, hlog)
-	if err != nil {
-		return nil, fmt.Errorf("replica: %w", err)
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = cfg.ID

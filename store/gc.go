@@ -164,7 +164,7 @@ func (b *Badger) rewrite(ratio float64, st *GCStats) error {
 		b.mu.RLock()
 		err := b.usable()
 		if err == nil {
-			err = b.db.RunValueLogGC(ratio)
+			err = b.rewriteOne(ratio)
 		}
 		b.mu.RUnlock()
 		switch {
@@ -176,6 +176,27 @@ func (b *Badger) rewrite(ratio float64, st *GCStats) error {
 		st.Rewritten++
 	}
 	return nil
+}
+
+// rewriteOne runs badger's value-log GC once, and makes the values it moved
+// durable before the file they came from is deleted: the store of a
+// replicated log commits without syncing (NoSync), and badger deletes a
+// rewritten file as soon as the moved values are written, so that a power
+// loss could leave them nowhere. While an iterator is open, badger keeps
+// the files it rewrote until the last one closes; so one is held open
+// across the GC and the sync. b.mu must be held.
+func (b *Badger) rewriteOne(ratio float64) error {
+	t := b.db.NewTransaction(false)
+	defer t.Discard()
+	it := t.NewIterator(badger.IteratorOptions{Prefix: gcPrefix})
+	err := b.db.RunValueLogGC(ratio)
+	if err == nil {
+		if serr := b.db.Sync(); serr != nil {
+			err = fmt.Errorf("sync the values moved: %w", serr)
+		}
+	}
+	it.Close() // deletes the rewritten file, once nothing else holds one open
+	return err
 }
 
 // flushMemtable writes the memtable out to a table and compacts level 0,

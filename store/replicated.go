@@ -261,6 +261,11 @@ const maxSnapshotItem = 256 << 20
 // stream that is cut short or corrupt is an error (ErrCorruptSnapshot), and
 // leaves the database empty with applied index 0.
 func (b *Badger) Restore(r io.Reader) error {
+	// A value-log GC must not run while the database is dropped and
+	// loaded again: it could read a file DropAll unmapped, or write the old
+	// state's values back into the new one.
+	b.gc.run.Lock()
+	defer b.gc.run.Unlock()
 	b.amu.Lock()
 	defer b.amu.Unlock()
 	b.mu.RLock()
