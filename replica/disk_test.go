@@ -2,6 +2,8 @@ package replica_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -140,4 +142,45 @@ func TestOverwritesUseBoundedDisk(t *testing.T) {
 	if len(snaps) > replica.DefaultSnapshotRetain {
 		t.Errorf("%d snapshots kept, want at most %d: %v", len(snaps), replica.DefaultSnapshotRetain, snaps)
 	}
+}
+
+// TestSnapshotsScaleWithTheDatabase: a snapshot by log size is taken once
+// the entries since the last one hold SnapshotBytes or as many bytes as
+// the newest snapshot, whichever is more, so that a database much larger
+// than SnapshotBytes is not written out whole for every SnapshotBytes of
+// entries.
+func TestSnapshotsScaleWithTheDatabase(t *testing.T) {
+	t.Parallel()
+	const limit = 128 << 10
+	n, err := openSolo(t, t.TempDir(), func(c *replica.Config) {
+		c.SnapshotBytes, c.TrailingBytes, c.SnapshotThreshold = limit, limit, 1<<40
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	value := strings.Repeat("v", 32<<10)
+	snapshotAt := func() string { return n.Raft().Stats()["last_snapshot_index"] }
+	// A database of 2 MiB: 64 keys of 32 KiB.
+	for i := range 64 {
+		mustApply(t, n, put(fmt.Sprintf("k%02d", i), value))
+	}
+	// A snapshot of all of it, so that the newest one is of 2 MiB.
+	if err := n.Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		t.Fatal(err)
+	}
+	settled := snapshotAt()
+	// 1 MiB of overwrites, eight times SnapshotBytes but half the
+	// database: no snapshot.
+	for range 32 {
+		mustApply(t, n, put("k00", value))
+	}
+	if got := snapshotAt(); got != settled {
+		t.Fatalf("a snapshot at entry %s after 1 MiB of entries, with a database of 2 MiB (SnapshotBytes %d KiB)", got, limit>>10)
+	}
+	// 3 MiB more: now one is due.
+	for range 96 {
+		mustApply(t, n, put("k00", value))
+	}
+	wait.For(t, waitLimit, "a snapshot once the entries outweigh the database", func() bool { return snapshotAt() != settled })
 }

@@ -115,11 +115,12 @@ type Config struct {
 	// (120 s).
 	SnapshotInterval time.Duration
 	// SnapshotBytes: a snapshot is also taken once the entries applied
-	// since the last one hold this many bytes, and TrailingBytes bounds
+	// since the last one hold this many bytes (or as many as the newest
+	// snapshot, if it is larger: see compact.go), and TrailingBytes bounds
 	// in bytes, beside TrailingLogs, the entries kept behind it. So the
-	// log on disk holds at most about SnapshotBytes + TrailingBytes of
-	// entries, plus up to two segments (WALSegmentSize): it drops whole
-	// segments only. Defaults DefaultSnapshotBytes and
+	// log on disk holds at most about SnapshotBytes (or the snapshot's
+	// size) + TrailingBytes of entries, plus up to two segments
+	// (WALSegmentSize): it drops whole segments only. Defaults DefaultSnapshotBytes and
 	// DefaultTrailingBytes.
 	SnapshotBytes uint64
 	TrailingBytes uint64
@@ -357,7 +358,7 @@ func Open(cfg Config) (_ *Node, err error) {
 	if n.clockname, err = clockname(stable); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	n.prepareCompactor()
+	n.prepareCompactor(snaps)
 	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, cfg.Transport); err != nil {
 		return nil, fmt.Errorf("replica: start raft: %w", err)
 	}
