@@ -19,6 +19,7 @@ type gate struct {
 	shut   error
 	asked  []store.Op
 	allowD bool // deletes pass while shut
+	fill   bool // the next write admitted at commit fills the disk: the gate shuts after it
 }
 
 var errFull = errors.New("NOSPACE: test disk full")
@@ -29,6 +30,9 @@ func (g *gate) admit(op store.Op, bytes int) error {
 	g.asked = append(g.asked, op)
 	if g.shut != nil && !(g.allowD && op == store.OpDelete) {
 		return g.shut
+	}
+	if g.fill && bytes > 0 {
+		g.fill, g.shut = false, errFull
 	}
 	return nil
 }
@@ -107,6 +111,102 @@ func TestAdmit(t *testing.T) {
 			default:
 				t.Fatalf("Admit asked about %v", op)
 			}
+		}
+	})
+}
+
+// TestAdmitRetry checks that Config.Admit never refuses a retry of a write
+// with a Client whose first copy may have committed: under a full disk, a
+// retry of a write committed by an earlier leader on a key this core holds
+// gets, once the hold ends, that write's outcome (Duplicate); a retry sent
+// while its first copy waits for a holder is accepted, and gets the first
+// copy's outcome although the disk filled as that copy committed; while
+// fresh writes of the same client are refused at once.
+func TestAdmitRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gate{}
+		g.set(errFull)
+		st := store.NewMemory()
+		now := time.Now()
+		// The old leader's horizon, and its last write, whose writer was
+		// not told.
+		res, err := st.Apply([]store.Command{
+			{Op: store.OpSetHorizon, Horizon: now.Add(3 * time.Second), Span: 3 * time.Second},
+			{Op: store.OpPut, Key: []byte("k"), Value: []byte("new"), Client: 7, Request: 1, Acked: 1, At: now},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inherited := res[1].Version
+		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Admit: g.admit,
+			Inherited: map[string]time.Time{"k": now.Add(3 * time.Second)},
+			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil))}, durable{st}, &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for _, s := range []SessionID{1, 2, 3} {
+			c.OpenSession(s)
+		}
+		write := func(s SessionID, key, value string, client, id uint64) *Request {
+			return &Request{Session: s, Op: store.OpPut, Key: []byte(key), Value: []byte(value), Client: client, ID: id, Acked: id}
+		}
+		refused := func(r *Request) {
+			t.Helper()
+			r.Done = func(Outcome) {
+				t.Errorf("refused write %q by client %d, request %d, has an outcome", r.Key, r.Client, r.ID)
+			}
+			if err := c.Submit(r); !errors.Is(err, errFull) {
+				t.Fatalf("fresh write %q by client %d, request %d, under a full disk: %v, want the admission's error", r.Key, r.Client, r.ID, err)
+			}
+		}
+
+		// The inherited write's retry, under a full disk: accepted, and
+		// answered with the kept outcome once the key's hold ends.
+		retry := submit(t, c, write(1, "k", "new", 7, 1))
+		refused(write(1, "k", "newer", 7, 2))
+		refused(write(1, "other", "x", 7, 2))
+		time.Sleep(3*time.Second + eps)
+		if o := retry.must(t); !o.Duplicate || o.Version != inherited {
+			t.Fatalf("retry of the inherited write under a full disk: %+v; want the kept outcome, version %d", o, inherited)
+		}
+		// Another retry, now that the key is not held: at once.
+		if o := submit(t, c, write(2, "k", "new", 7, 1)).must(t); !o.Duplicate || o.Version != inherited {
+			t.Fatalf("second retry of the inherited write: %+v; want the kept outcome, version %d", o, inherited)
+		}
+
+		// Session 1 holds a lease on m; client 8's write of m, sent on
+		// session 2, waits for it, and the disk fills meanwhile. The
+		// client, whose session 2 is lost, retries on session 3.
+		g.set(nil)
+		if _, _, err := c.Read(1, []byte("m")); err != nil {
+			t.Fatal(err)
+		}
+		first := submit(t, c, write(2, "m", "v", 8, 1))
+		g.set(errFull)
+		again := submit(t, c, write(3, "m", "v", 8, 1))
+		refused(write(3, "m", "w", 8, 2))
+		// Room comes back, and the first copy fills the disk as it
+		// commits: its retry, asked about at commit after it, gets its
+		// outcome.
+		g.mu.Lock()
+		g.shut, g.fill = nil, true
+		g.mu.Unlock()
+		time.Sleep(term + eps) // session 1 never relinquishes: its lease runs out
+		o1 := first.must(t)
+		if o := again.must(t); !o.Duplicate || o.Version != o1.Version {
+			t.Fatalf("retry of a write that committed as the disk filled: %+v; want the first copy's outcome, version %d", o, o1.Version)
+		}
+		if rec, _ := st.Get([]byte("m")); string(rec.Value) != "v" || rec.Version != o1.Version {
+			t.Fatalf("m = %q version %d, want %q version %d", rec.Value, rec.Version, "v", o1.Version)
+		}
+		refused(write(3, "m", "w", 8, 2))
+
+		synctest.Wait()
+		c.copiesMu.Lock()
+		defer c.copiesMu.Unlock()
+		if len(c.copies) != 0 {
+			t.Errorf("writes counted on their way after all ended: %v", c.copies)
 		}
 	})
 }

@@ -167,26 +167,34 @@ func (c *Core) commit(batch []job) {
 
 // admit asks Config.Admit about every write and acquisition of batch, ends
 // those it refuses with its error, nothing of them applied, and returns the
-// rest.
+// rest. It lets through a write that an earlier copy may have been applied
+// (mayBeApplied) whatever Admit says: applying it gives it that copy's
+// outcome, and writes nothing.
 func (c *Core) admit(batch []job) []job {
 	if c.cfg.Admit == nil {
 		return batch
 	}
-	kept := make([]job, 0, len(batch))
+	admitted := make([]job, 0, len(batch))
 	type refusal struct {
 		r   *Request
 		err error
 	}
 	var refused []refusal
+	var through map[retryKey]bool // the writes with a Client let through so far
 	for _, j := range batch {
-		r := j.req
-		if r != nil {
-			if err := c.cfg.Admit(r.storeOp(), len(r.Key)+len(r.Value)); err != nil {
+		if r := j.req; r != nil {
+			if err := c.cfg.Admit(r.storeOp(), len(r.Key)+len(r.Value)); err != nil && !c.mayBeApplied(r, through) {
 				refused = append(refused, refusal{r, fmt.Errorf("write to %q refused: %w", r.Key, err)})
 				continue
 			}
+			if r.Client != 0 && !r.Acquire {
+				if through == nil {
+					through = make(map[retryKey]bool)
+				}
+				through[retryKey{r.Client, r.ID}] = true
+			}
 		}
-		kept = append(kept, j)
+		admitted = append(admitted, j)
 	}
 	if len(refused) == 0 {
 		return batch
@@ -207,7 +215,24 @@ func (c *Core) admit(batch []job) []job {
 		c.carryOut(effs[i])
 		f.r.finish(Outcome{Err: f.err, Waited: max(0, f.r.ready.Sub(f.r.received)), Holders: f.r.op.Holders})
 	}
-	return kept
+	return admitted
+}
+
+// mayBeApplied reports whether r is a write with a Client an earlier copy
+// of which (same Client and ID) may have been applied, so that Admit must
+// not refuse it (Config.Admit): the store keeps its outcome, or cannot
+// tell it (Core.kept), or a copy of it was let through before it in the
+// same batch (through). The committer calls it; the copies that reached
+// the table before r on its key have ended, or are in r's batch.
+func (c *Core) mayBeApplied(r *Request, through map[retryKey]bool) bool {
+	if r.Client == 0 || r.Acquire {
+		return false
+	}
+	if through[retryKey{r.Client, r.ID}] {
+		return true
+	}
+	_, ok, unknown := c.kept(r)
+	return ok || unknown
 }
 
 // apply applies cmds to the store, unless it is down and its retry is not

@@ -9,7 +9,8 @@
 // Locks, in the order they are taken: readMu (held shared by reads while
 // they run; HandOff takes it to wait for them), horizonMu (serializes
 // persisting the horizon), mu (guards the lease table), then the commit
-// queue's lock and the store health's lock (down.mu), which take no other.
+// queue's lock, the store health's lock (down.mu) and the count of writes
+// on their way (copiesMu), which take no other.
 // mu is never held while calling out (the Store, a Notifier, a Request's
 // Done); readMu, horizonMu and down.mu may be held across Store calls (a
 // read, persisting the horizon, reopening the store). The store takes
@@ -169,7 +170,21 @@ type Config struct {
 	// bytes 0 before the request invalidates anyone, and the committer
 	// asks it again, with the request's bytes, just before it commits;
 	// an error refuses the request with that error, and nothing of it is
-	// applied. Lease horizons, write-lease ends and the forgetting of
+	// applied.
+	// That refusal is definite, so the core never lets it reach a write
+	// with a Client (Request.Client) that an earlier copy, of the same
+	// Client and ID, may have applied: a retry must not be told that a
+	// write that committed failed. A write whose outcome the store keeps
+	// gets it (Outcome.Duplicate) even while Admit refuses writes; on a
+	// key held for an earlier leader (Inherited), once the hold ends.
+	// Submit does not ask Admit about one whose earlier copy is still on
+	// its way through the core, or whose outcome the store cannot tell
+	// (it is down): it waits its turn on the key behind that copy, and
+	// the committer asks again and refuses it only if no earlier copy was
+	// applied. A duplicate writes nothing, so this costs no room; only
+	// one let through while the store could not tell, and that turns out
+	// new, is applied although Admit refused it.
+	// Lease horizons, write-lease ends and the forgetting of
 	// idle clients are never asked about: renewals and releases go on.
 	// It is called without the core's locks, and must not block. Nil
 	// admits everything.
@@ -299,6 +314,11 @@ type Core struct {
 
 	// The store's health; see commit.go.
 	down downState
+	// copies counts, by Client and ID, the writes with a Client between
+	// Submit and their outcome (Core.track), so that Admit does not
+	// refuse a retry whose first copy may yet commit.
+	copiesMu sync.Mutex
+	copies   map[retryKey]int
 	// revision is the revision of the last committed change, as the store
 	// reported it.
 	revision atomic.Uint64
@@ -332,6 +352,7 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		notify:      notify,
 		table:       leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon, MaxLeasesPerSession: cfg.MaxLeasesPerSession}),
 		clients:     make(map[SessionID]uint64),
+		copies:      make(map[retryKey]int),
 		handed:      make(map[uint64]SessionID),
 		life:        cfg.MaxTerm() + cfg.Epsilon,
 		boot:        clock.OrRealBoot(cfg.BootClock),

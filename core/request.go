@@ -42,6 +42,7 @@ type Request struct {
 	received time.Time
 	ready    time.Time // when the table let it commit
 	once     sync.Once
+	counted  *Core // the core that counts r among the copies on their way (Core.track), until r ends
 }
 
 // Outcome is how a Request ended.
@@ -83,7 +84,60 @@ func (r *Request) storeOp() store.Op {
 	return r.Op
 }
 
-func (r *Request) finish(o Outcome) { r.once.Do(func() { r.Done(o) }) }
+func (r *Request) finish(o Outcome) {
+	r.once.Do(func() {
+		r.uncount()
+		r.Done(o)
+	})
+}
+
+// retryKey names the copies of a write with a Client: its Client and ID.
+type retryKey struct{ client, id uint64 }
+
+// track counts r, a write with a Client, among the copies of it on their
+// way through c until r ends, and reports whether another copy was on its
+// way already. Only Submit calls it.
+func (c *Core) track(r *Request) (another bool) {
+	k := retryKey{r.Client, r.ID}
+	c.copiesMu.Lock()
+	defer c.copiesMu.Unlock()
+	another = c.copies[k] > 0
+	c.copies[k]++
+	r.counted = c
+	return another
+}
+
+// uncount undoes track, once r has ended or Submit refused it.
+func (r *Request) uncount() {
+	c := r.counted
+	if c == nil {
+		return
+	}
+	r.counted = nil
+	k := retryKey{r.Client, r.ID}
+	c.copiesMu.Lock()
+	defer c.copiesMu.Unlock()
+	if c.copies[k]--; c.copies[k] <= 0 {
+		delete(c.copies, k)
+	}
+}
+
+// kept returns the outcome the store keeps of r, a write with a Client,
+// if an earlier copy of it (same Client and ID) was applied (store.Store.Kept),
+// and reports as unknown whether such a copy may have been applied
+// although the store does not say so: the store is down, so that the
+// outcome of its failed commit is unknown until it is reopened, or it
+// cannot read the outcomes it keeps.
+func (c *Core) kept(r *Request) (res store.Result, ok, unknown bool) {
+	// Down first: a copy whose commit failed takes the store down before
+	// it ends, and Kept is definite again once the store is reopened.
+	_, down := c.down.retryTime()
+	res, ok, err := c.store.Kept(c.command(job{req: r}))
+	if err != nil {
+		return store.Result{}, false, true
+	}
+	return res, ok, down && !ok
+}
 
 // Submit hands r to the lease table. A write carrying a fencing token must
 // match the live write lease on its key, and come from its holder's
@@ -94,20 +148,39 @@ func (r *Request) finish(o Outcome) { r.once.Do(func() { r.Done(o) }) }
 // and recalls another session's write lease, and commits when they are
 // gone. Its outcome comes later, through r.Done.
 func (c *Core) Submit(r *Request) error {
-	if r.Client != 0 && !r.Acquire && !c.isHeld(string(r.Key), c.clock.Now()) {
-		// A retry of a write that was applied gets its outcome at once:
-		// it must not wait for holders, such as the session it was sent
-		// on first, whose client has given it up. One whose first copy is
-		// still on its way is found when it is applied (store.Command).
-		// One that a new leader inherited waits for the barrier, as its
-		// key's readers do (Config.Inherited).
-		if res, ok, err := c.store.Kept(c.command(job{req: r})); err == nil && ok {
+	// Whether Admit may refuse r: its refusal tells the writer that nothing
+	// was applied, which must not be said of a write an earlier copy of
+	// which may have committed (Config.Admit).
+	admit := c.cfg.Admit != nil
+	if r.Client != 0 && !r.Acquire {
+		// Counted before the store is asked, so that a retry either sees
+		// this copy on its way or finds its outcome kept.
+		another := admit && c.track(r)
+		res, kept, unknown := c.kept(r)
+		switch {
+		case kept && !c.isHeld(string(r.Key), c.clock.Now()):
+			// A retry of a write that was applied gets its outcome at
+			// once, even while Admit refuses writes: it must not wait for
+			// holders, such as the session it was sent on first, whose
+			// client has given it up.
 			r.finish(Outcome{Err: res.Err, Version: res.Version, Duplicate: true})
 			return nil
+		case kept:
+			// One that a new leader inherited waits for the barrier, as
+			// its key's readers do (Config.Inherited), and gets its
+			// outcome when it is applied (store.Command).
+			admit = false
+		case another || unknown:
+			// Nor is one refused here whose first copy is still on its
+			// way, or may have been applied: it waits its turn on the key
+			// behind that copy, and the committer asks Admit about it
+			// once that copy's outcome is settled (Core.admit).
+			admit = false
 		}
 	}
-	if c.cfg.Admit != nil {
+	if admit {
 		if err := c.cfg.Admit(r.storeOp(), 0); err != nil {
+			r.uncount()
 			return fmt.Errorf("write to %q refused: %w", r.Key, err)
 		}
 	}
@@ -123,6 +196,7 @@ func (c *Core) Submit(r *Request) error {
 	c.mu.Lock()
 	if c.stopping.Load() {
 		c.mu.Unlock()
+		r.uncount()
 		return fmt.Errorf("%w: the server is shutting down; no new writes", ErrClosed)
 	}
 	if r.Acquire {
@@ -132,6 +206,7 @@ func (c *Core) Submit(r *Request) error {
 	c.enqueueReady(eff)
 	c.mu.Unlock()
 	if err != nil {
+		r.uncount()
 		if errors.Is(err, leasetable.ErrFenced) {
 			err = fmt.Errorf("write to %q with token %d: %w", r.Key, r.Token, err)
 		}
