@@ -18,15 +18,16 @@ import (
 // fixedDisk is a data folder's measurement that a test sets: the injected
 // fault of a full disk.
 type fixedDisk struct {
-	mu sync.Mutex
-	u  diskguard.Usage
+	mu  sync.Mutex
+	u   diskguard.Usage
+	err error // returned instead of u, if set
 }
 
 func (d *fixedDisk) set(u diskguard.Usage) { d.mu.Lock(); d.u = u; d.mu.Unlock() }
 func (d *fixedDisk) Measure() (diskguard.Usage, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.u, nil
+	return d.u, d.err
 }
 
 func wantExhausted(t *testing.T, what string, r protocol.Message, words ...string) {
@@ -123,6 +124,20 @@ func TestNoStartBelowReserve(t *testing.T) {
 	_, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: quietLogger(), ReserveBytes: 64 << 20, DiskUsage: d})
 	if !errors.Is(err, diskguard.ErrNoSpace) || !strings.Contains(err.Error(), "below the reserve") {
 		t.Fatalf("New on a full disk: %v, want a NOSPACE error naming the reserve", err)
+	}
+}
+
+// TestNoStartUnmeasured: a server does not open its database on a data
+// folder it cannot measure (its statfs fails): its NOSPACE alarm would be
+// off, and a full disk would then crash it.
+func TestNoStartUnmeasured(t *testing.T) {
+	d := &fixedDisk{err: errors.New("statfs: input/output error")}
+	srv, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: quietLogger(), DiskUsage: d})
+	if err == nil {
+		srv.Close()
+	}
+	if !errors.Is(err, diskguard.ErrNotMeasured) || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("New on a folder it cannot measure: %v, want ErrNotMeasured naming why", err)
 	}
 }
 

@@ -11,6 +11,13 @@
 // of writes cannot run past the reserve before the next one. The alarm
 // clears only once there is room clear of the limits by a margin.
 //
+// An entry of the folder that the walk cannot read (a root-owned
+// lost+found, when the folder is the root of its own file system and the
+// server runs as another user) is left out of the size, and named once in
+// the log; it does not stop the measurement, whose free space comes from
+// statfs. A server does not start on a folder whose first measurement
+// failed (StartErr): its guard would be blind.
+//
 // The reserve exists because the database writes through memory maps into
 // sparse, preallocated files: a write into such a file on a full file
 // system is not an error but a SIGBUS, which kills the process. The reserve
@@ -20,15 +27,20 @@
 // A Guard also holds a lock file in the folder, and checks that the folder
 // and the lock file are still the ones it opened (device and inode). When
 // either is gone or replaced, the folder is lost: every later Admit fails
-// with ErrFolderLost, and Lost is closed, so that the server stops.
+// with ErrFolderLost, and Lost is closed, so that the server stops. Any
+// other error of that check (an EIO, an ENOMEM) says nothing of the
+// folder: it is logged, and the check is made again at the next write or
+// measurement.
 package diskguard
 
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -82,6 +94,9 @@ var (
 	// ErrLocked is returned by Open when another process holds the lock
 	// file: another server runs on the folder.
 	ErrLocked = errors.New("data folder in use by another process")
+	// ErrNotMeasured is why StartErr refuses a folder whose first
+	// measurement failed.
+	ErrNotMeasured = errors.New("cannot measure the data folder")
 )
 
 // Usage is one measurement of a data folder.
@@ -91,10 +106,17 @@ type Usage struct {
 	Used int64
 	// Free is how many bytes its file system has available.
 	Free int64
+	// Skipped names the entries of the folder that could not be read,
+	// each with why ("open lost+found: permission denied"); Used does
+	// not count what they hold.
+	Skipped []string
 }
 
 // Meter measures a data folder. Measure is called from the guard's
-// goroutine, and from whoever calls Guard.Check.
+// goroutine, and from whoever calls Guard.Check, one call at a time. An
+// error means that it has no figures at all: the guard then keeps the
+// last ones. A folder measured in part returns its figures, and names
+// what it left out in Usage.Skipped.
 type Meter interface {
 	Measure() (Usage, error)
 }
@@ -124,6 +146,10 @@ type Config struct {
 	Meter Meter
 	// Logger receives the alarm's changes. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// stat returns the identity of the file at path. Nil means statID;
+	// tests inject its faults.
+	stat func(path string) (fileID, error)
 }
 
 // Guard watches one data folder. See the package comment. Its methods are
@@ -135,12 +161,17 @@ type Guard struct {
 	dir  fileID // the folder as opened
 	lf   fileID // the lock file as created
 
-	mu       sync.Mutex // guards the rest
-	usage    Usage      // the last measurement
-	measured bool       // usage holds a measurement
-	pending  int64      // bytes admitted since it, times Amplification
-	alarm    error      // the NOSPACE alarm, nil when clear
-	lost     error      // why the folder is lost, nil while it is not
+	checkMu sync.Mutex // serializes Check: one measurement at a time
+
+	mu         sync.Mutex // guards the rest
+	usage      Usage      // the last measurement
+	measured   bool       // usage holds a measurement
+	pending    int64      // bytes admitted since it began, times Amplification
+	alarm      error      // the NOSPACE alarm, nil when clear
+	lost       error      // why the folder is lost, nil while it is not
+	measureErr error      // why the last measurement failed, nil if it did not
+	statErr    error      // why the last identity check could not tell, nil if it could
+	skipped    string     // the entries the last measurement skipped, as logged
 
 	lostCh chan struct{} // closed when the folder is lost
 	stop   chan struct{}
@@ -168,13 +199,16 @@ func Open(cfg Config) (*Guard, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.stat == nil {
+		cfg.stat = statID
+	}
 	g := &Guard{cfg: cfg, log: cfg.Logger, lostCh: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	lock, err := lockFile(filepath.Join(cfg.Dir, LockFile))
 	if err != nil {
 		return nil, err
 	}
 	g.lock = lock
-	if g.dir, err = statID(cfg.Dir); err == nil {
+	if g.dir, err = cfg.stat(cfg.Dir); err == nil {
 		g.lf, err = fstatID(lock)
 	}
 	if err != nil {
@@ -213,9 +247,19 @@ func (g *Guard) Close() error {
 
 // Check measures the folder now and checks its identity, raising or
 // clearing the alarm, or noting that the folder is lost. The guard calls
-// it every Interval; tests call it to see a change at once.
+// it every Interval; tests call it to see a change at once. Calls from
+// several goroutines run one after the other.
 func (g *Guard) Check() {
-	lost := g.identity(false)
+	g.checkMu.Lock()
+	defer g.checkMu.Unlock()
+	// The measurement clears the bytes admitted before it began: they
+	// are on disk by then, or covered by the reserve. Those admitted
+	// while it runs may be missing from it, and go on counting.
+	g.mu.Lock()
+	before := g.pending
+	g.mu.Unlock()
+
+	lost, unsure := g.identity(false)
 	u, err := g.cfg.Meter.Measure()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -223,21 +267,33 @@ func (g *Guard) Check() {
 		g.loseLocked(lost)
 		return
 	}
+	g.noteStatLocked(unsure)
 	if err != nil {
 		// Keep the last figures: a measurement that failed says nothing
 		// of the space left.
-		g.log.Warn("cannot measure the data folder", "dir", g.cfg.Dir, "err", err)
+		if g.measureErr == nil || g.measureErr.Error() != err.Error() {
+			g.log.Warn("cannot measure the data folder: the alarm keeps the last figures", "dir", g.cfg.Dir, "err", err)
+		}
+		g.measureErr = err
 		return
 	}
-	g.usage, g.measured, g.pending = u, true, 0
+	if g.measureErr != nil {
+		g.log.Info("the data folder is measured again", "dir", g.cfg.Dir)
+		g.measureErr = nil
+	}
+	g.noteSkippedLocked(u.Skipped)
+	g.usage, g.measured = u, true
+	g.pending -= before
 	g.evaluateLocked()
 }
 
 // identity returns why the folder is lost, or nil if the folder and the
 // lock file are the ones Open found. With lockOnly, it looks at the lock
 // file alone, one stat: enough to see the folder deleted, or replaced
-// (the path then leads to another lock file, or to none).
-func (g *Guard) identity(lockOnly bool) error {
+// (the path then leads to another lock file, or to none). A stat that
+// fails for another reason (an EIO, an ENOMEM) tells neither: identity
+// returns it as unsure, and the folder is checked again next time.
+func (g *Guard) identity(lockOnly bool) (lost, unsure error) {
 	files := []struct {
 		path string
 		want fileID
@@ -246,17 +302,52 @@ func (g *Guard) identity(lockOnly bool) error {
 		files = files[:1]
 	}
 	for _, f := range files {
-		id, err := statID(f.path)
+		id, err := g.cfg.stat(f.path)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			return fmt.Errorf("%w: %s was deleted", ErrFolderLost, f.path)
+			return fmt.Errorf("%w: %s was deleted", ErrFolderLost, f.path), nil
+		case gone(err):
+			return fmt.Errorf("%w: %v", ErrFolderLost, err), nil
 		case err != nil:
-			return fmt.Errorf("%w: %s: %v", ErrFolderLost, f.path, err)
+			return nil, err
 		case id != f.want:
-			return fmt.Errorf("%w: %s was replaced by another file", ErrFolderLost, f.path)
+			return fmt.Errorf("%w: %s was replaced by another file", ErrFolderLost, f.path), nil
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// noteStatLocked logs when the identity check starts failing for a reason
+// that tells nothing (once for each new reason) and when it works again.
+// g.mu must be held.
+func (g *Guard) noteStatLocked(unsure error) {
+	switch {
+	case unsure != nil && (g.statErr == nil || g.statErr.Error() != unsure.Error()):
+		g.log.Warn("cannot check that the data folder is still there: checking again at the next write or measurement", "dir", g.cfg.Dir, "err", unsure)
+	case unsure == nil && g.statErr != nil:
+		g.log.Info("the data folder can be checked again", "dir", g.cfg.Dir)
+	}
+	g.statErr = unsure
+}
+
+// maxSkippedLogged is how many skipped entries the log names.
+const maxSkippedLogged = 10
+
+// noteSkippedLocked logs the entries a measurement could not read when
+// they differ from those of the last one, so that an unreadable entry is
+// named once, not every second. g.mu must be held.
+func (g *Guard) noteSkippedLocked(skipped []string) {
+	key := strings.Join(skipped, "\n")
+	if key == g.skipped {
+		return
+	}
+	g.skipped = key
+	if len(skipped) == 0 {
+		g.log.Info("every entry of the data folder can be read again", "dir", g.cfg.Dir)
+		return
+	}
+	g.log.Warn("entries of the data folder cannot be read: their contents are left out of its size against the quota; give the server access to them, or remove them",
+		"dir", g.cfg.Dir, "count", len(skipped), "skipped", skipped[:min(len(skipped), maxSkippedLogged)])
 }
 
 // loseLocked notes that the folder is lost. g.mu must be held.
@@ -330,9 +421,14 @@ func (g *Guard) Admit(n int64, del bool) error {
 	if g.lost == nil && n > 0 {
 		// A write acknowledged into a deleted folder is lost: look
 		// again before letting one through. It costs one stat, about a
-		// microsecond, against the fsync of the write's batch.
-		if err := g.identity(true); err != nil {
-			g.loseLocked(err)
+		// microsecond, against the fsync of the write's batch. A stat
+		// that cannot tell lets the write through: the folder is not
+		// known to be lost.
+		lost, unsure := g.identity(true)
+		if lost != nil {
+			g.loseLocked(lost)
+		} else {
+			g.noteStatLocked(unsure)
 		}
 	}
 	if g.lost != nil {
@@ -413,13 +509,43 @@ func Bytes(n int64) string {
 // fileID is a file's identity: its device and inode.
 type fileID struct{ dev, ino uint64 }
 
+// walk adds up the bytes that the files of fsys occupy (see allocated).
+// An entry that cannot be read is skipped, and named in Skipped, so that
+// one unreadable folder does not blind the guard to the rest; an entry
+// removed while the walk runs (by a compaction) is left out silently.
+func walk(fsys fs.FS) Usage {
+	var u Usage
+	fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		if err == nil {
+			var info fs.FileInfo
+			if info, err = d.Info(); err == nil {
+				u.Used += allocated(info)
+				return nil
+			}
+		}
+		// A folder that cannot be listed comes here after its own entry
+		// was counted; WalkDir then goes on past it.
+		if !errors.Is(err, fs.ErrNotExist) {
+			u.Skipped = append(u.Skipped, err.Error())
+		}
+		return nil
+	})
+	return u
+}
+
 // StartErr returns why a server should not start on the folder: its file
 // system has less free than the reserve, so that opening the database and
 // replaying its log could fill it, and a write into a mapped file would
-// then kill the process. Nil if there is room, or no reserve.
+// then kill the process; or no measurement has worked yet (ErrNotMeasured),
+// so that the guard could not tell. Nil if there is room, or no limit.
+// The server calls it after Open, before it opens its database.
 func (g *Guard) StartErr() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !g.measured && g.measureErr != nil && (g.cfg.Quota > 0 || g.cfg.Reserve > 0) {
+		return fmt.Errorf("%w %s: %w: without its free space the NOSPACE alarm cannot keep a full disk from crashing the server; fix the cause, or turn both limits off (--reserve-bytes 0 --quota-bytes 0) to start it without the guard",
+			ErrNotMeasured, g.cfg.Dir, g.measureErr)
+	}
 	if r := g.cfg.Reserve; g.measured && r > 0 && g.usage.Free < r {
 		return fmt.Errorf("%w: only %s free on the file system of the data folder %s, below the reserve of %s (--reserve-bytes): free some space, or lower the reserve, and start again",
 			ErrNoSpace, Bytes(g.usage.Free), g.cfg.Dir, Bytes(r))

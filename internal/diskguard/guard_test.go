@@ -13,16 +13,63 @@ import (
 
 // fakeDisk is a measurement that a test sets.
 type fakeDisk struct {
-	mu sync.Mutex
-	u  Usage
+	mu     sync.Mutex
+	u      Usage
+	err    error  // returned instead of u, if set
+	during func() // called while Measure runs, if set
 }
 
-func (f *fakeDisk) set(u Usage) { f.mu.Lock(); f.u = u; f.mu.Unlock() }
+func (f *fakeDisk) set(u Usage, err error) { f.mu.Lock(); f.u, f.err = u, err; f.mu.Unlock() }
+func (f *fakeDisk) setDuring(fn func())    { f.mu.Lock(); f.during = fn; f.mu.Unlock() }
 func (f *fakeDisk) Measure() (Usage, error) {
 	f.mu.Lock()
+	during := f.during
+	f.mu.Unlock()
+	if during != nil {
+		during()
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.u, nil
+	return f.u, f.err
 }
+
+// meterFunc is a Meter made of a function.
+type meterFunc func() (Usage, error)
+
+func (f meterFunc) Measure() (Usage, error) { return f() }
+
+// logBuffer collects a logger's lines, for a test to count.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// count returns how many lines hold s.
+func (b *logBuffer) count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for line := range strings.Lines(b.buf.String()) {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 func open(t *testing.T, cfg Config) *Guard {
 	t.Helper()
@@ -30,7 +77,9 @@ func open(t *testing.T, cfg Config) *Guard {
 		cfg.Dir = t.TempDir()
 	}
 	cfg.Interval = time.Hour // the test calls Check
-	cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	g, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +113,7 @@ func TestAlarm(t *testing.T) {
 		{"room again", Usage{Used: 50 * mib, Free: 500 * mib}, "", nil, false},
 	}
 	for _, c := range cases {
-		d.set(c.u)
+		d.set(c.u, nil)
 		g.Check()
 		err := g.Admit(1000, false)
 		if c.refused {
@@ -104,15 +153,84 @@ func TestAdmitCounts(t *testing.T) {
 	}
 	// The writes are on disk by the next measurement; just above the
 	// reserve, the alarm stays.
-	d.set(Usage{Used: 590, Free: 410})
+	d.set(Usage{Used: 590, Free: 410}, nil)
 	g.Check()
 	if err := g.Admit(10, false); err == nil || g.Alarm() == nil {
 		t.Fatalf("just above the reserve after an alarm: write %v, alarm %v; want both refused and raised", err, g.Alarm())
 	}
-	d.set(Usage{Used: 0, Free: 1000})
+	d.set(Usage{Used: 0, Free: 1000}, nil)
 	g.Check() // room clear of the reserve
 	if err := g.Admit(10, false); err != nil {
 		t.Fatalf("after a measurement with room: %v", err)
+	}
+}
+
+// TestAdmittedDuringMeasurement checks that a measurement clears only the
+// bytes admitted before it began: those admitted while it runs may be
+// missing from it, and go on counting against the reserve.
+func TestAdmittedDuringMeasurement(t *testing.T) {
+	d := &fakeDisk{u: Usage{Used: 0, Free: 1000}}
+	g := open(t, Config{Quota: -1, Reserve: 400, Meter: d})
+	for range 50 {
+		if err := g.Admit(10, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.setDuring(func() {
+		if err := g.Admit(50, false); err != nil {
+			t.Errorf("write admitted during the measurement: %v", err)
+		}
+	})
+	// The 500 bytes admitted before are on disk; the 50 admitted while
+	// it measures are not.
+	d.set(Usage{Used: 500, Free: 500}, nil)
+	g.Check()
+	d.setDuring(nil)
+	n := 0
+	for g.Admit(10, false) == nil {
+		n++
+		if n > 1000 {
+			t.Fatal("admitted without end")
+		}
+	}
+	// 100 bytes of room above the reserve, less the 50 still counted.
+	if want := (100 - 50*Amplification) / (10 * Amplification); n != want {
+		t.Fatalf("after the measurement, admitted %d writes of 10 bytes, want %d: the bytes admitted while it ran were forgotten", n, want)
+	}
+}
+
+// TestNotMeasured checks that a guard whose first measurement failed
+// refuses the start (with a limit on, and only then), that a failing
+// measurement is logged once, not at every check, and that a later
+// failure keeps the last figures and their alarm.
+func TestNotMeasured(t *testing.T) {
+	broken := errors.New("statfs /data: input/output error")
+	var logs logBuffer
+	d := &fakeDisk{err: broken}
+	g := open(t, Config{Reserve: 100, Meter: d, Logger: logs.logger()})
+	if err := g.StartErr(); !errors.Is(err, ErrNotMeasured) || !errors.Is(err, broken) {
+		t.Fatalf("StartErr after a failed measurement: %v, want ErrNotMeasured naming %q", err, broken)
+	}
+	g.Check()
+	g.Check()
+	if n := logs.count("cannot measure the data folder"); n != 1 {
+		t.Fatalf("3 failed measurements logged %d times, want once:\n%s", n, logs.String())
+	}
+
+	d.set(Usage{Free: 40}, nil)
+	g.Check()
+	if logs.count("measured again") != 1 || g.Alarm() == nil {
+		t.Fatalf("after a measurement below the reserve: alarm %v; log:\n%s", g.Alarm(), logs.String())
+	}
+	d.set(Usage{}, broken)
+	g.Check()
+	if u := g.Usage(); u.Free != 40 || g.Alarm() == nil || !g.BelowFloor() {
+		t.Fatalf("after a failed measurement: %+v, alarm %v, below the floor %v; want the last figures and their alarm", u, g.Alarm(), g.BelowFloor())
+	}
+
+	g = open(t, Config{Quota: -1, Reserve: -1, Meter: &fakeDisk{err: broken}})
+	if err := g.StartErr(); err != nil {
+		t.Fatalf("StartErr without limits: %v", err)
 	}
 }
 

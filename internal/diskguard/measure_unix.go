@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -16,35 +15,30 @@ import (
 // Measure measures dir: the blocks its files occupy, from a walk of the
 // folder (a few dozen files for a server's database and log, so a walk is
 // cheap enough every second), and the bytes its file system has available
-// to an unprivileged writer (statfs).
-func Measure(dir string) (Usage, error) {
+// to an unprivileged writer (statfs). Entries the walk cannot read are
+// named in Usage.Skipped, and left out of Used; only a failed statfs fails
+// the measurement.
+func Measure(dir string) (Usage, error) { return measure(dir, os.DirFS(dir)) }
+
+// measure is Measure, with the walk over fsys, the folder dir; tests
+// inject its faults.
+func measure(dir string, fsys fs.FS) (Usage, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return Usage{}, fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	u := Usage{Free: int64(st.Bavail) * int64(st.Bsize)}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed since it was listed: compaction
-			}
-			return err
-		}
-		info, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if s, ok := info.Sys().(*syscall.Stat_t); ok {
-			u.Used += int64(s.Blocks) * 512
-		} else {
-			u.Used += info.Size()
-		}
-		return nil
-	})
-	return u, err
+	u := walk(fsys)
+	u.Free = int64(st.Bavail) * int64(st.Bsize)
+	return u, nil
+}
+
+// allocated returns the bytes a file occupies on disk: its allocated
+// blocks, so that a sparse file counts only what was written.
+func allocated(info fs.FileInfo) int64 {
+	if s, ok := info.Sys().(*syscall.Stat_t); ok {
+		return int64(s.Blocks) * 512
+	}
+	return info.Size()
 }
 
 // lockFile opens, creating it if needed, the lock file at path and takes
@@ -65,6 +59,14 @@ func lockFile(path string) (*os.File, error) {
 	return f, nil
 }
 
+// gone reports whether err, from a stat of a path in the data folder, says
+// that the path no longer leads to it: no such file, or a component of the
+// path that is no longer a folder.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
+}
+
+// statID returns the identity of the file at path.
 func statID(path string) (fileID, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
@@ -73,6 +75,7 @@ func statID(path string) (fileID, error) {
 	return fileID{uint64(st.Dev), uint64(st.Ino)}, nil
 }
 
+// fstatID returns the identity of the open file f.
 func fstatID(f *os.File) (fileID, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
