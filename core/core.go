@@ -113,6 +113,9 @@ type Config struct {
 	// another fails with ErrLeaseLimit, and a writer past it gets no fresh
 	// lease. Zero means no cap.
 	MaxLeasesPerSession int
+	// MaxLeases caps the read leases of all sessions together
+	// (leasetable.Config.MaxLeases), in the same way. Zero means no cap.
+	MaxLeases int
 	// Replicated says that the store is replicated, so that another node
 	// may come to lead while this one still believes it does. Every read
 	// then needs a horizon this core persisted that covers it: once none
@@ -350,7 +353,7 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		clock:       cfg.Clock,
 		store:       st,
 		notify:      notify,
-		table:       leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon, MaxLeasesPerSession: cfg.MaxLeasesPerSession}),
+		table:       leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon, MaxLeasesPerSession: cfg.MaxLeasesPerSession, MaxLeases: cfg.MaxLeases}),
 		clients:     make(map[SessionID]uint64),
 		copies:      make(map[retryKey]int),
 		handed:      make(map[uint64]SessionID),
@@ -467,7 +470,12 @@ func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, erro
 		term = 0
 	}
 	if c.table.AtLeaseLimit(id, k, term) {
+		total := c.table.Stats().Leases
 		c.mu.Unlock()
+		if c.cfg.MaxLeases > 0 && total >= c.cfg.MaxLeases {
+			return store.Record{}, 0, fmt.Errorf("%w: read %q needs a new lease, and the server holds %d read leases, its limit (MaxLeases): retry once some have ended, or cache fewer keys",
+				ErrLeaseLimit, key, total)
+		}
 		return store.Record{}, 0, fmt.Errorf("%w: read %q needs a new lease, and this session holds %d read leases, the limit (MaxLeasesPerSession): release some, or cache fewer keys",
 			ErrLeaseLimit, key, c.cfg.MaxLeasesPerSession)
 	}

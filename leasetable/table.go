@@ -123,6 +123,10 @@ type Config struct {
 	// past it, Grant gives the session no new lease (see AtLeaseLimit).
 	// Zero means no cap.
 	MaxLeasesPerSession int
+	// MaxLeases caps the read leases of all sessions together: past it,
+	// Grant gives no session a new lease (see AtLeaseLimit). Zero means no
+	// cap.
+	MaxLeases int
 }
 
 // Stats are the Table's counters. The Table keeps the gauges (Sessions to
@@ -189,6 +193,7 @@ const RestoredSession SessionID = 0
 type Table struct {
 	eps       time.Duration
 	maxLeases int // Config.MaxLeasesPerSession; 0: no cap
+	maxTotal  int // Config.MaxLeases; 0: no cap
 	keys      map[string]*keyState
 	sessions  map[SessionID]*session
 	leases    leaseHeap
@@ -203,6 +208,7 @@ func New(cfg Config) *Table {
 	return &Table{
 		eps:       cfg.Epsilon,
 		maxLeases: cfg.MaxLeasesPerSession,
+		maxTotal:  cfg.MaxLeases,
 		keys:      make(map[string]*keyState),
 		sessions:  make(map[SessionID]*session),
 	}
@@ -500,7 +506,8 @@ func (t *Table) gcKey(k *keyState) {
 // granted: term, or 0 if the key must not be cached now because an op is
 // pending on it, another session holds its write lease, the session is
 // unknown, or term <= 0, or if the session holds no lease on key and
-// already holds Config.MaxLeasesPerSession. A session that already holds a
+// already holds Config.MaxLeasesPerSession, or all sessions together hold
+// Config.MaxLeases. A session that already holds a
 // lease on the key has it extended.
 func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Time) time.Duration {
 	s := t.openSession(id)
@@ -534,7 +541,8 @@ func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Tim
 
 // AtLeaseLimit reports whether Grant would refuse session id a lease on key
 // for term only because the session holds Config.MaxLeasesPerSession read
-// leases already: a caller that must tell the client so asks before Grant.
+// leases already, or all sessions hold Config.MaxLeases: a caller that must
+// tell the client so asks before Grant (and Stats tells which cap it met).
 func (t *Table) AtLeaseLimit(id SessionID, key string, term time.Duration) bool {
 	s := t.openSession(id)
 	return s != nil && term > 0 && t.full(s, key) && t.cacheable(t.keys[key], s)
@@ -543,7 +551,8 @@ func (t *Table) AtLeaseLimit(id SessionID, key string, term time.Duration) bool 
 // full reports whether session s may take no new read lease, on key or any
 // other key it holds none on.
 func (t *Table) full(s *session, key string) bool {
-	return t.maxLeases > 0 && len(s.leases) >= t.maxLeases && s.leases[key] == nil
+	return s.leases[key] == nil &&
+		((t.maxLeases > 0 && len(s.leases) >= t.maxLeases) || (t.maxTotal > 0 && t.stats.Leases >= t.maxTotal))
 }
 
 // cacheable reports whether session s may lease key k (nil: a key the Table

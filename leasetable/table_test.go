@@ -1490,3 +1490,46 @@ func TestMaxLeasesPerSession(t *testing.T) {
 		t.Fatal("no room after a relinquish")
 	}
 }
+
+// TestMaxLeases: past Config.MaxLeases, the leases of all sessions
+// together, no session gets a new lease, whatever it holds itself; leases
+// held are extended, and a lease that ends makes room.
+func TestMaxLeases(t *testing.T) {
+	const max = 3
+	h := newHarness(t, sA, sB, sW)
+	h.tab = New(Config{Epsilon: eps, MaxLeasesPerSession: 10, MaxLeases: max})
+	for _, id := range []SessionID{sA, sB, sW} {
+		h.tab.AddSession(id)
+	}
+	for _, g := range []struct {
+		s SessionID
+		k string
+	}{{sA, "k0"}, {sA, "k1"}, {sB, "k2"}} {
+		if h.tab.AtLeaseLimit(g.s, g.k, term) || h.grant(g.s, g.k) != term {
+			t.Fatalf("no lease on %s under the server's cap", g.k)
+		}
+	}
+	for _, s := range []SessionID{sA, sB, sW} {
+		if !h.tab.AtLeaseLimit(s, "k3", term) {
+			t.Fatalf("AtLeaseLimit(%v, k3) = false with %d leases, the server's cap", s, max)
+		}
+		if got := h.grant(s, "k3"); got != 0 {
+			t.Fatalf("Grant(%v, k3) = %v past the server's cap, want 0", s, got)
+		}
+	}
+	if s := h.tab.Stats(); s.Leases != max {
+		t.Fatalf("Stats %+v: the refused grants left state behind", s)
+	}
+	// What a session holds is extended; another session's key is not its.
+	if h.tab.AtLeaseLimit(sB, "k2", term) || h.grant(sB, "k2") != term {
+		t.Fatal("a held lease was not extended at the server's cap")
+	}
+	if !h.tab.AtLeaseLimit(sB, "k0", term) {
+		t.Fatal("sB could lease k0, which only sA holds, at the server's cap")
+	}
+	// A relinquished lease makes room.
+	h.tab.Relinquish(sA, []string{"k0"}, h.now)
+	if h.tab.AtLeaseLimit(sW, "k3", term) || h.grant(sW, "k3") != term {
+		t.Fatal("no room after a lease ended")
+	}
+}

@@ -393,3 +393,41 @@ func TestAddrKey(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileServerLeaseCap: sessions that each stay under their own cap
+// together meet the server's (MaxLeases): a read that needs a new lease is
+// then refused, naming MaxLeases, on every session, and the server holds
+// no more leases than the cap.
+func TestHostileServerLeaseCap(t *testing.T) {
+	leaktest.Check(t)
+	const maxLeases, perSession = 60, 50
+	srv, _ := hostileServer(t, Config{MaxLeases: maxLeases, MaxLeasesPerSession: perSession})
+	a, b := dialRaw(t, srv), dialRaw(t, srv)
+	for i := range perSession {
+		if r := get(t, a, fmt.Sprint("a", i)); r.Term != hostileTerm {
+			t.Fatalf("read a%d under both caps: %+v", i, r)
+		}
+	}
+	leased := 0
+	for i := range perSession {
+		send(t, b, &protocol.Get{ID: uint64(i + 1), Key: []byte(fmt.Sprint("b", i))})
+	}
+	for range perSession {
+		switch r := recv(t, b).(type) {
+		case *protocol.GetReply:
+			leased++
+		case *protocol.Error:
+			if r.Code != protocol.CodeResourceExhausted || !strings.Contains(r.Message, "MaxLeases)") {
+				t.Fatalf("read refused with %s %q, want resource exhausted naming MaxLeases", r.Code, r.Message)
+			}
+		default:
+			t.Fatalf("got %#v", r)
+		}
+	}
+	if want := maxLeases - perSession; leased != want {
+		t.Fatalf("the second session got %d leases, want %d: the server's cap less the first session's", leased, want)
+	}
+	if st := srv.Stats(); st.Leases != maxLeases {
+		t.Fatalf("the server holds %d leases, want its cap %d", st.Leases, maxLeases)
+	}
+}

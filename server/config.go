@@ -40,6 +40,9 @@ const (
 	// that cache never meets it, even while releases of evicted entries
 	// are on their way.
 	DefaultMaxLeasesPerSession = 200_000
+	// DefaultMaxLeases is the default of Config.MaxLeases: about 4 GB of
+	// leases at their cost today.
+	DefaultMaxLeases = 5_000_000
 	// DefaultMaxTotalInflightBytes is the default of
 	// Config.MaxTotalInflightBytes: 1 GiB, sixteen sessions at their
 	// default MaxInflightBytes.
@@ -143,6 +146,11 @@ type Config struct {
 	// default bounds a session's leases to about 160 MB. Zero means
 	// DefaultMaxLeasesPerSession (200,000).
 	MaxLeasesPerSession int
+	// MaxLeases is how many read leases all sessions together may hold at
+	// once, refused in the same way past it, so that the sessions'
+	// caps together (MaxSessions times MaxLeasesPerSession) do not bound
+	// the server's memory alone. Zero means DefaultMaxLeases (5,000,000).
+	MaxLeases int
 	// MaxSessions is how many sessions the server holds at once. Default
 	// DefaultMaxSessions.
 	MaxSessions int
@@ -272,6 +280,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxLeasesPerSession == 0 {
 		c.MaxLeasesPerSession = DefaultMaxLeasesPerSession
 	}
+	if c.MaxLeases == 0 {
+		c.MaxLeases = DefaultMaxLeases
+	}
 	if c.MaxSessionsPerAddr == 0 {
 		c.MaxSessionsPerAddr = DefaultMaxSessionsPerAddr
 	}
@@ -328,6 +339,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("max total inflight bytes %d is less than max value size %d plus max key size %d: a write of the largest key and value could never be taken", c.MaxTotalInflightBytes, c.MaxValueSize, MaxKeySize)
 	case c.MaxLeasesPerSession < 0:
 		return fmt.Errorf("max leases per session %d is negative", c.MaxLeasesPerSession)
+	case c.MaxLeases < 0:
+		return fmt.Errorf("max leases %d is negative", c.MaxLeases)
 	case c.MaxSessionsPerAddr < 0:
 		return fmt.Errorf("max sessions per address %d is negative", c.MaxSessionsPerAddr)
 	case c.HelloTimeout < 0:
@@ -389,6 +402,7 @@ func (c Config) coreConfig() core.Config {
 		BootFile:    filepath.Join(c.Dir, bootFile),
 
 		MaxLeasesPerSession: c.MaxLeasesPerSession,
+		MaxLeases:           c.MaxLeases,
 
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
 		Logger:                c.Logger,
