@@ -40,6 +40,20 @@ func checkWildcard(host string) error {
 	return nil
 }
 
+// isPublicSuffix reports whether the DNS name name is itself a public
+// suffix on the list of golang.org/x/net/publicsuffix: one of its ICANN
+// suffixes (com, co.uk), or one of the private suffixes of hosting services
+// (github.io). A single label that is not on the list, such as a host name
+// of a private network, is not one.
+func isPublicSuffix(name string) bool {
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	if net.ParseIP(name) != nil {
+		return false
+	}
+	ps, icann := publicsuffix.PublicSuffix(name)
+	return ps == name && (icann || strings.Contains(name, "."))
+}
+
 // CheckHost returns an error wrapping ErrBadHost unless host can be named
 // in a certificate made here: a DNS name, or an IP address (IPv6 may be in
 // brackets), and a wildcard only as checkWildcard allows. The CLI calls it
@@ -106,6 +120,9 @@ func permitNames(permit []string) (altNames, []*net.IPNet, error) {
 		one, err := hostAltNames([]string{s})
 		if err != nil || s == "" {
 			return altNames{}, nil, fmt.Errorf("tls: %w %q: want a DNS name, an IP address or an address range such as 10.0.0.0/8", ErrBadHost, raw)
+		}
+		if isPublicSuffix(s) {
+			return altNames{}, nil, fmt.Errorf("tls: %w %q: it is a public suffix, under which anyone may register names, so permitting it would constrain nothing; permit a domain you own, as in example.com", ErrBadHost, raw)
 		}
 		for _, d := range one.extraDNS {
 			h.addDNS(d, true)

@@ -664,7 +664,7 @@ func TestCreateCAPermit(t *testing.T) {
 		t.Errorf("a certificate for bank.example from the constrained CA: %v, want the CA not authorized for this name", err)
 	}
 
-	for _, bad := range []string{"*.example.com", "bad host", "10.0.0.0/33"} {
+	for _, bad := range []string{"*.example.com", "bad host", "10.0.0.0/33", "com", "co.uk", "github.io", "COM."} {
 		d := filepath.Join(dir, "bad")
 		if err := CreateCA(d, bad); !errors.Is(err, ErrBadHost) || !strings.Contains(err.Error(), bad) {
 			t.Errorf("CreateCA permitting %q: %v, want ErrBadHost naming it", bad, err)
@@ -672,6 +672,9 @@ func TestCreateCAPermit(t *testing.T) {
 		if _, err := os.Stat(d); err == nil {
 			t.Errorf("CreateCA permitting %q made its folder", bad)
 		}
+	}	// A host name of a private network is not a public suffix.
+	if err := CreateCA(filepath.Join(dir, "private"), "db1", "corp.internal"); err != nil {
+		t.Errorf("CreateCA permitting db1 and corp.internal: %v", err)
 	}
 }
 
