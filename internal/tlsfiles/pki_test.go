@@ -672,7 +672,7 @@ func TestCreateCAPermit(t *testing.T) {
 		if _, err := os.Stat(d); err == nil {
 			t.Errorf("CreateCA permitting %q made its folder", bad)
 		}
-	}	// A host name of a private network is not a public suffix.
+	} // A host name of a private network is not a public suffix.
 	if err := CreateCA(filepath.Join(dir, "private"), "db1", "corp.internal"); err != nil {
 		t.Errorf("CreateCA permitting db1 and corp.internal: %v", err)
 	}
