@@ -307,6 +307,10 @@ type Core struct {
 	horizonKick chan struct{} // asks horizonLoop to move it ahead; capacity 1
 	boot        clock.Boot    // the machine's boot clock (Config.BootClock)
 	bootKept    *bootRecord   // the boot record of the horizon the store holds, if known; guarded by horizonMu
+	// bootHorizon is the time since boot at which the horizon passes,
+	// by its boot record (bootRecord.BootHorizon); 0 if it has none. See
+	// bootBehind.
+	bootHorizon atomic.Int64
 	barrier     time.Time     // the bound of an earlier run's leases; writes wait for it
 	inherited   time.Time     // the end of the leases handed over by an earlier leader
 	started     time.Time

@@ -266,7 +266,7 @@ func (c *Core) holdWrites(barrier time.Time) {
 func (c *Core) ensureHorizon(now time.Time) error {
 	need := c.sinceStart(now.Add(c.life))
 	h := c.horizon.Load()
-	if need <= h {
+	if need <= h && !c.bootBehind(0) {
 		if h-need < int64(c.cfg.HorizonStep/2) {
 			select {
 			case c.horizonKick <- struct{}{}:
@@ -285,7 +285,7 @@ func (c *Core) ensureHorizon(now time.Time) error {
 func (c *Core) advanceHorizon(now time.Time, ahead time.Duration) error {
 	c.horizonMu.Lock()
 	defer c.horizonMu.Unlock()
-	if c.sinceStart(now.Add(c.life+ahead)) <= c.horizon.Load() {
+	if c.sinceStart(now.Add(c.life+ahead)) <= c.horizon.Load() && !c.bootBehind(ahead) {
 		return nil
 	}
 	if c.handingOff.Load() {
@@ -311,7 +311,28 @@ func (c *Core) setHorizon(h, now time.Time) error {
 		return err
 	}
 	c.bootKept = rec
+	if rec != nil {
+		c.bootHorizon.Store(int64(rec.BootHorizon))
+	} else {
+		c.bootHorizon.Store(0)
+	}
 	return nil
+}
+
+// bootBehind reports whether a lease granted now, of the longest term and
+// lasting ahead more, would outlive the horizon's boot record, though not
+// the horizon on the monotonic clock, which the running core counts by:
+// the machine was suspended since the record was written, which moves the
+// boot clock (and the clients' clocks) but not the monotonic one. A
+// restart in the same boot would then wait too little; so the horizon is
+// recorded again, from now. False when the horizon has no boot record.
+func (c *Core) bootBehind(ahead time.Duration) bool {
+	bh := c.bootHorizon.Load()
+	if bh == 0 {
+		return false
+	}
+	_, since, ok := c.boot.ReadBoot()
+	return ok && int64(since+c.life+ahead) > bh
 }
 
 // sinceStart returns t as nanoseconds past the start, on the monotonic

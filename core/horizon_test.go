@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -311,4 +312,48 @@ func BenchmarkSetHorizon(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestSuspendRecordsTheHorizonAgain: when the machine is suspended while
+// a core runs, its boot clock (and its clients' clocks) move on, and its
+// monotonic clock does not: the horizon still covers the next lease on
+// the monotonic clock, but its boot record falls short of it, and a
+// restart in the same boot would wait too little. The next grant records
+// the horizon again, so that the boot record covers every lease granted.
+func TestSuspendRecordsTheHorizonAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "horizon.boot")
+		fa := clock.NewFake()
+		fb := clock.NewFakeBoot(fa)
+		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self",
+			Clock: fa, BootClock: fb, BootFile: file, Logger: slog.New(slog.DiscardHandler)}, durable{store.NewMemory()}, &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.OpenSession(1)
+		newest := func() time.Duration {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var recs []bootRecord
+			if err := json.Unmarshal(b, &recs); err != nil || len(recs) == 0 {
+				t.Fatalf("boot record %q: %v", b, err)
+			}
+			return recs[0].BootHorizon
+		}
+		if _, got, err := c.Read(1, []byte("a")); err != nil || got != term {
+			t.Fatalf("read: term %v, %v", got, err)
+		}
+		before := newest()
+		fb.Advance(time.Hour) // suspended for an hour
+		if _, got, err := c.Read(1, []byte("b")); err != nil || got != term {
+			t.Fatalf("read after the suspend: term %v, %v", got, err)
+		}
+		_, since, _ := fb.ReadBoot()
+		if got, want := newest(), since+term+eps; got < want {
+			t.Fatalf("after the suspend, the boot record says the horizon passes at %v since boot (%v before), but the lease just granted lasts until %v", got, before, want)
+		}
+	})
 }
