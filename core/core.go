@@ -311,8 +311,8 @@ type Core struct {
 	// by its boot record (bootRecord.BootHorizon); 0 if it has none. See
 	// bootBehind.
 	bootHorizon atomic.Int64
-	barrier     time.Time     // the bound of an earlier run's leases; writes wait for it
-	inherited   time.Time     // the end of the leases handed over by an earlier leader
+	barrier     time.Time // the bound of an earlier run's leases; writes wait for it
+	inherited   time.Time // the end of the leases handed over by an earlier leader
 	started     time.Time
 	// held maps the keys of Config.Inherited whose bound plus ε had not
 	// passed at the start to that time; set in restore, and read-only
