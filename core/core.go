@@ -113,6 +113,10 @@ type Config struct {
 	// another fails with ErrLeaseLimit, and a writer past it gets no fresh
 	// lease. Zero means no cap.
 	MaxLeasesPerSession int
+	// MaxWriteLeasesPerSession caps the write leases one session holds
+	// (leasetable.Config.MaxWriteLeasesPerSession): an acquisition past
+	// it fails with leasetable.ErrWriteLeaseLimit. Zero means no cap.
+	MaxWriteLeasesPerSession int
 	// MaxLeases caps the read leases of all sessions together
 	// (leasetable.Config.MaxLeases), in the same way. Zero means no cap.
 	MaxLeases int
@@ -352,12 +356,13 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		cfg.Logger = slog.Default()
 	}
 	c := &Core{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		clock:       cfg.Clock,
-		store:       st,
-		notify:      notify,
-		table:       leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon, MaxLeasesPerSession: cfg.MaxLeasesPerSession, MaxLeases: cfg.MaxLeases}),
+		cfg:    cfg,
+		log:    cfg.Logger,
+		clock:  cfg.Clock,
+		store:  st,
+		notify: notify,
+		table: leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon, MaxLeasesPerSession: cfg.MaxLeasesPerSession,
+			MaxWriteLeasesPerSession: cfg.MaxWriteLeasesPerSession, MaxLeases: cfg.MaxLeases}),
 		clients:     make(map[SessionID]uint64),
 		copies:      make(map[retryKey]int),
 		handed:      make(map[uint64]SessionID),

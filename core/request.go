@@ -207,8 +207,11 @@ func (c *Core) Submit(r *Request) error {
 	c.mu.Unlock()
 	if err != nil {
 		r.uncount()
-		if errors.Is(err, leasetable.ErrFenced) {
+		switch {
+		case errors.Is(err, leasetable.ErrFenced):
 			err = fmt.Errorf("write to %q with token %d: %w", r.Key, r.Token, err)
+		case errors.Is(err, leasetable.ErrWriteLeaseLimit):
+			err = fmt.Errorf("write lease on %q: %w, %d (MaxWriteLeasesPerSession): release some", r.Key, err, c.cfg.MaxWriteLeasesPerSession)
 		}
 		return err
 	}

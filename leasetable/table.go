@@ -30,6 +30,9 @@ var (
 	ErrUnknownSession = errors.New("unknown session")
 	// ErrDuplicate: the op was already submitted.
 	ErrDuplicate = errors.New("operation already submitted")
+	// ErrWriteLeaseLimit: an acquisition by a session that holds
+	// Config.MaxWriteLeasesPerSession write leases already.
+	ErrWriteLeaseLimit = errors.New("the session holds its maximum of write leases")
 )
 
 // SessionID names a client session (one connection).
@@ -123,6 +126,10 @@ type Config struct {
 	// past it, Grant gives the session no new lease (see AtLeaseLimit).
 	// Zero means no cap.
 	MaxLeasesPerSession int
+	// MaxWriteLeasesPerSession caps the write leases one session holds at
+	// once: past it, Submit refuses its acquisitions of other keys with
+	// ErrWriteLeaseLimit. Zero means no cap.
+	MaxWriteLeasesPerSession int
 	// MaxLeases caps the read leases of all sessions together: past it,
 	// Grant gives no session a new lease (see AtLeaseLimit). Zero means no
 	// cap.
@@ -194,6 +201,7 @@ type Table struct {
 	eps       time.Duration
 	maxLeases int // Config.MaxLeasesPerSession; 0: no cap
 	maxTotal  int // Config.MaxLeases; 0: no cap
+	maxWrite  int // Config.MaxWriteLeasesPerSession; 0: no cap
 	keys      map[string]*keyState
 	sessions  map[SessionID]*session
 	leases    leaseHeap
@@ -209,6 +217,7 @@ func New(cfg Config) *Table {
 		eps:       cfg.Epsilon,
 		maxLeases: cfg.MaxLeasesPerSession,
 		maxTotal:  cfg.MaxLeases,
+		maxWrite:  cfg.MaxWriteLeasesPerSession,
 		keys:      make(map[string]*keyState),
 		sessions:  make(map[SessionID]*session),
 	}
@@ -724,6 +733,9 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 		return eff, ErrDuplicate
 	}
 	op.heapIndex = -1
+	if op.Kind == OpAcquire && t.maxWrite > 0 && len(s.wrlses) >= t.maxWrite && s.wrlses[op.Key] == nil {
+		return eff, ErrWriteLeaseLimit
+	}
 	k := t.keys[op.Key]
 	if op.Kind == OpWrite {
 		var wl *lease

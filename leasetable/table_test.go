@@ -1533,3 +1533,30 @@ func TestMaxLeases(t *testing.T) {
 		t.Fatal("no room after a lease ended")
 	}
 }
+
+// TestMaxWriteLeasesPerSession: past Config.MaxWriteLeasesPerSession, a
+// session's acquisition of another key is refused with ErrWriteLeaseLimit
+// and changes nothing; other sessions are not affected, and a release
+// makes room.
+func TestMaxWriteLeasesPerSession(t *testing.T) {
+	h := newHarness(t, sA, sB)
+	h.tab = New(Config{Epsilon: eps, MaxWriteLeasesPerSession: 2})
+	h.tab.AddSession(sA)
+	h.tab.AddSession(sB)
+	h.mustAcquire(sA, "w0", 1)
+	h.mustAcquire(sA, "w1", 2)
+	before := h.tab.Stats()
+	op := &Op{Kind: OpAcquire, Session: sA, Key: "w2"}
+	if eff, err := h.tab.Submit(op, h.now); !errors.Is(err, ErrWriteLeaseLimit) || !eff.empty() {
+		t.Fatalf("a third acquisition: %v, %+v; want ErrWriteLeaseLimit and no effects", err, eff)
+	}
+	if after := h.tab.Stats(); after != before || h.tab.keys["w2"] != nil {
+		t.Fatalf("the refused acquisition changed the table: %+v, then %+v", before, after)
+	}
+	h.mustAcquire(sB, "w2", 3)
+	if _, err := h.release(sA, "w0", 1); err != nil {
+		t.Fatal(err)
+	}
+	h.tab.EndWriteLease("w0", 1, h.now)
+	h.mustAcquire(sA, "w3", 4)
+}

@@ -431,3 +431,30 @@ func TestHostileServerLeaseCap(t *testing.T) {
 		t.Fatalf("the server holds %d leases, want its cap %d", st.Leases, maxLeases)
 	}
 }
+
+// TestHostileWriteLeaseCap: a session that holds MaxWriteLeasesPerSession
+// write leases gets no other: the acquisition is refused, naming the
+// limit, and nothing is written; another session still acquires.
+func TestHostileWriteLeaseCap(t *testing.T) {
+	leaktest.Check(t)
+	const max = 3
+	srv, _ := hostileServer(t, Config{MaxWriteLeasesPerSession: max})
+	c, other := dialRaw(t, srv), dialRaw(t, srv)
+	for i := range max {
+		if _, ok := call(t, c, &protocol.Acquire{Key: []byte(fmt.Sprint("w", i))}).(*protocol.AcquireReply); !ok {
+			t.Fatalf("acquisition %d under the cap refused", i)
+		}
+	}
+	before := srv.Stats()
+	r := call(t, c, &protocol.Acquire{Key: []byte("w-extra")})
+	if e, ok := r.(*protocol.Error); !ok || e.Code != protocol.CodeResourceExhausted || !strings.Contains(e.Message, "MaxWriteLeasesPerSession") {
+		t.Fatalf("an acquisition past the cap: %#v, want resource exhausted naming MaxWriteLeasesPerSession", r)
+	}
+	if after := srv.Stats(); after.WriteLeases != before.WriteLeases || after.Revision != before.Revision {
+		t.Fatalf("the refused acquisition changed the server: %d write leases and revision %d, then %d and %d",
+			before.WriteLeases, before.Revision, after.WriteLeases, after.Revision)
+	}
+	if _, ok := call(t, other, &protocol.Acquire{Key: []byte("w-extra")}).(*protocol.AcquireReply); !ok {
+		t.Fatal("another session's acquisition refused")
+	}
+}

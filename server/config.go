@@ -43,6 +43,9 @@ const (
 	// DefaultMaxLeases is the default of Config.MaxLeases: about 4 GB of
 	// leases at their cost today.
 	DefaultMaxLeases = 5_000_000
+	// DefaultMaxWriteLeasesPerSession is the default of
+	// Config.MaxWriteLeasesPerSession.
+	DefaultMaxWriteLeasesPerSession = 10_000
 	// DefaultMaxTotalInflightBytes is the default of
 	// Config.MaxTotalInflightBytes: 1 GiB, sixteen sessions at their
 	// default MaxInflightBytes.
@@ -151,6 +154,12 @@ type Config struct {
 	// caps together (MaxSessions times MaxLeasesPerSession) do not bound
 	// the server's memory alone. Zero means DefaultMaxLeases (5,000,000).
 	MaxLeases int
+	// MaxWriteLeasesPerSession is how many write leases one session may
+	// hold at once; an acquisition of another is refused with a
+	// resource-exhausted error naming the limit. Every grant is written
+	// to the log, so the cap bounds what one session makes the server
+	// keep. Zero means DefaultMaxWriteLeasesPerSession (10,000).
+	MaxWriteLeasesPerSession int
 	// MaxSessions is how many sessions the server holds at once. Default
 	// DefaultMaxSessions.
 	MaxSessions int
@@ -283,6 +292,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxLeases == 0 {
 		c.MaxLeases = DefaultMaxLeases
 	}
+	if c.MaxWriteLeasesPerSession == 0 {
+		c.MaxWriteLeasesPerSession = DefaultMaxWriteLeasesPerSession
+	}
 	if c.MaxSessionsPerAddr == 0 {
 		c.MaxSessionsPerAddr = DefaultMaxSessionsPerAddr
 	}
@@ -341,6 +353,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("max leases per session %d is negative", c.MaxLeasesPerSession)
 	case c.MaxLeases < 0:
 		return fmt.Errorf("max leases %d is negative", c.MaxLeases)
+	case c.MaxWriteLeasesPerSession < 0:
+		return fmt.Errorf("max write leases per session %d is negative", c.MaxWriteLeasesPerSession)
 	case c.MaxSessionsPerAddr < 0:
 		return fmt.Errorf("max sessions per address %d is negative", c.MaxSessionsPerAddr)
 	case c.HelloTimeout < 0:
@@ -403,6 +417,8 @@ func (c Config) coreConfig() core.Config {
 
 		MaxLeasesPerSession: c.MaxLeasesPerSession,
 		MaxLeases:           c.MaxLeases,
+
+		MaxWriteLeasesPerSession: c.MaxWriteLeasesPerSession,
 
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
 		Logger:                c.Logger,

@@ -43,6 +43,7 @@ var errorCodes = []struct {
 	{errInvalidArgument, protocol.CodeInvalidArgument},
 	{errResourceExhausted, protocol.CodeResourceExhausted},
 	{core.ErrLeaseLimit, protocol.CodeResourceExhausted},
+	{leasetable.ErrWriteLeaseLimit, protocol.CodeResourceExhausted},
 	{errProtocol, protocol.CodeProtocol},
 	{protocol.ErrMalformed, protocol.CodeProtocol},
 	{core.ErrNotLeader, protocol.CodeNotLeader},

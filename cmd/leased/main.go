@@ -87,6 +87,7 @@ type options struct {
 	maxSessionsPerAddr    int
 	maxLeasesPerSession   int
 	maxLeases             int
+	maxWriteLeases        int
 	maxTotalInflightBytes int64
 	frameTimeout          time.Duration
 	retryHandshakes       int
@@ -204,6 +205,7 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.IntVar(&o.maxSessionsPerAddr, "max-sessions-per-addr", server.DefaultMaxSessionsPerAddr, "most client sessions at once from one IP address")
 	f.IntVar(&o.maxLeasesPerSession, "max-leases-per-session", server.DefaultMaxLeasesPerSession, "most read leases one session holds; a read that needs another is refused (resource exhausted)")
 	f.IntVar(&o.maxLeases, "max-leases", server.DefaultMaxLeases, "most read leases all sessions together hold; a read that needs another is refused (resource exhausted)")
+	f.IntVar(&o.maxWriteLeases, "max-write-leases-per-session", server.DefaultMaxWriteLeasesPerSession, "most write leases one session holds; an acquisition of another is refused (resource exhausted)")
 	f.Int64Var(&o.maxTotalInflightBytes, "max-total-inflight-bytes", server.DefaultMaxTotalInflightBytes, "most bytes of keys and values that the waiting writes of all sessions hold; a write past it is refused (resource exhausted)")
 	f.DurationVar(&o.frameTimeout, "frame-timeout", server.DefaultFrameTimeout, "how long a request may take to arrive once it has begun; a client that stalls mid-request is disconnected")
 	f.IntVar(&o.retryHandshakes, "retry-handshakes", server.DefaultRetryHandshakes, "QUIC handshakes in progress past which new connections must prove their source address (a Retry); -1: always")
@@ -469,6 +471,8 @@ func (o *options) validate() error {
 		return usagef("--max-leases-per-session %d: must be positive", o.maxLeasesPerSession)
 	case o.maxLeases <= 0:
 		return usagef("--max-leases %d: must be positive", o.maxLeases)
+	case o.maxWriteLeases <= 0:
+		return usagef("--max-write-leases-per-session %d: must be positive", o.maxWriteLeases)
 	case o.maxTotalInflightBytes < int64(o.maxValueSize)+server.MaxKeySize:
 		return usagef("--max-total-inflight-bytes %d: must be at least --max-value-size plus the largest key (%d bytes)", o.maxTotalInflightBytes, int64(o.maxValueSize)+server.MaxKeySize)
 	case o.frameTimeout <= 0 || o.frameTimeout > server.MaxIdleTimeout:
@@ -663,17 +667,19 @@ func (o *options) config(log *slog.Logger) server.Config {
 		MaxValueSize: o.maxValueSize,
 		MaxSessions:  o.maxSessions,
 
-		MaxSessionsPerAddr:    o.maxSessionsPerAddr,
-		MaxLeasesPerSession:   o.maxLeasesPerSession,
-		MaxLeases:             o.maxLeases,
-		MaxTotalInflightBytes: o.maxTotalInflightBytes,
-		FrameTimeout:          o.frameTimeout,
-		RetryHandshakes:       o.retryHandshakes,
-		RetryWindow:           o.retryWindow,
-		TLSHosts:              o.tlsHosts,
-		QuotaBytes:            noneIfZero(o.quotaBytes),
-		ReserveBytes:          noneIfZero(o.reserveBytes),
-		Logger:                log,
+		MaxSessionsPerAddr:  o.maxSessionsPerAddr,
+		MaxLeasesPerSession: o.maxLeasesPerSession,
+		MaxLeases:           o.maxLeases,
+
+		MaxWriteLeasesPerSession: o.maxWriteLeases,
+		MaxTotalInflightBytes:    o.maxTotalInflightBytes,
+		FrameTimeout:             o.frameTimeout,
+		RetryHandshakes:          o.retryHandshakes,
+		RetryWindow:              o.retryWindow,
+		TLSHosts:                 o.tlsHosts,
+		QuotaBytes:               noneIfZero(o.quotaBytes),
+		ReserveBytes:             noneIfZero(o.reserveBytes),
+		Logger:                   log,
 
 		UnsafeSkipHorizonWait: o.unsafeSkipWait,
 	}

@@ -241,7 +241,7 @@ func TestValidate(t *testing.T) {
 			listen: server.DefaultAddr, data: server.DefaultDir,
 			leaseTerm: time.Second, epsilon: time.Millisecond,
 			maxValueSize: 1, maxSessions: 1, shutdownTimeout: time.Second, retryWindow: time.Minute,
-			maxSessionsPerAddr: 1, maxLeasesPerSession: 1, maxLeases: 1, maxTotalInflightBytes: 1 << 20, frameTimeout: time.Second, retryHandshakes: -1,
+			maxSessionsPerAddr: 1, maxLeasesPerSession: 1, maxLeases: 1, maxWriteLeases: 1, maxTotalInflightBytes: 1 << 20, frameTimeout: time.Second, retryHandshakes: -1,
 			initialClusterState: clusterStateNew, raftTimeouts: defaultRaftTimeouts,
 		}
 	}
@@ -265,6 +265,7 @@ func TestValidate(t *testing.T) {
 		{func(o *options) { o.maxSessionsPerAddr = 0 }, "--max-sessions-per-addr"},
 		{func(o *options) { o.maxLeasesPerSession = -1 }, "--max-leases-per-session"},
 		{func(o *options) { o.maxLeases = 0 }, "--max-leases"},
+		{func(o *options) { o.maxWriteLeases = 0 }, "--max-write-leases-per-session"},
 		{func(o *options) { o.maxTotalInflightBytes = 100 }, "--max-total-inflight-bytes"},
 		{func(o *options) { o.frameTimeout = 0 }, "--frame-timeout"},
 		{func(o *options) { o.retryHandshakes = 0 }, "--retry-handshakes"},
