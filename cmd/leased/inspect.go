@@ -21,20 +21,11 @@ import (
 // (--output json), which tests and scripts compare across the nodes of a
 // cluster.
 type inspection struct {
-	Data         string `json:"data"`
-	Database     string `json:"database"`
-	AppliedIndex uint64 `json:"applied_index"`
-	Revision     uint64 `json:"revision"`
-	FencingToken uint64 `json:"fencing_token"`
-	Keys         int    `json:"keys"`
-	DeletedKeys  int    `json:"deleted_keys"`
-	WriteLeases  int    `json:"write_leases"`
-	// LeaseHorizon is RFC 3339 with nanoseconds; empty if none was
-	// recorded. HorizonSpan is how far ahead of its writing it lay.
-	LeaseHorizon string `json:"lease_horizon"`
-	HorizonSpan  string `json:"horizon_span"`
-	Leader       string `json:"leader"`
-	LeaderAddr   string `json:"leader_addr"`
+	Data     string `json:"data"`
+	Database string `json:"database"`
+	figures
+	Leader     string `json:"leader"`
+	LeaderAddr string `json:"leader_addr"`
 	// Digest is store.Digest in hex: equal on every node that applied the
 	// same commands.
 	Digest string `json:"digest"`
@@ -105,24 +96,40 @@ func inspect(data string, log *slog.Logger) (inspection, error) {
 		return inspection{}, fmt.Errorf("read %s: %w", dbDir, err)
 	}
 	st := sum.State
-	in := inspection{
-		Data:         absPath(data),
-		Database:     absPath(dbDir),
-		AppliedIndex: sum.Applied,
-		Revision:     st.Revision,
-		FencingToken: st.Fence,
-		Keys:         sum.Keys,
-		DeletedKeys:  sum.Deleted,
-		WriteLeases:  len(st.WriteLeases),
-		Leader:       st.Leader,
-		LeaderAddr:   st.LeaderAddr,
-		Digest:       sum.Digest.String(),
-	}
+	return inspection{
+		Data:       absPath(data),
+		Database:   absPath(dbDir),
+		figures:    figuresOf(sum),
+		Leader:     st.Leader,
+		LeaderAddr: st.LeaderAddr,
+		Digest:     sum.Digest.String(),
+	}, nil
+}
+
+// figures are what leased inspect, leased restore and leased snapshot
+// status print of a state (store.Summary).
+type figures struct {
+	AppliedIndex uint64 `json:"applied_index"`
+	Revision     uint64 `json:"revision"`
+	FencingToken uint64 `json:"fencing_token"`
+	Keys         int    `json:"keys"`
+	DeletedKeys  int    `json:"deleted_keys"`
+	WriteLeases  int    `json:"write_leases"`
+	// LeaseHorizon is RFC 3339 with nanoseconds; empty if none was
+	// recorded. HorizonSpan is how far ahead of its writing it lay.
+	LeaseHorizon string `json:"lease_horizon"`
+	HorizonSpan  string `json:"horizon_span"`
+}
+
+func figuresOf(sum store.Summary) figures {
+	st := sum.State
+	f := figures{AppliedIndex: sum.Applied, Revision: st.Revision, FencingToken: st.Fence,
+		Keys: sum.Keys, DeletedKeys: sum.Deleted, WriteLeases: len(st.WriteLeases)}
 	if !st.Horizon.IsZero() {
-		in.LeaseHorizon = st.Horizon.UTC().Format(time.RFC3339Nano)
-		in.HorizonSpan = st.Span.String()
+		f.LeaseHorizon = st.Horizon.UTC().Format(time.RFC3339Nano)
+		f.HorizonSpan = st.Span.String()
 	}
-	return in, nil
+	return f
 }
 
 // printInspection prints in as text, one figure a line, or as one JSON

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,31 +24,15 @@ const defaultBump = 1_000_000_000
 // snapshotSummary is what leased restore and leased snapshot status print,
 // and its JSON form (--output json).
 type snapshotSummary struct {
-	File         string `json:"file"`
-	Data         string `json:"data,omitempty"` // restore: the new data folder
-	AppliedIndex uint64 `json:"applied_index"`
-	Revision     uint64 `json:"revision"`
-	FencingToken uint64 `json:"fencing_token"`
-	Keys         int    `json:"keys"`
-	DeletedKeys  int    `json:"deleted_keys"`
-	WriteLeases  int    `json:"write_leases"`
-	// LeaseHorizon is RFC 3339 with nanoseconds; empty if none was
-	// recorded. HorizonSpan is how far ahead of its writing it lay.
-	LeaseHorizon string `json:"lease_horizon"`
-	HorizonSpan  string `json:"horizon_span"`
-	Bytes        int64  `json:"bytes,omitempty"` // status: the file's length
-	Digest       string `json:"digest"`
+	File string `json:"file"`
+	Data string `json:"data,omitempty"` // restore: the new data folder
+	figures
+	Bytes  int64  `json:"bytes,omitempty"` // status: the file's length
+	Digest string `json:"digest"`
 }
 
 func summaryOf(file string, sum store.Summary, n int64) snapshotSummary {
-	st := sum.State
-	out := snapshotSummary{File: absPath(file), AppliedIndex: sum.Applied, Revision: st.Revision, FencingToken: st.Fence,
-		Keys: sum.Keys, DeletedKeys: sum.Deleted, WriteLeases: len(st.WriteLeases), Bytes: n, Digest: sum.Digest.String()}
-	if !st.Horizon.IsZero() {
-		out.LeaseHorizon = st.Horizon.UTC().Format(time.RFC3339Nano)
-		out.HorizonSpan = st.Span.String()
-	}
-	return out
+	return snapshotSummary{File: absPath(file), figures: figuresOf(sum), Bytes: n, Digest: sum.Digest.String()}
 }
 
 // print prints s as text, one figure a line, or as one JSON object.
@@ -119,12 +102,7 @@ length, and digest: the same digest that leased inspect prints of a data
 folder restored from it, before that node changes anything.`,
 		Example: `  leased snapshot status backup.snap
   leased snapshot status backup.snap --output json`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("%s takes one argument, the snapshot FILE; got %q", cmd.CommandPath(), args)
-			}
-			return nil
-		},
+		Args: oneSnapshotFile,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := outputFormat(output)
 			if err != nil {
@@ -182,12 +160,7 @@ data folder has no TLS files: a server alone creates a new CA on its first
 start.`,
 		Example: `  leased restore backup.snap --data ./leased-data
   leased restore backup.snap --data ./n1 --name n1 --initial-cluster n1=10.0.0.1:7410,n2=10.0.0.2:7410,n3=10.0.0.3:7410`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("%s takes one argument, the snapshot FILE; got %q", cmd.CommandPath(), args)
-			}
-			return nil
-		},
+		Args: oneSnapshotFile,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := outputFormat(output)
 			if err != nil {
@@ -258,4 +231,12 @@ func restorePeers(name, initialCluster string) ([]server.Peer, error) {
 		return nil, usagef("--initial-cluster does not name this node (--name %s)", name)
 	}
 	return peers, nil
+}
+
+// oneSnapshotFile checks that a command got one argument, the snapshot FILE.
+func oneSnapshotFile(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usagef("%s takes one argument, the snapshot FILE; got %q", cmd.CommandPath(), args)
+	}
+	return nil
 }
