@@ -548,14 +548,33 @@ func HCLogger(l *slog.Logger) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:   "raft",
 		Level:  hclog.Warn,
-		Output: slogWriter{l},
+		Output: &slogWriter{l: l, now: time.Now, seen: make(map[string]*repeat)},
 	})
 }
 
-// slogWriter hands each line hclog writes to slog.
-type slogWriter struct{ l *slog.Logger }
+// repeatWindow is how long raft's same line is logged only once: a node
+// whose log cannot be written (a read-only or lost data folder) steps down
+// and is elected again many times a second, each time with the same error.
+const repeatWindow = 10 * time.Second
 
-func (w slogWriter) Write(p []byte) (int, error) {
+// slogWriter hands each line hclog writes to slog, the same line (but for
+// its time) at most once per repeatWindow, with the number of repeats left
+// out since.
+type slogWriter struct {
+	l   *slog.Logger
+	now func() time.Time
+
+	mu   sync.Mutex // guards seen
+	seen map[string]*repeat
+}
+
+// repeat is when a line was last logged, and how often it came since.
+type repeat struct {
+	at     time.Time
+	missed int
+}
+
+func (w *slogWriter) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	level := slog.LevelInfo
 	switch {
@@ -569,6 +588,39 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	case strings.Contains(line, "[WARN]"):
 		level = slog.LevelWarn
 	}
-	w.l.Log(context.Background(), level, line, "component", "raft")
+	missed, ok := w.first(line)
+	if !ok {
+		return len(p), nil
+	}
+	if missed > 0 {
+		w.l.Log(context.Background(), level, line, "component", "raft", "repeated", missed)
+	} else {
+		w.l.Log(context.Background(), level, line, "component", "raft")
+	}
 	return len(p), nil
+}
+
+// first reports whether line, but for its leading time, is due to be
+// logged, and how often it came since it last was.
+func (w *slogWriter) first(line string) (missed int, ok bool) {
+	key := line
+	if _, rest, found := strings.Cut(line, " "); found {
+		key = rest // hclog begins a line with its time
+	}
+	now := w.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.seen[key]
+	if r != nil && now.Sub(r.at) < repeatWindow {
+		r.missed++
+		return 0, false
+	}
+	if r != nil {
+		missed = r.missed
+	}
+	if len(w.seen) >= 256 {
+		clear(w.seen) // lines differ by more than their time: forget them
+	}
+	w.seen[key] = &repeat{at: now}
+	return missed, true
 }
