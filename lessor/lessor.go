@@ -319,18 +319,17 @@ func (ls *Lessor) Revoke(id uint64) bool {
 	return true
 }
 
-// Expired returns up to max leases (max <= 0: no cap) whose expiry is at or
+// Expired returns up to limit leases (limit <= 0: no cap) whose expiry is at or
 // before now, earliest expiry first, within the revocation budget:
 // Config.MaxRevokesPerSecond, with a burst of a tenth of a second's worth.
 // The caller writes their revocations through the log and calls Revoke for
 // each once applied. A lease handed out stays expired (KeepAlive refuses it)
 // and is handed out again after Config.RevokeRetry if Revoke has not been
 // called by then.
-func (ls *Lessor) Expired(now time.Time, max int) []uint64 {
+func (ls *Lessor) Expired(now time.Time, limit int) []uint64 {
 	n := ls.at(now)
-	limit := ls.budget.available(n)
-	if max > 0 && max < limit {
-		limit = max
+	if b := ls.budget.available(n); limit <= 0 || b < limit {
+		limit = b
 	}
 	var ids []uint64
 	for len(ids) < limit && ls.expiries.Len() > 0 {
@@ -350,17 +349,17 @@ func (ls *Lessor) Expired(now time.Time, max int) []uint64 {
 	return ids
 }
 
-// DueCheckpoints returns up to max leases (max <= 0: no cap) whose checkpoint
+// DueCheckpoints returns up to limit leases (limit <= 0: no cap) whose checkpoint
 // is due at now, earliest first, with their remaining TTL as the holder
 // should see it: expiry - now - ε, never negative. The caller writes them in
 // one checkpoint record. From now on a keep-alive of these leases is marked
 // again (see KeepAlive); their next checkpoint is due one interval from now
 // if they stay live that long. If the record fails, nothing needs undoing:
 // the durable state is as it was, and the next checkpoint retries.
-func (ls *Lessor) DueCheckpoints(now time.Time, max int) []Checkpoint {
+func (ls *Lessor) DueCheckpoints(now time.Time, limit int) []Checkpoint {
 	n := ls.at(now)
 	var due []Checkpoint
-	for (max <= 0 || len(due) < max) && ls.checkpoints.Len() > 0 {
+	for (limit <= 0 || len(due) < limit) && ls.checkpoints.Len() > 0 {
 		l := ls.checkpoints.items[0]
 		if l.checkpoint > n {
 			break
@@ -370,14 +369,12 @@ func (ls *Lessor) DueCheckpoints(now time.Time, max int) []Checkpoint {
 			// Expired: it is waiting for its revocation, not a checkpoint.
 			continue
 		}
-		due = append(due, Checkpoint{ID: l.id, Remaining: time.Duration(max0(l.expiry - ls.eps - n))})
+		due = append(due, Checkpoint{ID: l.id, Remaining: time.Duration(max(l.expiry-ls.eps-n, 0))})
 		l.kept = false
 		ls.schedule(l, n)
 	}
 	return due
 }
-
-func max0(d int64) int64 { return max(d, 0) }
 
 // Resume starts tracking leases from their durable records, on a new leader
 // or a restarted one, at now: a lease kept alive since its last checkpoint
@@ -395,7 +392,7 @@ func (ls *Lessor) Resume(leases []Persisted, now time.Time) error {
 	for _, p := range leases {
 		expiry := add(add(n, int64(p.TTL)), ls.eps)
 		if !p.KeptAlive {
-			expiry = add(add(ls.at(p.AppliedAt), max0(int64(p.Remaining))), ls.eps)
+			expiry = add(add(ls.at(p.AppliedAt), max(int64(p.Remaining), 0)), ls.eps)
 		}
 		if l := ls.leases[p.ID]; l != nil {
 			if expiry > l.expiry && !l.revoking {
@@ -420,7 +417,7 @@ func (ls *Lessor) TimeToLive(id uint64, now time.Time) (remaining, granted time.
 	if l == nil || l.revoking || n >= l.expiry {
 		return 0, 0, false
 	}
-	return time.Duration(max0(l.expiry - ls.eps - n)), l.ttl, true
+	return time.Duration(max(l.expiry-ls.eps-n, 0)), l.ttl, true
 }
 
 // Leases yields the id and the granted TTL of every lease not expired at
