@@ -41,6 +41,17 @@
 // whole TTL from the takeover, so a failover lengthens it by at most its TTL
 // (less than one interval); checkpointing it would cost two log records per
 // TTL for every live short lease. A failover cannot shorten any lease.
+//
+// # The caller's part
+//
+// The promises hold if the caller (1) calls Grant after the grant record is
+// applied; (2) acknowledges a keep-alive only after the mark record KeepAlive
+// asked for is applied, and calls Unmark if it cannot be written; (3) writes
+// mark and checkpoint records to the log in the order the Lessor handed them
+// out, so that a mark never lands before a checkpoint of the same lease
+// handed out earlier (which would clear it); (4) calls Revoke once a
+// revocation is applied; and (5) on a new leader, calls Resume before it
+// answers any keep-alive.
 package lessor
 
 import (
