@@ -12,7 +12,7 @@ import (
 func FuzzRecords(f *testing.F) {
 	rec := clientRecord{last: time.Unix(100, 0).UnixNano()}
 	rec.add(outcome{request: 3, version: 7}, 1)
-	rec.add(outcome{request: 4, version: 7, mismatch: true}, 1)
+	rec.add(outcome{request: 4, version: 7, fail: failMismatch}, 1)
 	f.Add(rec.encode())
 	f.Add(encodeHandoff([]HandedLease{{Client: 9, Key: "k", Left: time.Second}, {Key: "", Left: 1, Token: 4}}))
 	f.Add(encodeWriteLease(WriteLease{Token: 3, Session: 4, Term: time.Second}))
