@@ -1,11 +1,13 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"maps"
+	"reflect"
 	"testing"
 	"time"
 
@@ -118,5 +120,35 @@ func TestFailureStopsTheStateMachine(t *testing.T) {
 	}
 	if got := n.AppliedIndex(); got != applied {
 		t.Errorf("applied index %d after the failure, want %d", got, applied)
+	}
+}
+
+// TestEntryCarriesTTLCommands: the TTL lease commands and a write's lease
+// go through a log entry unchanged, and a command without them encodes as
+// before they existed, so that older entries still decode the same.
+func TestEntryCarriesTTLCommands(t *testing.T) {
+	cmds := []store.Command{
+		{Op: store.OpGrantTTL, Term: 10 * time.Second},
+		{Op: store.OpPut, Key: []byte("k"), Value: []byte("v"), Lease: 7},
+		{Op: store.OpRevokeTTL, Lease: 7},
+		{Op: store.OpCheckpointTTL, Checkpoints: []store.TTLCheckpoint{{ID: 7, Remaining: time.Second}}},
+		{Op: store.OpKeptAliveTTL, Leases: []uint64{7, 8}},
+	}
+	data, err := encodeEntry(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeEntry(data)
+	if err != nil || !reflect.DeepEqual(got, cmds) {
+		t.Errorf("decodeEntry = %+v, %v\nwant %+v", got, err, cmds)
+	}
+	plain, err := encodeEntry([]store.Command{{Op: store.OpPut, Key: []byte("k"), Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"Lease", "Checkpoints", "Leases"} {
+		if bytes.Contains(plain, []byte(field)) {
+			t.Errorf("a put without a lease encodes field %s: %q", field, plain)
+		}
 	}
 }

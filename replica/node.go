@@ -489,6 +489,15 @@ func (n *Node) Kept(c store.Command) (store.Result, bool, error) { return n.db.K
 // leases their leader may have granted on the old value (FSM.Inherited).
 func (n *Node) Inherited() map[string]time.Time { return n.fsm.Inherited() }
 
+// TTLLease returns TTL lease id and its keys in this node's applied state.
+func (n *Node) TTLLease(id uint64) (store.TTLLease, []string, bool, error) {
+	return n.db.TTLLease(id)
+}
+
+// TTLLeases calls fn with every TTL lease of this node's applied state, in
+// id order (store.Store.TTLLeases).
+func (n *Node) TTLLeases(fn func(store.TTLLease) error) error { return n.db.TTLLeases(fn) }
+
 // IdleClients returns up to limit clients of this node's applied state
 // whose last write was before cutoff.
 func (n *Node) IdleClients(cutoff time.Time, limit int) ([]uint64, error) {

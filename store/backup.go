@@ -86,7 +86,7 @@ func (m *streamSummary) finish(applied uint64) (Summary, error) {
 	if err != nil {
 		return sum, err
 	}
-	sum.State.Revision, sum.State.Fence = ct.rev, ct.fence
+	sum.State.Revision, sum.State.Fence, sum.State.TTLLeaseID = ct.rev, ct.fence, ct.ttl
 	if err := loadMeta(m.meta, &sum.State); err != nil {
 		return sum, err
 	}
@@ -111,6 +111,9 @@ func (t metaTxn) has(key []byte) (bool, error) {
 	return ok, nil
 }
 
+// scan finds nothing: a summary keeps only the metadata.
+func (t metaTxn) scan(prefix []byte, fn func(key, value []byte) error) error { return nil }
+
 func (t metaTxn) set(key, value []byte) error { return errSummaryOnly }
 func (t metaTxn) del(key []byte) error        { return errSummaryOnly }
 
@@ -129,12 +132,14 @@ func (c *countReader) Read(p []byte) (int, error) {
 }
 
 // ErrBumpTooLarge is returned by Bump when a counter would pass the
-// largest revision or fencing token.
+// largest revision, fencing token or TTL lease id.
 var ErrBumpTooLarge = errors.New("bump would overflow a counter")
 
-// Bump raises the revision counter and the fencing-token counter by n,
-// durably, changing no key: the next write gets a version, and the next
-// write lease a fencing token, more than n above any the database holds.
+// Bump raises the revision counter, the fencing-token counter and the TTL
+// lease counter by n, durably, changing no key: the next write gets a
+// version, the next write lease a fencing token, and the next TTL lease an
+// id, more than n above any the database holds, so that none handed out
+// after the snapshot and lost with it is handed out again.
 // Only a restore (replica.Restore) calls it, before any node serves from
 // the database: every node restored from one snapshot must get the same n.
 func (b *Badger) Bump(n uint64) error {
@@ -146,11 +151,12 @@ func (b *Badger) Bump(n uint64) error {
 		return err
 	}
 	ct := b.ct
-	if ct.rev > ^uint64(0)-n || ct.fence > ^uint64(0)-n {
-		return fmt.Errorf("%w: revision %d and fencing token %d raised by %d", ErrBumpTooLarge, ct.rev, ct.fence, n)
+	if ct.rev > ^uint64(0)-n || ct.fence > ^uint64(0)-n || ct.ttl > ^uint64(0)-n {
+		return fmt.Errorf("%w: revision %d, fencing token %d and TTL lease id %d raised by %d", ErrBumpTooLarge, ct.rev, ct.fence, ct.ttl, n)
 	}
 	ct.rev += n
 	ct.fence += n
+	ct.ttl += n
 	err := b.db.Update(func(t *badger.Txn) error { return saveCounters(badgerTxn{t}, b.ct, ct) })
 	if err == nil {
 		err = b.db.Sync()

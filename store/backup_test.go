@@ -72,23 +72,24 @@ func TestReadSnapshotRefusesCorruptStreams(t *testing.T) {
 	}
 }
 
-// TestBump: Bump raises both counters and changes no key, durably; the
-// next write and the next write lease are numbered after the bump.
+// TestBump: Bump raises the counters and changes no key, durably; the
+// next write, the next write lease and the next TTL lease are numbered
+// after the bump.
 func TestBump(t *testing.T) {
 	dir := t.TempDir()
 	b := openBadger(t, dir)
-	mustApplyEntry(t, b, 1, put("a", "1"), grant("a", 1, time.Second))
+	mustApplyEntry(t, b, 1, put("a", "1"), grant("a", 1, time.Second), grantTTL(time.Second))
 	if err := b.Bump(1000); err != nil {
 		t.Fatal(err)
 	}
 	b = reopenBadger(t, b, dir)
-	if st := mustState(t, b); st.Revision != 1001 || st.Fence != 1001 {
-		t.Errorf("after a bump of 1000: revision %d, fence %d", st.Revision, st.Fence)
+	if st := mustState(t, b); st.Revision != 1001 || st.Fence != 1001 || st.TTLLeaseID != 1001 {
+		t.Errorf("after a bump of 1000: revision %d, fence %d, TTL lease id %d", st.Revision, st.Fence, st.TTLLeaseID)
 	}
 	wantRecord(t, b, "a", str("1"), 1)
-	rs := mustApplyEntry(t, b, 2, put("b", "2"), grant("b", 1, time.Second))
-	if rs[0].Version != 1002 || rs[1].Token != 1002 {
-		t.Errorf("after the bump: %+v; want version 1002, token 1002", rs)
+	rs := mustApplyEntry(t, b, 2, put("b", "2"), grant("b", 1, time.Second), grantTTL(time.Second))
+	if rs[0].Version != 1002 || rs[1].Token != 1002 || rs[2].Lease != 1002 {
+		t.Errorf("after the bump: %+v; want version 1002, token 1002, TTL lease 1002", rs)
 	}
 	if err := b.Bump(^uint64(0) - 10); !errors.Is(err, store.ErrBumpTooLarge) {
 		t.Errorf("a bump past the largest revision: %v", err)

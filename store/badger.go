@@ -136,7 +136,7 @@ func (b *Badger) State() (State, error) {
 	if err := b.usable(); err != nil {
 		return State{}, err
 	}
-	st := State{Revision: b.ct.rev, Fence: b.ct.fence}
+	st := State{Revision: b.ct.rev, Fence: b.ct.fence, TTLLeaseID: b.ct.ttl}
 	err := b.db.View(func(t *badger.Txn) error {
 		if err := loadMeta(badgerTxn{t}, &st); err != nil {
 			return err
@@ -158,6 +158,42 @@ func (b *Badger) State() (State, error) {
 		return nil
 	})
 	return st, err
+}
+
+// TTLLease returns TTL lease id and its keys. See Store.
+func (b *Badger) TTLLease(id uint64) (l TTLLease, keys []string, ok bool, err error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.usable(); err != nil {
+		return TTLLease{}, nil, false, err
+	}
+	err = b.db.View(func(t *badger.Txn) error {
+		tx := badgerTxn{t}
+		if l, ok, err = getTTLLease(tx, id); err != nil || !ok {
+			return err
+		}
+		keys, err = ttlKeys(tx, id)
+		return err
+	})
+	return l, keys, ok, err
+}
+
+// TTLLeases calls fn with every TTL lease, in id order, reading them a
+// page at a time. See Store.
+func (b *Badger) TTLLeases(fn func(TTLLease) error) error {
+	return eachTTLLease(func(from uint64) (ls []TTLLease, err error) {
+		b.mu.RLock()
+		defer b.mu.RUnlock()
+		if err := b.usable(); err != nil {
+			return nil, err
+		}
+		err = b.db.View(func(t *badger.Txn) error {
+			var err error
+			ls, err = ttlPage(badgerTxn{t}, from)
+			return err
+		})
+		return ls, err
+	}, fn)
 }
 
 // Kept returns the kept outcome of the write c. See Store.
@@ -354,6 +390,20 @@ func (x badgerTxn) has(key []byte) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// scan reads the transaction's own writes too: badger's iterators of a
+// write transaction merge them in.
+func (x badgerTxn) scan(prefix []byte, fn func(key, value []byte) error) error {
+	it := x.t.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		if err := item.Value(func(v []byte) error { return fn(item.Key(), v) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (x badgerTxn) set(key, value []byte) error { return x.t.Set(key, value) }

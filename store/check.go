@@ -44,8 +44,12 @@ func checkFiles(dir string) error {
 
 // Check reads the whole database and checks it against itself: every
 // table block and value passes its checksum, the keys that hold a record
-// are as many as counted, every record decodes, no key's version is above the revision and
-// no write lease's fencing token above the fencing counter. A failure is
+// are as many as counted, every record decodes, no key's version is above
+// the revision, no write lease's fencing token above the fencing counter
+// and no TTL lease's id above the TTL lease counter, and the keys attached
+// to TTL leases agree with their leases: each of the two index records of
+// an attachment has the other, its lease exists and counts it, and its key
+// holds a value. A failure is
 // ErrDamaged. The owner calls it before it serves from the database, such
 // as at start; it takes as long as reading every key and value.
 func (b *Badger) Check() error {
@@ -70,7 +74,12 @@ func (b *Badger) Check() error {
 			if bytes.HasPrefix(key, dataPrefix) {
 				records++
 			}
-			err := item.Value(func(v []byte) error { return checkItem(key, v, ct) })
+			err := item.Value(func(v []byte) error {
+				if err := checkItem(key, v, ct); err != nil {
+					return err
+				}
+				return checkTTLItem(badgerTxn{t}, key, v, ct)
+			})
 			if err != nil {
 				return fmt.Errorf("key %q: %w", key, err)
 			}

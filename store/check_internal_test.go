@@ -2,10 +2,12 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -81,5 +83,61 @@ func TestCheckCountsRecords(t *testing.T) {
 	defer old.Close()
 	if err := old.Check(); err != nil {
 		t.Errorf("Check of a database with no count, opened again: %v", err)
+	}
+}
+
+// TestCheckTTLAttachments: Check finds a database whose TTL lease records
+// contradict each other: an attachment with one of its two index records
+// lost, a key attached to a lease that is gone or that does not count it,
+// a lease above the lease counter, a record that does not decode.
+func TestCheckTTLAttachments(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, c := range []struct {
+		name   string
+		damage func(t *badger.Txn) error
+	}{
+		{"key's lease record lost", func(t *badger.Txn) error { return t.Delete(prefixed(keyLeasePrefix, []byte("a"))) }},
+		{"lease's key record lost", func(t *badger.Txn) error { return t.Delete(attachKey(1, []byte("a"))) }},
+		{"lease lost", func(t *badger.Txn) error { return t.Delete(ttlKey(1)) }},
+		{"key's value lost", func(t *badger.Txn) error {
+			return t.Set(prefixed(dataPrefix, []byte("a")), encodeRecord(Record{Version: 1}))
+		}},
+		{"lease counter behind", func(t *badger.Txn) error { return setUint(badgerTxn{t}, metaTTL, 1) }},
+		{"key count wrong", func(t *badger.Txn) error {
+			return t.Set(ttlKey(1), encodeTTLLease(TTLLease{TTL: time.Second, Remaining: time.Second, Keys: 1, KeyBytes: 1}))
+		}},
+		{"lease record cut short", func(t *badger.Txn) error { return t.Set(ttlKey(2), []byte{1, 2, 3}) }},
+		{"key names another lease", func(t *badger.Txn) error {
+			return t.Set(prefixed(keyLeasePrefix, []byte("a")), binary.BigEndian.AppendUint64(nil, 2))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b, err := Open(dir, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { b.Close() }()
+			cmds := []Command{
+				{Op: OpGrantTTL, Term: time.Second}, {Op: OpGrantTTL, Term: time.Second},
+				{Op: OpPut, Key: []byte("a"), Lease: 1}, {Op: OpPut, Key: []byte("b"), Lease: 1}, {Op: OpPut, Key: []byte("c")},
+			}
+			if _, err := b.ApplyEntry(1, cmds); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Check(); err != nil {
+				t.Fatalf("Check of a whole database: %v", err)
+			}
+			if err := b.db.Update(c.damage); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			if b, err = Open(dir, log); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Check(); !errors.Is(err, ErrDamaged) {
+				t.Errorf("Check = %v, want ErrDamaged", err)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -22,9 +23,46 @@ const maxOutcomes = 8192
 
 // outcome is the kept result of one write.
 type outcome struct {
-	request  uint64
-	version  uint64
-	mismatch bool // a compare-and-swap that did not match
+	request uint64
+	version uint64
+	fail    failure // why the write did not apply, if it did not
+}
+
+// failure is why a write did not apply, as a client record keeps it.
+type failure byte
+
+const (
+	applied       failure = iota
+	failMismatch          // a compare-and-swap that did not match
+	failNoLease           // its TTL lease does not exist (ErrLeaseNotFound)
+	failLeaseFull         // its TTL lease is full (ErrLeaseFull)
+	failures              // the number of failures
+)
+
+// failureOf returns the failure that err, a write's outcome, is.
+func failureOf(err error) failure {
+	switch {
+	case err == nil:
+		return applied
+	case errors.Is(err, ErrLeaseNotFound):
+		return failNoLease
+	case errors.Is(err, ErrLeaseFull):
+		return failLeaseFull
+	}
+	return failMismatch
+}
+
+// err rebuilds the outcome of the write c that failed with f, at version.
+func (f failure) err(c Command, version uint64) error {
+	switch f {
+	case failMismatch:
+		return mismatch(version, c.Expect)
+	case failNoLease:
+		return leaseNotFound(c.Lease)
+	case failLeaseFull:
+		return leaseFull(c.Lease)
+	}
+	return nil
 }
 
 // clientRecord is what the store keeps of one client.
@@ -67,7 +105,8 @@ func (r *clientRecord) add(o outcome, acked uint64) {
 
 // encode lays the record out as the 8-byte time of the last write and
 // the 8-byte acked, then per outcome its request and version (8 bytes
-// each) and a flag byte.
+// each) and a flag byte, its failure (0: applied, 1: a compare-and-swap
+// that did not match, 2: no such TTL lease, 3: a full TTL lease).
 func (r *clientRecord) encode() []byte {
 	b := make([]byte, 0, 16+17*len(r.outcomes))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.last))
@@ -75,11 +114,7 @@ func (r *clientRecord) encode() []byte {
 	for _, o := range r.outcomes {
 		b = binary.BigEndian.AppendUint64(b, o.request)
 		b = binary.BigEndian.AppendUint64(b, o.version)
-		var f byte
-		if o.mismatch {
-			f = 1
-		}
-		b = append(b, f)
+		b = append(b, byte(o.fail))
 	}
 	return b
 }
@@ -90,10 +125,10 @@ func decodeClientRecord(b []byte) (clientRecord, error) {
 	}
 	r := clientRecord{last: int64(binary.BigEndian.Uint64(b)), acked: binary.BigEndian.Uint64(b[8:])}
 	for p := b[16:]; len(p) > 0; p = p[17:] {
-		if p[16] > 1 {
+		if failure(p[16]) >= failures {
 			return clientRecord{}, fmt.Errorf("corrupt client record: flag %d", p[16])
 		}
-		r.outcomes = append(r.outcomes, outcome{request: binary.BigEndian.Uint64(p), version: binary.BigEndian.Uint64(p[8:]), mismatch: p[16] == 1})
+		r.outcomes = append(r.outcomes, outcome{request: binary.BigEndian.Uint64(p), version: binary.BigEndian.Uint64(p[8:]), fail: failure(p[16])})
 	}
 	return r, nil
 }
@@ -120,11 +155,7 @@ func kept(tx txn, c Command) (Result, bool, clientRecord, error) {
 	if !ok {
 		return Result{}, false, rec, nil
 	}
-	r := Result{Version: o.version, Duplicate: true}
-	if o.mismatch {
-		r.Err = mismatch(o.version, c.Expect)
-	}
-	return r, true, rec, nil
+	return Result{Version: o.version, Duplicate: true, Err: o.fail.err(c, o.version)}, true, rec, nil
 }
 
 // execOnce applies the write c, whose Client is set, at most once: a
@@ -141,7 +172,7 @@ func execOnce(tx txn, ct *counters, c Command) (Result, error) {
 		return Result{}, err
 	}
 	rec.last = c.At.UnixNano()
-	rec.add(outcome{request: c.Request, version: r.Version, mismatch: r.Err != nil}, c.Acked)
+	rec.add(outcome{request: c.Request, version: r.Version, fail: failureOf(r.Err)}, c.Acked)
 	return r, tx.set(key, rec.encode())
 }
 

@@ -12,15 +12,16 @@ import (
 
 // outcome is a Result that compares by value: its error by message.
 type outcome struct {
-	Version, Token uint64
-	Err            string
-	Duplicate      bool
+	Version, Token, Lease uint64
+	Err                   string
+	Duplicate             bool
+	Keys                  []string
 }
 
 func outcomes(rs []store.Result) []outcome {
 	out := make([]outcome, len(rs))
 	for i, r := range rs {
-		out[i] = outcome{Version: r.Version, Token: r.Token, Duplicate: r.Duplicate}
+		out[i] = outcome{Version: r.Version, Token: r.Token, Lease: r.Lease, Duplicate: r.Duplicate, Keys: r.Keys}
 		if r.Err != nil {
 			out[i].Err = r.Err.Error()
 		}
@@ -30,7 +31,8 @@ func outcomes(rs []store.Result) []outcome {
 
 // commandGen makes random commands over a few keys. It looks at a store's
 // state, as a client would, so that compare-and-swaps and ends of write
-// leases match about half of the time.
+// leases match about half of the time, and TTL lease commands and writes
+// attached to a TTL lease name one that exists most of the time.
 type commandGen struct {
 	rng  *rand.Rand
 	keys []string
@@ -39,10 +41,20 @@ type commandGen struct {
 func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 	t.Helper()
 	st := mustState(t, s)
+	var holding []uint64 // TTL leases with keys attached
+	for _, l := range listTTL(t, s) {
+		if l.Keys > 0 {
+			holding = append(holding, l.ID)
+		}
+	}
 	cmds := make([]store.Command, n)
 	for i := range cmds {
 		key := g.keys[g.rng.IntN(len(g.keys))]
 		c := store.Command{Key: []byte(key)}
+		if g.rng.IntN(5) == 0 {
+			cmds[i] = g.ttlCommand(st.TTLLeaseID, holding)
+			continue
+		}
 		switch p := g.rng.IntN(100); {
 		case p < 30:
 			c.Op, c.Value = store.OpPut, g.value()
@@ -81,6 +93,9 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 		}
 		// Most writes come from one of three clients, with request IDs
 		// that repeat now and then: retries.
+		if (c.Op == store.OpPut || c.Op == store.OpCAS) && g.rng.IntN(2) == 0 {
+			c.Lease = g.lease(st.TTLLeaseID)
+		}
 		if (c.Op == store.OpPut || c.Op == store.OpDelete || c.Op == store.OpCAS) && g.rng.IntN(4) > 0 {
 			c.Client, c.Request = g.rng.Uint64N(3)+1, g.rng.Uint64N(30)+1
 			c.Acked = g.rng.Uint64N(c.Request + 1)
@@ -89,6 +104,35 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 		cmds[i] = c
 	}
 	return cmds
+}
+
+// lease returns a TTL lease id up to one past last, the last one issued.
+func (g commandGen) lease(last uint64) uint64 { return g.rng.Uint64N(last + 2) }
+
+// ttlCommand returns a random TTL lease command; a revoke names one of the
+// leases holding keys most of the time.
+func (g commandGen) ttlCommand(last uint64, holding []uint64) store.Command {
+	switch p := g.rng.IntN(100); {
+	case p < 30:
+		return store.Command{Op: store.OpGrantTTL, Term: time.Duration(g.rng.IntN(10)) * time.Second}
+	case p < 50:
+		if len(holding) > 0 && g.rng.IntN(3) > 0 {
+			return store.Command{Op: store.OpRevokeTTL, Lease: holding[g.rng.IntN(len(holding))]}
+		}
+		return store.Command{Op: store.OpRevokeTTL, Lease: g.lease(last)}
+	case p < 75:
+		c := store.Command{Op: store.OpCheckpointTTL}
+		for range g.rng.IntN(4) {
+			c.Checkpoints = append(c.Checkpoints, store.TTLCheckpoint{ID: g.lease(last), Remaining: time.Duration(g.rng.Int64N(int64(10*time.Second))) - time.Second/10})
+		}
+		return c
+	default:
+		c := store.Command{Op: store.OpKeptAliveTTL}
+		for range g.rng.IntN(4) {
+			c.Leases = append(c.Leases, g.lease(last))
+		}
+		return c
+	}
 }
 
 func (g commandGen) value() []byte {
@@ -102,10 +146,22 @@ func (g commandGen) value() []byte {
 	return v
 }
 
-// wantSameStores fails t unless a and b hold the same state and records.
+// wantSameStores fails t unless a and b hold the same state, records and
+// TTL leases.
 func wantSameStores(t *testing.T, a, b store.Store, keys []string) {
 	t.Helper()
 	wantSameState(t, mustState(t, b), mustState(t, a))
+	la, lb := listTTL(t, a), listTTL(t, b)
+	if !reflect.DeepEqual(la, lb) {
+		t.Errorf("TTL leases:\n%+v\n%+v", la, lb)
+	}
+	for _, l := range la {
+		_, ka, _, erra := a.TTLLease(l.ID)
+		_, kb, _, errb := b.TTLLease(l.ID)
+		if erra != nil || errb != nil || !reflect.DeepEqual(ka, kb) {
+			t.Errorf("keys of TTL lease %d: %q, %v and %q, %v", l.ID, ka, erra, kb, errb)
+		}
+	}
 	for _, k := range keys {
 		if ra, rb := mustGet(t, a, k), mustGet(t, b, k); !reflect.DeepEqual(ra, rb) {
 			t.Errorf("Get(%q) = %+v and %+v", k, ra, rb)
@@ -114,10 +170,10 @@ func wantSameStores(t *testing.T, a, b store.Store, keys []string) {
 }
 
 // TestSameCommandsSameState applies the same random batches to a Memory and
-// to a Badger: every result, every state and every record must be the same,
-// also after the Badger is opened again.
+// to a Badger: every result, every state, every record and TTL lease, and
+// the digest must be the same, also after the Badger is opened again.
 func TestSameCommandsSameState(t *testing.T) {
-	const commands = 400
+	const commands = 1000
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
@@ -126,7 +182,7 @@ func TestSameCommandsSameState(t *testing.T) {
 			defer m.Close()
 			dir := t.TempDir()
 			b := openBadger(t, dir)
-			var mismatches int
+			var mismatches, revoked int
 			for n := 0; n < commands; {
 				cmds := g.batch(t, m, 1+g.rng.IntN(25))
 				n += len(cmds)
@@ -138,12 +194,20 @@ func TestSameCommandsSameState(t *testing.T) {
 					if r.Err != nil {
 						mismatches++
 					}
+					revoked += len(r.Keys)
 				}
 				wantSameStores(t, m, b, keys)
 			}
 			st := mustState(t, m)
-			t.Logf("revision %d, fence %d, %d write leases, %d compare-and-swaps did not match", st.Revision, st.Fence, len(st.WriteLeases), mismatches)
-			wantSameStores(t, m, reopenBadger(t, b, dir), keys)
+			t.Logf("revision %d, fence %d, %d write leases, %d TTL leases granted, %d keys revoked, %d commands refused", st.Revision, st.Fence, len(st.WriteLeases), st.TTLLeaseID, revoked, mismatches)
+			b = reopenBadger(t, b, dir)
+			wantSameStores(t, m, b, keys)
+			if dm, db := mustSummarize(t, m).Digest, mustSummarize(t, b).Digest; dm != db {
+				t.Errorf("digests %v and %v", dm, db)
+			}
+			if err := b.Check(); err != nil {
+				t.Errorf("Check: %v", err)
+			}
 		})
 	}
 }

@@ -13,7 +13,8 @@ import (
 
 // Digest is a SHA-256 over the replicated state of a store: every key of
 // the layout (values with their versions, deletions, the counters, the
-// write leases, the horizon, the leader record) in key order, and nothing
+// write leases, the horizon, the leader record, the TTL leases and the
+// keys attached to them) in key order, and nothing
 // that is a node's own, such as its applied index. Two stores that applied
 // the same commands have the same digest, whatever their history of
 // batches, restarts and snapshots; a store that holds anything else has
@@ -106,7 +107,7 @@ func (b *Badger) Summarize() (Summary, error) {
 			return err
 		}
 		st := &sum.State
-		st.Revision, st.Fence = ct.rev, ct.fence
+		st.Revision, st.Fence, st.TTLLeaseID = ct.rev, ct.fence, ct.ttl
 		if err := loadMeta(tx, st); err != nil {
 			return err
 		}

@@ -41,11 +41,16 @@ type txn interface {
 	has(key []byte) (bool, error)
 	set(key, value []byte) error
 	del(key []byte) error
+	// scan calls fn with every stored key under prefix and its value, in
+	// key order, until fn returns an error, which it returns. fn must not
+	// change the step.
+	scan(prefix []byte, fn func(key, value []byte) error) error
 }
 
-// counters are the revision, the fencing-token counter and the number of
-// records (metaRecords) as a step moves them.
-type counters struct{ rev, fence, records uint64 }
+// counters are the revision, the fencing-token counter, the number of
+// records (metaRecords) and the TTL lease counter (metaTTL) as a step
+// moves them.
+type counters struct{ rev, fence, records, ttl uint64 }
 
 // exec applies c within tx, moving ct, and returns its result. This one
 // function defines what every command does, for every Store. An error is a
@@ -95,12 +100,21 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		return Result{}, tx.set(metaLeader, v)
 	case OpForgetClients:
 		return Result{}, forgetClients(tx, c)
+	case OpGrantTTL, OpRevokeTTL, OpCheckpointTTL, OpKeptAliveTTL:
+		return execTTL(tx, ct, c)
 	}
 	return Result{}, fmt.Errorf("unknown command %v", c.Op)
 }
 
-// execWrite applies the write c (OpPut, OpDelete or OpCAS).
+// execWrite applies the write c (OpPut, OpDelete or OpCAS), and attaches
+// its key to c.Lease, or detaches it.
 func execWrite(tx txn, ct *counters, c Command) (Result, error) {
+	lease := c.Lease
+	if c.Op == OpDelete {
+		lease = 0
+	} else if r, err := checkAttach(tx, c); err != nil || r.Err != nil {
+		return r, err
+	}
 	dk := prefixed(dataPrefix, c.Key)
 	var stored bool
 	if c.Op == OpCAS {
@@ -128,6 +142,9 @@ func execWrite(tx txn, ct *counters, c Command) (Result, error) {
 	if err := tx.set(dk, encodeRecord(r)); err != nil {
 		return Result{}, err
 	}
+	if err := attach(tx, c.Key, lease); err != nil {
+		return Result{}, err
+	}
 	ct.rev++
 	return Result{Version: ct.rev}, nil
 }
@@ -150,6 +167,11 @@ func saveCounters(tx txn, was, ct counters) error {
 			return err
 		}
 	}
+	if ct.ttl != was.ttl {
+		if err := setUint(tx, metaTTL, ct.ttl); err != nil {
+			return err
+		}
+	}
 	if ct.fence != was.fence {
 		return setUint(tx, metaFence, ct.fence)
 	}
@@ -164,6 +186,9 @@ func loadCounters(tx txn) (counters, error) {
 		return ct, err
 	}
 	if ct.records, err = getUint(tx, metaRecords); err != nil {
+		return ct, err
+	}
+	if ct.ttl, err = getUint(tx, metaTTL); err != nil {
 		return ct, err
 	}
 	ct.fence, err = getUint(tx, metaFence)

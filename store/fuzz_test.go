@@ -2,21 +2,27 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 	"time"
 )
 
 // FuzzRecords: the decoders of the records the store keeps for clients,
-// for a handoff and for a write lease take any bytes without panicking,
-// and what they accept encodes back to the same bytes.
+// for a handoff, for a write lease, for a TTL lease and for a key's TTL
+// lease take any bytes without panicking, and what they accept encodes
+// back to the same bytes.
 func FuzzRecords(f *testing.F) {
 	rec := clientRecord{last: time.Unix(100, 0).UnixNano()}
 	rec.add(outcome{request: 3, version: 7}, 1)
-	rec.add(outcome{request: 4, version: 7, mismatch: true}, 1)
+	rec.add(outcome{request: 4, version: 7, fail: failMismatch}, 1)
+	rec.add(outcome{request: 5, fail: failNoLease}, 1)
+	rec.add(outcome{request: 6, fail: failLeaseFull}, 1)
 	f.Add(rec.encode())
 	f.Add(encodeHandoff([]HandedLease{{Client: 9, Key: "k", Left: time.Second}, {Key: "", Left: 1, Token: 4}}))
 	f.Add(encodeWriteLease(WriteLease{Token: 3, Session: 4, Term: time.Second}))
 	f.Add(encodeWriteLease(WriteLease{Token: 3, Session: 4, Term: time.Second, Client: 5}))
+	f.Add(encodeTTLLease(TTLLease{TTL: time.Minute, Remaining: time.Second, Keys: 3, KeyBytes: 12, KeptAlive: true}))
+	f.Add(binary.BigEndian.AppendUint64(nil, 7))
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 33))
 	f.Add(append(make([]byte, 24), 0x80, 0x00)) // a key length in two bytes where one does
@@ -33,6 +39,19 @@ func FuzzRecords(f *testing.F) {
 		if wl, err := decodeWriteLease([]byte("k"), b); err == nil {
 			if got := encodeWriteLease(wl); !bytes.Equal(got, b) {
 				t.Errorf("write lease %x decodes to %+v, which encodes to %x", b, wl, got)
+			}
+		}
+		if l, err := decodeTTLLease(9, b); err == nil {
+			if l.ID != 9 {
+				t.Errorf("TTL lease %x decodes to id %d, want 9", b, l.ID)
+			}
+			if got := encodeTTLLease(l); !bytes.Equal(got, b) {
+				t.Errorf("TTL lease %x decodes to %+v, which encodes to %x", b, l, got)
+			}
+		}
+		if id, err := decodeLeaseID([]byte("k"), b); err == nil {
+			if got := binary.BigEndian.AppendUint64(nil, id); !bytes.Equal(got, b) {
+				t.Errorf("lease of a key %x decodes to %d, which encodes to %x", b, id, got)
 			}
 		}
 		if ls, err := decodeHandoff(b); err == nil {

@@ -76,7 +76,7 @@ func (m *Memory) State() (State, error) {
 	if m.closed {
 		return State{}, ErrClosed
 	}
-	st := State{Revision: m.ct.rev, Fence: m.ct.fence}
+	st := State{Revision: m.ct.rev, Fence: m.ct.fence, TTLLeaseID: m.ct.ttl}
 	if err := loadMeta(memTxn{m: m}, &st); err != nil {
 		return st, err
 	}
@@ -137,6 +137,34 @@ func (m *Memory) IdleClients(cutoff time.Time, limit int) ([]uint64, error) {
 	return ids, nil
 }
 
+// TTLLease returns TTL lease id and its keys. See Store.
+func (m *Memory) TTLLease(id uint64) (TTLLease, []string, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return TTLLease{}, nil, false, ErrClosed
+	}
+	tx := memTxn{m: m}
+	l, ok, err := getTTLLease(tx, id)
+	if err != nil || !ok {
+		return l, nil, ok, err
+	}
+	keys, err := ttlKeys(tx, id)
+	return l, keys, true, err
+}
+
+// TTLLeases calls fn with every TTL lease, in id order. See Store.
+func (m *Memory) TTLLeases(fn func(TTLLease) error) error {
+	return eachTTLLease(func(from uint64) ([]TTLLease, error) {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		if m.closed {
+			return nil, ErrClosed
+		}
+		return ttlPage(memTxn{m: m}, from)
+	}, fn)
+}
+
 // Close makes every later call fail with ErrClosed.
 func (m *Memory) Close() error {
 	m.mu.Lock()
@@ -163,6 +191,29 @@ func (x memTxn) get(key []byte) ([]byte, bool, error) {
 func (x memTxn) has(key []byte) (bool, error) {
 	_, ok, err := x.get(key)
 	return ok, err
+}
+
+// scan sorts the keys under prefix first: a Memory keeps them in a map.
+func (x memTxn) scan(prefix []byte, fn func(key, value []byte) error) error {
+	var keys []string
+	for k := range x.m.data {
+		if _, ok := x.staged[k]; !ok && strings.HasPrefix(k, string(prefix)) {
+			keys = append(keys, k)
+		}
+	}
+	for k, v := range x.staged {
+		if v != nil && strings.HasPrefix(k, string(prefix)) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v, _, _ := x.get([]byte(k))
+		if err := fn([]byte(k), v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (x memTxn) set(key, value []byte) error {

@@ -61,6 +61,46 @@ const (
 	// listed in Clients whose last write was made before At (see
 	// Command.Client). A client that wrote since is kept.
 	OpForgetClients
+	// OpGrantTTL grants a TTL lease (DESIGN §14) of Term: it takes the
+	// next id of the TTL lease counter (Result.Lease), which no lease ever
+	// had, and records the lease with Term as its remaining TTL, not kept
+	// alive. A Term of 0 or less is refused with ErrInvalidCommand.
+	OpGrantTTL
+	// OpRevokeTTL ends the TTL lease Lease: it deletes every key attached
+	// to it, all at one new revision (Result.Version; Result.Keys names
+	// them, sorted), and forgets the lease. A lease with no key attached
+	// takes no revision (Result.Version 0), as a transaction that changes
+	// no key takes none. An unknown lease is ErrLeaseNotFound, and nothing
+	// changes.
+	OpRevokeTTL
+	// OpCheckpointTTL records the remaining TTL of each lease of
+	// Checkpoints, and clears its KeptAlive, so that the next leader
+	// resumes it from there. Leases that do not exist (any more) are
+	// skipped. More than MaxTTLLeasesPerCommand checkpoints, or a negative
+	// remaining TTL, are refused with ErrInvalidCommand, and nothing
+	// changes.
+	OpCheckpointTTL
+	// OpKeptAliveTTL records that a keep-alive of each lease of Leases
+	// was acknowledged after its last checkpoint (TTLLease.KeptAlive), so
+	// that the next leader gives it its whole TTL again. Leases that do
+	// not exist are skipped. More than MaxTTLLeasesPerCommand leases are
+	// refused with ErrInvalidCommand, and nothing changes.
+	OpKeptAliveTTL
+)
+
+// Bounds of what TTL lease commands may carry and hold, so that no command
+// writes more than a small part of what one transaction takes: a log entry
+// too large for a transaction would stop every replica.
+const (
+	// MaxTTLLeasesPerCommand bounds the leases of one OpCheckpointTTL or
+	// OpKeptAliveTTL.
+	MaxTTLLeasesPerCommand = 1000
+	// MaxTTLKeys and MaxTTLKeyBytes bound the keys attached to one TTL
+	// lease, in number and in bytes of key: an OpRevokeTTL deletes them
+	// all in one step. A write that would attach one more is refused
+	// with ErrLeaseFull.
+	MaxTTLKeys     = 1000
+	MaxTTLKeyBytes = 256 << 10
 )
 
 func (o Op) String() string {
@@ -83,6 +123,14 @@ func (o Op) String() string {
 		return "hand off"
 	case OpForgetClients:
 		return "forget clients"
+	case OpGrantTTL:
+		return "grant TTL lease"
+	case OpRevokeTTL:
+		return "revoke TTL lease"
+	case OpCheckpointTTL:
+		return "checkpoint TTL leases"
+	case OpKeptAliveTTL:
+		return "keep TTL leases alive"
 	}
 	return fmt.Sprintf("op %d", uint8(o))
 }
@@ -95,7 +143,7 @@ type Command struct {
 	Expect  uint64        // OpCAS
 	Token   uint64        // OpEndWriteLease
 	Session uint64        // OpGrantWriteLease: the holder
-	Term    time.Duration // OpGrantWriteLease
+	Term    time.Duration // OpGrantWriteLease, OpGrantTTL
 	Horizon time.Time     // OpSetHorizon, wall clock
 	Span    time.Duration // OpSetHorizon
 
@@ -120,6 +168,41 @@ type Command struct {
 	At      time.Time     `msgpack:",omitempty"`
 	Clients []uint64      `msgpack:",omitempty"` // OpForgetClients
 	Handoff []HandedLease `msgpack:",omitempty"` // OpHandoff
+
+	// Lease is the TTL lease of an OpRevokeTTL, or the one that an OpPut
+	// or OpCAS attaches Key to: a write that applies attaches its key to
+	// Lease, moving it from the lease it was attached to, if another, and
+	// with Lease 0 detaches it from any. An OpDelete detaches its key
+	// whatever Lease says. A write naming a lease that does not exist
+	// fails with ErrLeaseNotFound and changes nothing.
+	Lease       uint64          `msgpack:",omitempty"`
+	Checkpoints []TTLCheckpoint `msgpack:",omitempty"` // OpCheckpointTTL
+	Leases      []uint64        `msgpack:",omitempty"` // OpKeptAliveTTL
+}
+
+// TTLCheckpoint is the remaining TTL of one lease, as the leader's lessor
+// counts it, for an OpCheckpointTTL.
+type TTLCheckpoint struct {
+	ID        uint64
+	Remaining time.Duration
+}
+
+// TTLLease is a TTL lease as the store records it (DESIGN §14). Only the
+// leader counts its time; the store keeps what a new leader resumes from.
+type TTLLease struct {
+	ID uint64
+	// TTL is the TTL it was granted with.
+	TTL time.Duration
+	// Remaining is the remaining TTL of its last checkpoint, or TTL if
+	// it had none.
+	Remaining time.Duration
+	// KeptAlive says that a keep-alive was acknowledged after the last
+	// checkpoint (or the grant): the lease then has its whole TTL from
+	// the moment a new leader takes over, not Remaining.
+	KeptAlive bool
+	// Keys is the number of keys attached to it, and KeyBytes the sum of
+	// their lengths (see MaxTTLKeys).
+	Keys, KeyBytes int
 }
 
 // Longest returns the longest time left of the leases ls, 0 if none: how
@@ -160,6 +243,10 @@ type Result struct {
 	// Command.Client and Command.Request, and that this is that outcome:
 	// nothing changed now.
 	Duplicate bool
+	// Lease is the id of the TTL lease that OpGrantTTL granted.
+	Lease uint64
+	// Keys are the keys that OpRevokeTTL deleted, sorted.
+	Keys []string
 }
 
 // Record is the committed state of one key. A missing key has Version 0,
@@ -190,6 +277,9 @@ type State struct {
 	Revision uint64
 	// Fence is the last fencing token issued.
 	Fence uint64
+	// TTLLeaseID is the last TTL lease id issued (OpGrantTTL). The
+	// leases themselves are read with TTLLease and TTLLeases.
+	TTLLeaseID uint64
 	// Horizon is the last lease horizon recorded (wall clock; zero if
 	// none), and Span how far ahead of the moment it was written it lay.
 	Horizon time.Time
@@ -228,6 +318,18 @@ var (
 	// Acked its client sent since: a stale copy, which changes nothing
 	// (see Command.Client).
 	ErrAnswered = errors.New("request answered already")
+	// ErrLeaseNotFound is the outcome of a command naming a TTL lease
+	// that does not exist: never granted, revoked, or expired.
+	ErrLeaseNotFound = errors.New("TTL lease not found")
+	// ErrLeaseFull is the outcome of a write that would attach a key to
+	// a TTL lease that holds MaxTTLKeys keys or MaxTTLKeyBytes of them.
+	ErrLeaseFull = errors.New("TTL lease holds as many keys as it may")
+	// ErrInvalidCommand is the outcome of a command whose arguments no
+	// store takes, such as a TTL of 0 or more checkpoints than
+	// MaxTTLLeasesPerCommand. Like ErrVersionMismatch, it is the same
+	// on every store and changes nothing: refusing it as a failure of
+	// the step would stop every replica on the entry.
+	ErrInvalidCommand = errors.New("invalid command")
 	// ErrFailed is returned by Apply after an earlier Apply failed, until
 	// Reopen succeeds.
 	ErrFailed = errors.New("storage failed to persist an earlier change and must be reopened")
@@ -276,4 +378,14 @@ type Store interface {
 	// store keeps and whose last write was made before cutoff, for an
 	// OpForgetClients.
 	IdleClients(cutoff time.Time, limit int) ([]uint64, error)
+	// TTLLease returns the TTL lease id and the keys attached to it,
+	// sorted, or false if there is no such lease.
+	TTLLease(id uint64) (TTLLease, []string, bool, error)
+	// TTLLeases calls fn with every TTL lease, in id order, and stops at
+	// the first error fn returns, which it returns. It reads the leases
+	// a page at a time, not all at once, and holds no lock while fn
+	// runs: a lease granted or revoked meanwhile may be listed or not,
+	// but none is listed twice, and each as it was at some moment of the
+	// listing. fn may call the store.
+	TTLLeases(fn func(TTLLease) error) error
 }

@@ -252,7 +252,7 @@ var contract = []struct {
 		if st := mustState(t, s); !reflect.DeepEqual(st, want) {
 			t.Errorf("State after wrong ends = %+v\nwant    %+v", st, want)
 		}
-		if r := mustApply(t, s, end("a", 3))[0]; r != (store.Result{}) {
+		if r := mustApply(t, s, end("a", 3))[0]; !reflect.DeepEqual(r, store.Result{}) {
 			t.Errorf("end = %+v, want a zero result", r)
 		}
 		want.WriteLeases = want.WriteLeases[1:]
@@ -600,7 +600,7 @@ func wantSameState(t *testing.T, got, want store.State) {
 
 func TestContract(t *testing.T) {
 	for _, im := range impls {
-		for _, c := range slices.Concat(contract, onceContract, handoffContract) {
+		for _, c := range slices.Concat(contract, onceContract, handoffContract, ttlContract) {
 			t.Run(im.name+"/"+c.name, func(t *testing.T) { c.run(t, im.open(t)) })
 		}
 	}

@@ -105,6 +105,14 @@ func (s *Store) State() (store.State, error) { return s.inner.State() }
 // Kept passes through to the inner store.
 func (s *Store) Kept(c store.Command) (store.Result, bool, error) { return s.inner.Kept(c) }
 
+// TTLLease passes through to the inner store.
+func (s *Store) TTLLease(id uint64) (store.TTLLease, []string, bool, error) {
+	return s.inner.TTLLease(id)
+}
+
+// TTLLeases passes through to the inner store.
+func (s *Store) TTLLeases(fn func(store.TTLLease) error) error { return s.inner.TTLLeases(fn) }
+
 // IdleClients passes through to the inner store.
 func (s *Store) IdleClients(cutoff time.Time, limit int) ([]uint64, error) {
 	return s.inner.IdleClients(cutoff, limit)
