@@ -184,3 +184,48 @@ func TestSnapshotsScaleWithTheDatabase(t *testing.T) {
 	}
 	wait.For(t, waitLimit, "a snapshot once the entries outweigh the database", func() bool { return snapshotAt() != settled })
 }
+
+// TestRevokesSplitIntoEntries: revocations of TTL leases that each hold
+// as many keys as a lease may, applied in one batch, go into entries of
+// their own, each within what a transaction takes; in one entry their
+// deletes would exceed it, and the state machine would stop on every
+// node, again at every restart.
+func TestRevokesSplitIntoEntries(t *testing.T) {
+	t.Parallel()
+	n, err := openSolo(t, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	const leases = 12
+	var ids []uint64
+	for range leases {
+		rs := mustApply(t, n, store.Command{Op: store.OpGrantTTL, Term: time.Minute})
+		ids = append(ids, rs[0].Lease)
+	}
+	key := func(l, i int) string { return fmt.Sprintf("%02d/%04d/%s", l, i, strings.Repeat("k", 200)) }
+	for l, id := range ids {
+		var cmds []store.Command
+		for i := range store.MaxTTLKeys {
+			cmds = append(cmds, store.Command{Op: store.OpPut, Key: []byte(key(l, i)), Value: []byte("v"), Lease: id})
+		}
+		for _, r := range mustApply(t, n, cmds...) {
+			if r.Err != nil {
+				t.Fatalf("put with lease %d: %v", id, r.Err)
+			}
+		}
+	}
+	var revokes []store.Command
+	for _, id := range ids {
+		revokes = append(revokes, store.Command{Op: store.OpRevokeTTL, Lease: id})
+	}
+	rs := mustApply(t, n, revokes...)
+	for i, r := range rs {
+		if r.Err != nil || len(r.Keys) != store.MaxTTLKeys {
+			t.Fatalf("revoke %d: %d keys, %v", ids[i], len(r.Keys), r.Err)
+		}
+	}
+	if r, err := n.Get([]byte(key(leases-1, 0))); err != nil || r.Found {
+		t.Fatalf("a key of the last lease after its revocation: %+v, %v", r, err)
+	}
+}

@@ -469,7 +469,7 @@ func (n *Node) Apply(cmds []store.Command) ([]store.Result, error) {
 func (n *Node) split(cmds []store.Command) int {
 	size := 0
 	for i, c := range cmds {
-		size += len(c.Key) + len(c.Value) + 64
+		size += store.Cost(c)
 		if size > n.cfg.MaxEntryBytes && i > 0 {
 			return i
 		}

@@ -205,6 +205,40 @@ type TTLLease struct {
 	Keys, KeyBytes int
 }
 
+// Cost returns a bound on the bytes that applying c writes in one
+// transaction: its keys and value as each record that carries them holds
+// them (a write's data, lease and client records), and a fixed overhead
+// for each record. A revocation counts the most that the keys of one TTL
+// lease may take (MaxTTLKeys, MaxTTLKeyBytes), since what is attached is
+// known only when it is applied. A replicated log (package replica) puts
+// commands into one entry, applied in one transaction, only while their
+// costs together stay within its entry size, so that no entry can exceed
+// what a transaction takes.
+func Cost(c Command) int {
+	const record = 64 // a record's key prefix, encoding and the database's own overhead
+	switch c.Op {
+	case OpPut, OpDelete, OpCAS:
+		// The data record, the key's lease record and the two attachment
+		// records it may move between, and the client's outcome.
+		return 4*(len(c.Key)+record) + len(c.Value) + 2*record
+	case OpRevokeTTL:
+		return MaxTTLKeys*4*record + 3*MaxTTLKeyBytes + 2*record
+	case OpCheckpointTTL:
+		return (len(c.Checkpoints) + 1) * record
+	case OpKeptAliveTTL:
+		return (len(c.Leases) + 1) * record
+	case OpHandoff:
+		n := record
+		for _, l := range c.Handoff {
+			n += len(l.Key) + record
+		}
+		return n
+	case OpForgetClients:
+		return (len(c.Clients) + 1) * record
+	}
+	return len(c.Key) + len(c.Value) + 2*record
+}
+
 // Longest returns the longest time left of the leases ls, 0 if none: how
 // long after it the leases of an OpHandoff may live.
 func Longest(ls []HandedLease) time.Duration {
