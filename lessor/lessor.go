@@ -21,7 +21,8 @@
 // its durable records (Resume):
 //
 //   - A lease kept alive since its last checkpoint (or its grant) resumes
-//     with its whole TTL from the takeover. The old leader acknowledged that
+//     with its whole TTL from the takeover, and is checkpointed at once, so
+//     that the next failover resumes it from that checkpoint. The old leader acknowledged that
 //     keep-alive only after its mark was in the log (see KeepAlive), and
 //     before the takeover, so the holder believes in no more than ttl from
 //     before the takeover.
@@ -389,8 +390,10 @@ func (ls *Lessor) DueCheckpoints(now time.Time, limit int) []Checkpoint {
 
 // Resume starts tracking leases from their durable records, on a new leader
 // or a restarted one, at now: a lease kept alive since its last checkpoint
-// expires at now + TTL + ε, any other at AppliedAt + Remaining + ε (see the
-// package comment for why both are safe). A lease the Lessor tracks already
+// expires at now + TTL + ε, and its checkpoint is due at once
+// (checkpointNow); any other at AppliedAt + Remaining + ε, AppliedAt being
+// now if it is zero or later (see the package comment for why both are
+// safe). A lease the Lessor tracks already
 // keeps the later of the two expiries. Resume returns ErrInvalidTTL, and
 // tracks none of them, if a record has a TTL <= 0.
 func (ls *Lessor) Resume(leases []Persisted, now time.Time) error {
@@ -403,20 +406,48 @@ func (ls *Lessor) Resume(leases []Persisted, now time.Time) error {
 	for _, p := range leases {
 		expiry := add(add(n, int64(p.TTL)), ls.eps)
 		if !p.KeptAlive {
-			expiry = add(add(ls.at(p.AppliedAt), max(int64(p.Remaining), 0)), ls.eps)
+			// A record applied at no known time, or later than now, counts
+			// from now: later than its holder's belief, never earlier.
+			applied := p.AppliedAt
+			if applied.IsZero() || applied.After(now) {
+				applied = now
+			}
+			expiry = add(add(ls.at(applied), max(int64(p.Remaining), 0)), ls.eps)
 		}
-		if l := ls.leases[p.ID]; l != nil {
+		l := ls.leases[p.ID]
+		if l != nil {
 			if expiry > l.expiry && !l.revoking {
 				l.expiry = expiry
 				heap.Fix(&ls.expiries, int(l.expIndex))
 			}
 			l.kept = l.kept || p.KeptAlive
 			ls.schedule(l, n)
-			continue
+		} else {
+			l = &lease{id: p.ID, ttl: p.TTL, expiry: expiry, kept: p.KeptAlive, cpIndex: -1}
+			ls.track(l, n)
 		}
-		ls.track(&lease{id: p.ID, ttl: p.TTL, expiry: expiry, kept: p.KeptAlive, cpIndex: -1}, n)
+		if p.KeptAlive {
+			ls.checkpointNow(l, n)
+		}
 	}
 	return nil
+}
+
+// checkpointNow makes the checkpoint of l due at now, whatever its TTL:
+// Resume gives a lease kept alive since its last checkpoint its whole TTL
+// from the takeover, and without a checkpoint soon after, every later
+// failover would do so again, and a dead holder's lease would live as
+// long as the failovers came within its TTL (etcd issue #9395).
+func (ls *Lessor) checkpointNow(l *lease, now int64) {
+	if l.revoking {
+		return
+	}
+	l.checkpoint = now
+	if l.cpIndex >= 0 {
+		heap.Fix(&ls.checkpoints, int(l.cpIndex))
+		return
+	}
+	heap.Push(&ls.checkpoints, l)
 }
 
 // TimeToLive returns the remaining TTL of lease id as its holder should see

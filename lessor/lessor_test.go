@@ -526,3 +526,60 @@ func TestLeasesListsLiveLeases(t *testing.T) {
 		t.Fatalf("Leases = %v, want %v", got, want)
 	}
 }
+
+// TestFailoversDoNotKeepADeadHoldersLeaseAlive: a lease kept alive, then
+// left by its holder, is resumed by each new leader; failovers that come
+// faster than its TTL must not renew it forever (etcd issue #9395). The
+// first new leader resumes it with its whole TTL, as the holder may have
+// renewed just before the takeover, but checkpoints it at once, so the
+// next one resumes it from that checkpoint, and it expires.
+func TestFailoversDoNotKeepADeadHoldersLeaseAlive(t *testing.T) {
+	const ttl, eps = 10 * time.Second, 100 * time.Millisecond
+	cfg := Config{Epsilon: eps}
+	a := newLessor(t, cfg)
+	if err := a.Grant(1, ttl, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, mark := a.KeepAlive([]uint64{1}, t0.Add(time.Second)); len(mark) != 1 {
+		t.Fatalf("the first keep-alive marked %v", mark)
+	}
+	// The record after it: kept alive. The holder dies; a takeover at 5 s.
+	rec := Persisted{ID: 1, TTL: ttl, Remaining: ttl, KeptAlive: true}
+	b := newLessor(t, cfg)
+	takeover := t0.Add(5 * time.Second)
+	if err := b.Resume([]Persisted{rec}, takeover); err != nil {
+		t.Fatal(err)
+	}
+	cps := b.DueCheckpoints(takeover, 0)
+	if len(cps) != 1 || cps[0].ID != 1 || cps[0].Remaining != ttl {
+		t.Fatalf("checkpoints due at the takeover: %v, want lease 1 with its whole TTL", cps)
+	}
+	// That checkpoint is applied at once; the next takeover, 8 s later,
+	// resumes from it.
+	rec = Persisted{ID: 1, TTL: ttl, Remaining: cps[0].Remaining, AppliedAt: takeover}
+	c := newLessor(t, cfg)
+	if err := c.Resume([]Persisted{rec}, takeover.Add(8*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	end := takeover.Add(ttl + eps)
+	if got := c.Expired(end.Add(-time.Nanosecond), 0); len(got) != 0 {
+		t.Fatalf("expired before the checkpoint's remaining TTL plus ε: %v", got)
+	}
+	if got := c.Expired(end, 0); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("at the checkpoint's remaining TTL plus ε, expired %v, want lease 1", got)
+	}
+}
+
+// TestResumeWithoutAppliedTime: a record with no time it was applied at
+// counts from the resume, never from the zero time (which would expire
+// every lease at once).
+func TestResumeWithoutAppliedTime(t *testing.T) {
+	const ttl = 10 * time.Second
+	ls := newLessor(t, Config{Epsilon: 0})
+	if err := ls.Resume([]Persisted{{ID: 1, TTL: ttl, Remaining: 4 * time.Second}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, ok := ls.TimeToLive(1, t0); !ok || r != 4*time.Second {
+		t.Fatalf("TimeToLive after a resume with no applied time: %v %v, want 4s", r, ok)
+	}
+}

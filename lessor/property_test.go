@@ -151,7 +151,11 @@ func (s *shadow) resume(ps []Persisted, now time.Time) {
 	for _, p := range ps {
 		e := now.Add(p.TTL + s.eps)
 		if !p.KeptAlive {
-			e = p.AppliedAt.Add(max(p.Remaining, 0) + s.eps)
+			applied := p.AppliedAt
+			if applied.IsZero() || applied.After(now) {
+				applied = now
+			}
+			e = applied.Add(max(p.Remaining, 0) + s.eps)
 		}
 		l := s.m[p.ID]
 		if l == nil {
@@ -164,6 +168,9 @@ func (s *shadow) resume(ps []Persisted, now time.Time) {
 			l.kept = l.kept || p.KeptAlive
 		}
 		s.schedule(l, now)
+		if p.KeptAlive && !l.revoking {
+			l.cpSet, l.cpDue = true, now
+		}
 	}
 }
 
