@@ -47,7 +47,8 @@
 //
 // The promises hold if the caller (1) calls Grant after the grant record is
 // applied; (2) acknowledges a keep-alive only after the mark record KeepAlive
-// asked for is applied, and calls Unmark if it cannot be written; (3) writes
+// asked for is applied, then calls Marked, and calls Unmark if it cannot be
+// written; (3) writes
 // mark and checkpoint records to the log in the order the Lessor handed them
 // out, so that a mark never lands before a checkpoint of the same lease
 // handed out earlier (which would clear it); (4) calls Revoke once a
@@ -171,6 +172,7 @@ type lease struct {
 	expIndex   int32 // in Lessor.expiries
 	cpIndex    int32 // in Lessor.checkpoints, or -1
 	kept       bool  // renewed since its last checkpoint was handed out (or its grant or Resume)
+	marked     bool  // kept, and its mark record is applied (Marked), or it was resumed kept
 	revoking   bool  // expired and handed out by Expired
 }
 
@@ -270,13 +272,15 @@ func (ls *Lessor) schedule(l *lease, now int64) {
 // keep-alive arrived. It returns the leases renewed; the ids it does not
 // track, or that have expired (at now + ε past their holder's TTL: a
 // keep-alive cannot revive them; the server answers them as not found); and
-// mark, the renewed leases not kept alive since their last checkpoint.
+// mark, the renewed leases whose mark since their last checkpoint is not
+// known to be applied (see Marked).
 //
 // The caller must write a mark record for the leases in mark (one record
-// for all of them) and acknowledge their renewals only after it is applied:
-// a new leader resumes a lease marked since its last checkpoint with its
-// whole TTL, and one not marked with the checkpoint's remaining time. Later
-// keep-alives of a marked lease need no mark until its next checkpoint. The
+// for all of them), acknowledge their renewals only after it is applied,
+// and then call Marked: a new leader resumes a lease marked since its last
+// checkpoint with its whole TTL, and one not marked with the checkpoint's
+// remaining time. Once Marked, later keep-alives of the lease need no mark
+// until its next checkpoint. The
 // mark record must follow in the log every checkpoint record the caller
 // wrote from an earlier DueCheckpoints: the caller writes records in the
 // order the Lessor hands them out. If the mark record fails, the caller
@@ -294,7 +298,9 @@ func (ls *Lessor) KeepAlive(ids []uint64, now time.Time) (renewed []Renewal, unk
 			l.expiry = e
 			heap.Fix(&ls.expiries, int(l.expIndex))
 		}
-		if !l.kept {
+		if !l.marked {
+			// Its mark is not applied yet, though it may be on its way:
+			// this renewal too waits for one.
 			l.kept = true
 			mark = append(mark, id)
 		}
@@ -311,7 +317,21 @@ func (ls *Lessor) KeepAlive(ids []uint64, now time.Time) (renewed []Renewal, unk
 func (ls *Lessor) Unmark(ids []uint64) {
 	for _, id := range ids {
 		if l := ls.leases[id]; l != nil {
-			l.kept = false
+			l.kept, l.marked = false, false
+		}
+	}
+}
+
+// Marked records that the mark record of the leases in ids, which
+// KeepAlive asked for, is applied: their later keep-alives need no mark
+// until their next checkpoint. Until it is called, every keep-alive of such
+// a lease is in mark again, since an earlier mark may still be on its way
+// and may be lost with this leader. A lease whose checkpoint was handed out
+// since it was marked stays unmarked: that checkpoint clears the mark.
+func (ls *Lessor) Marked(ids []uint64) {
+	for _, id := range ids {
+		if l := ls.leases[id]; l != nil && l.kept {
+			l.marked = true
 		}
 	}
 }
@@ -382,7 +402,7 @@ func (ls *Lessor) DueCheckpoints(now time.Time, limit int) []Checkpoint {
 			continue
 		}
 		due = append(due, Checkpoint{ID: l.id, Remaining: time.Duration(max(l.expiry-ls.eps-n, 0))})
-		l.kept = false
+		l.kept, l.marked = false, false
 		ls.schedule(l, n)
 	}
 	return due
@@ -421,9 +441,10 @@ func (ls *Lessor) Resume(leases []Persisted, now time.Time) error {
 				heap.Fix(&ls.expiries, int(l.expIndex))
 			}
 			l.kept = l.kept || p.KeptAlive
+			l.marked = l.marked || p.KeptAlive
 			ls.schedule(l, n)
 		} else {
-			l = &lease{id: p.ID, ttl: p.TTL, expiry: expiry, kept: p.KeptAlive, cpIndex: -1}
+			l = &lease{id: p.ID, ttl: p.TTL, expiry: expiry, kept: p.KeptAlive, marked: p.KeptAlive, cpIndex: -1}
 			ls.track(l, n)
 		}
 		if p.KeptAlive {

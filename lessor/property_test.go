@@ -43,6 +43,7 @@ type shadowLease struct {
 	cpSet    bool
 	cpDue    time.Time
 	kept     bool
+	marked   bool
 }
 
 func (s *shadow) live(l *shadowLease, now time.Time) bool {
@@ -76,7 +77,7 @@ func (s *shadow) keepAlive(ids []uint64, now time.Time) (renewed []Renewal, unkn
 		if e := now.Add(l.ttl + s.eps); e.After(l.expiry) {
 			l.expiry = e
 		}
-		if !l.kept {
+		if !l.marked {
 			l.kept = true
 			mark = append(mark, id)
 		}
@@ -84,6 +85,22 @@ func (s *shadow) keepAlive(ids []uint64, now time.Time) (renewed []Renewal, unkn
 		renewed = append(renewed, Renewal{id, l.ttl})
 	}
 	return renewed, unknown, mark
+}
+
+func (s *shadow) setMarked(ids []uint64) {
+	for _, id := range ids {
+		if l := s.m[id]; l != nil && l.kept {
+			l.marked = true
+		}
+	}
+}
+
+func (s *shadow) unmark(ids []uint64) {
+	for _, id := range ids {
+		if l := s.m[id]; l != nil {
+			l.kept, l.marked = false, false
+		}
+	}
 }
 
 func (s *shadow) due(l *shadowLease) time.Time {
@@ -141,7 +158,7 @@ func (s *shadow) dueCheckpoints(now time.Time, limit int) []Checkpoint {
 			continue
 		}
 		due = append(due, Checkpoint{x.id, max(l.expiry.Sub(now)-s.eps, 0)})
-		l.kept = false
+		l.kept, l.marked = false, false
 		s.schedule(l, now)
 	}
 	return due
@@ -159,13 +176,14 @@ func (s *shadow) resume(ps []Persisted, now time.Time) {
 		}
 		l := s.m[p.ID]
 		if l == nil {
-			l = &shadowLease{ttl: p.TTL, expiry: e, kept: p.KeptAlive}
+			l = &shadowLease{ttl: p.TTL, expiry: e, kept: p.KeptAlive, marked: p.KeptAlive}
 			s.m[p.ID] = l
 		} else {
 			if e.After(l.expiry) && !l.revoking {
 				l.expiry = e
 			}
 			l.kept = l.kept || p.KeptAlive
+			l.marked = l.marked || p.KeptAlive
 		}
 		s.schedule(l, now)
 		if p.KeptAlive && !l.revoking {
@@ -247,6 +265,15 @@ func TestLessorAgreesWithShadowModel(t *testing.T) {
 				sr, su, sm := sh.keepAlive(in, now)
 				if !slices.Equal(r, sr) || !slices.Equal(u, su) || !slices.Equal(m, sm) {
 					fail("KeepAlive(%v) = %v %v %v, model %v %v %v", in, r, u, m, sr, su, sm)
+				}
+				// The mark record is applied, still on its way, or lost.
+				switch rnd.IntN(3) {
+				case 0:
+					ls.Marked(m)
+					sh.setMarked(m)
+				case 2:
+					ls.Unmark(m)
+					sh.unmark(m)
 				}
 			case 4:
 				id := 1 + rnd.Uint64N(ids)
