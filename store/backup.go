@@ -112,7 +112,7 @@ func (t metaTxn) has(key []byte) (bool, error) {
 }
 
 // scan finds nothing: a summary keeps only the metadata.
-func (t metaTxn) scan(prefix []byte, fn func(key, value []byte) error) error { return nil }
+func (t metaTxn) scan(prefix, from []byte, fn func(key, value []byte) error) error { return nil }
 
 func (t metaTxn) set(key, value []byte) error { return errSummaryOnly }
 func (t metaTxn) del(key []byte) error        { return errSummaryOnly }

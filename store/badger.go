@@ -394,10 +394,15 @@ func (x badgerTxn) has(key []byte) (bool, error) {
 
 // scan reads the transaction's own writes too: badger's iterators of a
 // write transaction merge them in.
-func (x badgerTxn) scan(prefix []byte, fn func(key, value []byte) error) error {
+func (x badgerTxn) scan(prefix, from []byte, fn func(key, value []byte) error) error {
 	it := x.t.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
+	if from == nil {
+		it.Rewind()
+	} else {
+		it.Seek(from)
+	}
+	for ; it.Valid(); it.Next() {
 		item := it.Item()
 		if err := item.Value(func(v []byte) error { return fn(item.Key(), v) }); err != nil {
 			return err

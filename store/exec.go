@@ -41,10 +41,10 @@ type txn interface {
 	has(key []byte) (bool, error)
 	set(key, value []byte) error
 	del(key []byte) error
-	// scan calls fn with every stored key under prefix and its value, in
-	// key order, until fn returns an error, which it returns. fn must not
-	// change the step.
-	scan(prefix []byte, fn func(key, value []byte) error) error
+	// scan calls fn with every stored key under prefix, from the key from
+	// on (nil: the first), and its value, in key order, until fn returns an
+	// error, which it returns. fn must not change the step.
+	scan(prefix, from []byte, fn func(key, value []byte) error) error
 }
 
 // counters are the revision, the fencing-token counter, the number of

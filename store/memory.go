@@ -194,15 +194,15 @@ func (x memTxn) has(key []byte) (bool, error) {
 }
 
 // scan sorts the keys under prefix first: a Memory keeps them in a map.
-func (x memTxn) scan(prefix []byte, fn func(key, value []byte) error) error {
+func (x memTxn) scan(prefix, from []byte, fn func(key, value []byte) error) error {
 	var keys []string
 	for k := range x.m.data {
-		if _, ok := x.staged[k]; !ok && strings.HasPrefix(k, string(prefix)) {
+		if _, ok := x.staged[k]; !ok && strings.HasPrefix(k, string(prefix)) && k >= string(from) {
 			keys = append(keys, k)
 		}
 	}
 	for k, v := range x.staged {
-		if v != nil && strings.HasPrefix(k, string(prefix)) {
+		if v != nil && strings.HasPrefix(k, string(prefix)) && k >= string(from) {
 			keys = append(keys, k)
 		}
 	}

@@ -102,7 +102,7 @@ func getTTLLease(tx txn, id uint64) (TTLLease, bool, error) {
 func ttlKeys(tx txn, id uint64) ([]string, error) {
 	prefix := attachKey(id, nil)
 	var keys []string
-	err := tx.scan(prefix, func(k, _ []byte) error {
+	err := tx.scan(prefix, nil, func(k, _ []byte) error {
 		keys = append(keys, string(k[len(prefix):]))
 		return nil
 	})
@@ -295,7 +295,7 @@ const ttlPageSize = 1024
 // ttlPage reads up to ttlPageSize leases with an id at or above from.
 func ttlPage(tx txn, from uint64) ([]TTLLease, error) {
 	var ls []TTLLease
-	err := tx.scan(ttlPrefix, func(k, v []byte) error {
+	err := tx.scan(ttlPrefix, binary.BigEndian.AppendUint64(append([]byte(nil), ttlPrefix...), from), func(k, v []byte) error {
 		if len(k) != len(ttlPrefix)+8 {
 			return fmt.Errorf("corrupt TTL lease key %x", k)
 		}
