@@ -196,7 +196,7 @@ func (b *Badger) TTLLeases(fn func(TTLLease) error) error {
 	}, fn)
 }
 
-// Kept returns the kept outcome of the write c. See Store.
+// Kept returns the kept outcome of the write or grant c. See Store.
 func (b *Badger) Kept(c Command) (r Result, ok bool, err error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()

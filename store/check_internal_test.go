@@ -104,7 +104,7 @@ func TestCheckTTLAttachments(t *testing.T) {
 		}},
 		{"lease counter behind", func(t *badger.Txn) error { return setUint(badgerTxn{t}, metaTTL, 1) }},
 		{"key count wrong", func(t *badger.Txn) error {
-			return t.Set(ttlKey(1), encodeTTLLease(TTLLease{TTL: time.Second, Remaining: time.Second, Keys: 1, KeyBytes: 1}))
+			return t.Set(ttlKey(1), encodeTTLLease(TTLLease{TTL: time.Second, Remaining: time.Second, Keys: 1, KeyBytes: 1, Gen: 3}))
 		}},
 		{"lease record cut short", func(t *badger.Txn) error { return t.Set(ttlKey(2), []byte{1, 2, 3}) }},
 		{"key names another lease", func(t *badger.Txn) error {

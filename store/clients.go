@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// The write outcomes kept per client, so that a retried write is applied
-// once (Command.Client). Each client has one record under clientPrefix and
+// The write and grant outcomes kept per client, so that a retried write
+// or OpGrantTTL is applied once (Command.Client). Each client has one record under clientPrefix and
 // its ID: when it last wrote, and the outcomes of its writes that it may
 // still retry, in request order. A client drops outcomes by raising
 // Command.Acked; the leader drops idle clients with OpForgetClients.
@@ -21,14 +21,15 @@ var clientPrefix = []byte("c/")
 // client that never raises Acked loses its oldest outcomes first.
 const maxOutcomes = 8192
 
-// outcome is the kept result of one write.
+// outcome is the kept result of one write or grant.
 type outcome struct {
 	request uint64
-	version uint64
-	fail    failure // why the write did not apply, if it did not
+	version uint64  // the version written, or the id of a granted lease
+	fail    failure // why the command did not apply, if it did not
 }
 
-// failure is why a write did not apply, as a client record keeps it.
+// failure is why a command did not apply, as a client record keeps it,
+// or, for a grant that did, grantedTTL.
 type failure byte
 
 const (
@@ -36,7 +37,9 @@ const (
 	failMismatch          // a compare-and-swap that did not match
 	failNoLease           // its TTL lease does not exist (ErrLeaseNotFound)
 	failLeaseFull         // its TTL lease is full (ErrLeaseFull)
-	failures              // the number of failures
+	grantedTTL            // a TTL lease granted: version is its id
+	failInvalid           // a grant refused (ErrInvalidCommand)
+	failures              // the number of flags
 )
 
 // failureOf returns the failure that err, a write's outcome, is.
@@ -48,6 +51,8 @@ func failureOf(err error) failure {
 		return failNoLease
 	case errors.Is(err, ErrLeaseFull):
 		return failLeaseFull
+	case errors.Is(err, ErrInvalidCommand):
+		return failInvalid
 	}
 	return failMismatch
 }
@@ -61,8 +66,18 @@ func (f failure) err(c Command, version uint64) error {
 		return leaseNotFound(c.Lease)
 	case failLeaseFull:
 		return leaseFull(c.Lease)
+	case failInvalid:
+		return invalidTTL(c.Term)
 	}
 	return nil
+}
+
+// result rebuilds the Result of c, whose outcome o is, marked Duplicate.
+func (o outcome) result(c Command) Result {
+	if o.fail == grantedTTL {
+		return Result{Lease: o.version, Duplicate: true}
+	}
+	return Result{Version: o.version, Duplicate: true, Err: o.fail.err(c, o.version)}
 }
 
 // clientRecord is what the store keeps of one client.
@@ -106,7 +121,9 @@ func (r *clientRecord) add(o outcome, acked uint64) {
 // encode lays the record out as the 8-byte time of the last write and
 // the 8-byte acked, then per outcome its request and version (8 bytes
 // each) and a flag byte, its failure (0: applied, 1: a compare-and-swap
-// that did not match, 2: no such TTL lease, 3: a full TTL lease).
+// that did not match, 2: no such TTL lease, 3: a full TTL lease, 4: a TTL
+// lease granted, whose id the version holds, 5: a grant refused as
+// invalid).
 func (r *clientRecord) encode() []byte {
 	b := make([]byte, 0, 16+17*len(r.outcomes))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.last))
@@ -125,7 +142,7 @@ func decodeClientRecord(b []byte) (clientRecord, error) {
 	}
 	r := clientRecord{last: int64(binary.BigEndian.Uint64(b)), acked: binary.BigEndian.Uint64(b[8:])}
 	for p := b[16:]; len(p) > 0; p = p[17:] {
-		if failure(p[16]) >= failures {
+		if f := failure(p[16]); f >= failures || f == grantedTTL && binary.BigEndian.Uint64(p[8:]) == 0 {
 			return clientRecord{}, fmt.Errorf("corrupt client record: flag %d", p[16])
 		}
 		r.outcomes = append(r.outcomes, outcome{request: binary.BigEndian.Uint64(p), version: binary.BigEndian.Uint64(p[8:]), fail: failure(p[16])})
@@ -133,7 +150,8 @@ func decodeClientRecord(b []byte) (clientRecord, error) {
 	return r, nil
 }
 
-// kept returns the kept outcome of the write c, whose Client is set, as
+// kept returns the kept outcome of the write or grant c, whose Client is
+// set, as
 // its Result, marked Duplicate, and the client's record; for a request
 // below what the client acknowledged, ErrAnswered.
 func kept(tx txn, c Command) (Result, bool, clientRecord, error) {
@@ -155,24 +173,34 @@ func kept(tx txn, c Command) (Result, bool, clientRecord, error) {
 	if !ok {
 		return Result{}, false, rec, nil
 	}
-	return Result{Version: o.version, Duplicate: true, Err: o.fail.err(c, o.version)}, true, rec, nil
+	return o.result(c), true, rec, nil
 }
 
-// execOnce applies the write c, whose Client is set, at most once: a
-// request whose outcome is kept gets it back, marked Duplicate, and one
-// below what its client acknowledged is refused (kept).
+// execOnce applies the write or grant c, whose Client is set, at most
+// once: a request whose outcome is kept gets it back, marked Duplicate,
+// and one below what its client acknowledged is refused (kept).
 func execOnce(tx txn, ct *counters, c Command) (Result, error) {
 	r, ok, rec, err := kept(tx, c)
 	if err != nil || ok {
 		return r, err
 	}
 	key := clientKey(c.Client)
-	r, err = execWrite(tx, ct, c)
+	o := outcome{request: c.Request}
+	if c.Op == OpGrantTTL {
+		r, err = execTTL(tx, ct, c)
+		o.version, o.fail = r.Lease, failureOf(r.Err)
+		if r.Err == nil {
+			o.fail = grantedTTL
+		}
+	} else {
+		r, err = execWrite(tx, ct, c)
+		o.version, o.fail = r.Version, failureOf(r.Err)
+	}
 	if err != nil {
 		return Result{}, err
 	}
 	rec.last = c.At.UnixNano()
-	rec.add(outcome{request: c.Request, version: r.Version, fail: failureOf(r.Err)}, c.Acked)
+	rec.add(o, c.Acked)
 	return r, tx.set(key, rec.encode())
 }
 

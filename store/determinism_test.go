@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -41,10 +42,10 @@ type commandGen struct {
 func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 	t.Helper()
 	st := mustState(t, s)
-	var holding []uint64 // TTL leases with keys attached
+	var holding []store.TTLLease // TTL leases with keys attached
 	for _, l := range listTTL(t, s) {
 		if l.Keys > 0 {
-			holding = append(holding, l.ID)
+			holding = append(holding, l)
 		}
 	}
 	cmds := make([]store.Command, n)
@@ -52,10 +53,10 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 		key := g.keys[g.rng.IntN(len(g.keys))]
 		c := store.Command{Key: []byte(key)}
 		if g.rng.IntN(5) == 0 {
-			cmds[i] = g.ttlCommand(st.TTLLeaseID, holding)
-			continue
+			c = g.ttlCommand(st.TTLLeaseID, holding)
 		}
 		switch p := g.rng.IntN(100); {
+		case c.Op != 0:
 		case p < 30:
 			c.Op, c.Value = store.OpPut, g.value()
 		case p < 40:
@@ -96,7 +97,7 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 		if (c.Op == store.OpPut || c.Op == store.OpCAS) && g.rng.IntN(2) == 0 {
 			c.Lease = g.lease(st.TTLLeaseID)
 		}
-		if (c.Op == store.OpPut || c.Op == store.OpDelete || c.Op == store.OpCAS) && g.rng.IntN(4) > 0 {
+		if (c.Op == store.OpPut || c.Op == store.OpDelete || c.Op == store.OpCAS || c.Op == store.OpGrantTTL) && g.rng.IntN(4) > 0 {
 			c.Client, c.Request = g.rng.Uint64N(3)+1, g.rng.Uint64N(30)+1
 			c.Acked = g.rng.Uint64N(c.Request + 1)
 			c.At = time.Unix(1_900_000_000, g.rng.Int64N(1e12))
@@ -110,16 +111,18 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 func (g commandGen) lease(last uint64) uint64 { return g.rng.Uint64N(last + 2) }
 
 // ttlCommand returns a random TTL lease command; a revoke names one of the
-// leases holding keys most of the time.
-func (g commandGen) ttlCommand(last uint64, holding []uint64) store.Command {
+// leases holding keys most of the time, and expects its attachment
+// generation, an older one, or none.
+func (g commandGen) ttlCommand(last uint64, holding []store.TTLLease) store.Command {
 	switch p := g.rng.IntN(100); {
 	case p < 30:
 		return store.Command{Op: store.OpGrantTTL, Term: time.Duration(g.rng.IntN(10)) * time.Second}
 	case p < 50:
 		if len(holding) > 0 && g.rng.IntN(3) > 0 {
-			return store.Command{Op: store.OpRevokeTTL, Lease: holding[g.rng.IntN(len(holding))]}
+			l := holding[g.rng.IntN(len(holding))]
+			return store.Command{Op: store.OpRevokeTTL, Lease: l.ID, Expect: l.Gen - g.rng.Uint64N(min(l.Gen, 3))}
 		}
-		return store.Command{Op: store.OpRevokeTTL, Lease: g.lease(last)}
+		return store.Command{Op: store.OpRevokeTTL, Lease: g.lease(last), Expect: g.rng.Uint64N(3)}
 	case p < 75:
 		c := store.Command{Op: store.OpCheckpointTTL}
 		for range g.rng.IntN(4) {
@@ -175,6 +178,7 @@ func wantSameStores(t *testing.T, a, b store.Store, keys []string) {
 func TestSameCommandsSameState(t *testing.T) {
 	const commands = 1000
 	keys := []string{"a", "b", "c", "d", "e", "f"}
+	var changed, regranted int // over every seed
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			g := commandGen{rng: rand.New(rand.NewPCG(seed, 0x1ea5ed)), keys: keys}
@@ -194,6 +198,12 @@ func TestSameCommandsSameState(t *testing.T) {
 					if r.Err != nil {
 						mismatches++
 					}
+					if errors.Is(r.Err, store.ErrLeaseChanged) {
+						changed++
+					}
+					if r.Lease != 0 && r.Duplicate {
+						regranted++
+					}
 					revoked += len(r.Keys)
 				}
 				wantSameStores(t, m, b, keys)
@@ -209,5 +219,9 @@ func TestSameCommandsSameState(t *testing.T) {
 				t.Errorf("Check: %v", err)
 			}
 		})
+	}
+	t.Logf("%d revokes of changed leases, %d retried grants", changed, regranted)
+	if changed == 0 || regranted == 0 {
+		t.Errorf("the commands made %d revokes of changed leases and %d retried grants; want some of each", changed, regranted)
 	}
 }

@@ -100,7 +100,12 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		return Result{}, tx.set(metaLeader, v)
 	case OpForgetClients:
 		return Result{}, forgetClients(tx, c)
-	case OpGrantTTL, OpRevokeTTL, OpCheckpointTTL, OpKeptAliveTTL:
+	case OpGrantTTL:
+		if c.Client != 0 {
+			return execOnce(tx, ct, c)
+		}
+		return execTTL(tx, ct, c)
+	case OpRevokeTTL, OpCheckpointTTL, OpKeptAliveTTL:
 		return execTTL(tx, ct, c)
 	}
 	return Result{}, fmt.Errorf("unknown command %v", c.Op)

@@ -17,11 +17,14 @@ func FuzzRecords(f *testing.F) {
 	rec.add(outcome{request: 4, version: 7, fail: failMismatch}, 1)
 	rec.add(outcome{request: 5, fail: failNoLease}, 1)
 	rec.add(outcome{request: 6, fail: failLeaseFull}, 1)
+	rec.add(outcome{request: 7, version: 2, fail: grantedTTL}, 1)
+	rec.add(outcome{request: 8, fail: failInvalid}, 1)
 	f.Add(rec.encode())
 	f.Add(encodeHandoff([]HandedLease{{Client: 9, Key: "k", Left: time.Second}, {Key: "", Left: 1, Token: 4}}))
 	f.Add(encodeWriteLease(WriteLease{Token: 3, Session: 4, Term: time.Second}))
 	f.Add(encodeWriteLease(WriteLease{Token: 3, Session: 4, Term: time.Second, Client: 5}))
-	f.Add(encodeTTLLease(TTLLease{TTL: time.Minute, Remaining: time.Second, Keys: 3, KeyBytes: 12, KeptAlive: true}))
+	f.Add(encodeTTLLease(TTLLease{TTL: time.Minute, Remaining: time.Second, Keys: 3, KeyBytes: 12, Gen: 4, KeptAlive: true}))
+	f.Add(encodeTTLLease(TTLLease{TTL: time.Minute, Remaining: time.Second, Keys: 2 * MaxTTLKeys, KeyBytes: 2 * MaxTTLKeyBytes, Gen: 1}))
 	f.Add(binary.BigEndian.AppendUint64(nil, 7))
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 33))
@@ -60,4 +63,19 @@ func FuzzRecords(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTTLLeaseDecode: a lease that counts more keys than MaxTTLKeys and
+// MaxTTLKeyBytes allow decodes, so that lowering them cannot make stored
+// leases read as corrupt; a lease at attachment generation 0, which no
+// grant writes, does not.
+func TestTTLLeaseDecode(t *testing.T) {
+	big := TTLLease{ID: 9, TTL: time.Minute, Remaining: time.Second, Keys: 2 * MaxTTLKeys, KeyBytes: 2 * MaxTTLKeyBytes, Gen: 5}
+	if l, err := decodeTTLLease(9, encodeTTLLease(big)); err != nil || l != big {
+		t.Errorf("lease above the limits decodes to %+v, %v; want %+v", l, err, big)
+	}
+	big.Gen = 0
+	if l, err := decodeTTLLease(9, encodeTTLLease(big)); err == nil {
+		t.Errorf("lease at generation 0 decodes to %+v; want it corrupt", l)
+	}
 }

@@ -105,7 +105,7 @@ func (m *Memory) Reopen() error {
 	return nil
 }
 
-// Kept returns the kept outcome of the write c. See Store.
+// Kept returns the kept outcome of the write or grant c. See Store.
 func (m *Memory) Kept(c Command) (Result, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

@@ -64,14 +64,23 @@ const (
 	// OpGrantTTL grants a TTL lease (DESIGN §14) of Term: it takes the
 	// next id of the TTL lease counter (Result.Lease), which no lease ever
 	// had, and records the lease with Term as its remaining TTL, not kept
-	// alive. A Term of 0 or less is refused with ErrInvalidCommand.
+	// alive, at attachment generation 1 (TTLLease.Gen). A Term of 0 or
+	// less is refused with ErrInvalidCommand. A grant with a Client is
+	// applied once per (Client, Request), as a write is (Command.Client):
+	// a retry gets the first grant's lease back, marked Duplicate, and no
+	// second lease is granted.
 	OpGrantTTL
 	// OpRevokeTTL ends the TTL lease Lease: it deletes every key attached
 	// to it, all at one new revision (Result.Version; Result.Keys names
 	// them, sorted), and forgets the lease. A lease with no key attached
 	// takes no revision (Result.Version 0), as a transaction that changes
 	// no key takes none. An unknown lease is ErrLeaseNotFound, and nothing
-	// changes.
+	// changes. With Expect other than 0, it revokes only a lease whose
+	// attachment generation (TTLLease.Gen) is Expect: otherwise the
+	// outcome is ErrLeaseChanged, and nothing changes. The caller that
+	// acted on the keys it read at generation Expect (invalidated their
+	// readers) thus never deletes a key attached since. Expect 0 revokes
+	// whatever is attached.
 	OpRevokeTTL
 	// OpCheckpointTTL records the remaining TTL of each lease of
 	// Checkpoints, and clears its KeptAlive, so that the next leader
@@ -140,7 +149,7 @@ type Command struct {
 	Op      Op
 	Key     []byte
 	Value   []byte        // OpPut, OpCAS
-	Expect  uint64        // OpCAS
+	Expect  uint64        // OpCAS: a version; OpRevokeTTL: an attachment generation
 	Token   uint64        // OpEndWriteLease
 	Session uint64        // OpGrantWriteLease: the holder
 	Term    time.Duration // OpGrantWriteLease, OpGrantTTL
@@ -152,8 +161,9 @@ type Command struct {
 	// the client may take it over from a new session after a restart or a
 	// failover (WriteLease.Client).
 	//
-	// A write (OpPut, OpDelete, OpCAS) with a Client is applied once per
-	// (Client, Request): the store keeps its outcome, and the same write
+	// A write (OpPut, OpDelete, OpCAS) or an OpGrantTTL with a Client is
+	// applied once per (Client, Request), one sequence of requests for
+	// both: the store keeps its outcome, and the same write
 	// retried after a lost reply, perhaps through another leader, gets
 	// that outcome back (Result.Duplicate) instead of being applied again.
 	// Acked says that the client has the outcome of each of its writes
@@ -203,6 +213,14 @@ type TTLLease struct {
 	// Keys is the number of keys attached to it, and KeyBytes the sum of
 	// their lengths (see MaxTTLKeys).
 	Keys, KeyBytes int
+	// Gen is its attachment generation: 1 when granted, raised by every
+	// write that attaches a key to it, whether the key was attached to no
+	// lease or moved from another. A write of a key already attached to it
+	// leaves Gen as it is: the key was among those its revoker read, and
+	// the write invalidates the key's readers itself. Detaching leaves it
+	// too. An OpRevokeTTL whose Expect is Gen deletes only keys its
+	// caller knew of.
+	Gen uint64
 }
 
 // Cost returns a bound on the bytes that applying c writes in one
@@ -223,6 +241,9 @@ func Cost(c Command) int {
 		return 4*(len(c.Key)+record) + len(c.Value) + 2*record
 	case OpRevokeTTL:
 		return MaxTTLKeys*4*record + 3*MaxTTLKeyBytes + 2*record
+	case OpGrantTTL:
+		// The lease, the counter and the client's outcome.
+		return 3 * record
 	case OpCheckpointTTL:
 		return (len(c.Checkpoints) + 1) * record
 	case OpKeptAliveTTL:
@@ -277,7 +298,8 @@ type Result struct {
 	// Command.Client and Command.Request, and that this is that outcome:
 	// nothing changed now.
 	Duplicate bool
-	// Lease is the id of the TTL lease that OpGrantTTL granted.
+	// Lease is the id of the TTL lease that OpGrantTTL granted (also for
+	// a Duplicate).
 	Lease uint64
 	// Keys are the keys that OpRevokeTTL deleted, sorted.
 	Keys []string
@@ -358,6 +380,10 @@ var (
 	// ErrLeaseFull is the outcome of a write that would attach a key to
 	// a TTL lease that holds MaxTTLKeys keys or MaxTTLKeyBytes of them.
 	ErrLeaseFull = errors.New("TTL lease holds as many keys as it may")
+	// ErrLeaseChanged is the outcome of an OpRevokeTTL whose Expect is not
+	// the lease's attachment generation: a key was attached to it since
+	// its revoker read it. Nothing changes.
+	ErrLeaseChanged = errors.New("TTL lease had keys attached since")
 	// ErrInvalidCommand is the outcome of a command whose arguments no
 	// store takes, such as a TTL of 0 or more checkpoints than
 	// MaxTTLLeasesPerCommand. Like ErrVersionMismatch, it is the same
@@ -402,11 +428,11 @@ type Store interface {
 	Reopen() error
 	// Close releases the store. Every applied command is durable already.
 	Close() error
-	// Kept returns the kept outcome of the write c, which has a Client, if
-	// the store applied it before: the Result that applying c now would
-	// return, marked Duplicate; or, for a stale copy of a request below the
-	// Acked its client sent, ErrAnswered. It reports false if c would be
-	// applied.
+	// Kept returns the kept outcome of the write or OpGrantTTL c, which
+	// has a Client, if the store applied it before: the Result that
+	// applying c now would return, marked Duplicate; or, for a stale copy
+	// of a request below the Acked its client sent, ErrAnswered. It
+	// reports false if c would be applied.
 	Kept(c Command) (Result, bool, error)
 	// IdleClients returns up to limit clients whose write outcomes the
 	// store keeps and whose last write was made before cutoff, for an

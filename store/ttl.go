@@ -35,17 +35,18 @@ func attachKey(id uint64, key []byte) []byte {
 }
 
 // ttlLeaseLen is the length of a lease record.
-const ttlLeaseLen = 25
+const ttlLeaseLen = 33
 
 // encodeTTLLease lays a TTL lease out as its TTL and remaining TTL (ns, 8
-// bytes each), the number of its keys and their bytes (4 bytes each), and
-// a flag byte (1: kept alive).
+// bytes each), the number of its keys and their bytes (4 bytes each), its
+// attachment generation (8 bytes), and a flag byte (1: kept alive).
 func encodeTTLLease(l TTLLease) []byte {
 	b := make([]byte, 0, ttlLeaseLen)
 	b = binary.BigEndian.AppendUint64(b, uint64(l.TTL))
 	b = binary.BigEndian.AppendUint64(b, uint64(l.Remaining))
 	b = binary.BigEndian.AppendUint32(b, uint32(l.Keys))
 	b = binary.BigEndian.AppendUint32(b, uint32(l.KeyBytes))
+	b = binary.BigEndian.AppendUint64(b, l.Gen)
 	var f byte
 	if l.KeptAlive {
 		f = 1
@@ -53,7 +54,9 @@ func encodeTTLLease(l TTLLease) []byte {
 	return append(b, f)
 }
 
-// decodeTTLLease decodes the record of lease id.
+// decodeTTLLease decodes the record of lease id. It does not hold the
+// counts of keys to MaxTTLKeys and MaxTTLKeyBytes: a lease filled under
+// higher limits than today's is no corruption.
 func decodeTTLLease(id uint64, b []byte) (TTLLease, error) {
 	if len(b) != ttlLeaseLen {
 		return TTLLease{}, fmt.Errorf("corrupt TTL lease %016x: %d bytes, want %d", id, len(b), ttlLeaseLen)
@@ -64,10 +67,11 @@ func decodeTTLLease(id uint64, b []byte) (TTLLease, error) {
 		Remaining: time.Duration(binary.BigEndian.Uint64(b[8:])),
 		Keys:      int(binary.BigEndian.Uint32(b[16:])),
 		KeyBytes:  int(binary.BigEndian.Uint32(b[20:])),
-		KeptAlive: b[24] == 1,
+		Gen:       binary.BigEndian.Uint64(b[24:]),
+		KeptAlive: b[32] == 1,
 	}
-	if l.TTL <= 0 || l.Remaining < 0 || b[24] > 1 || l.Keys > MaxTTLKeys || l.KeyBytes > MaxTTLKeyBytes {
-		return TTLLease{}, fmt.Errorf("corrupt TTL lease %016x: ttl %v, remaining %v, %d keys of %d bytes, flag %d", id, l.TTL, l.Remaining, l.Keys, l.KeyBytes, b[24])
+	if l.TTL <= 0 || l.Remaining < 0 || l.Gen == 0 || b[32] > 1 {
+		return TTLLease{}, fmt.Errorf("corrupt TTL lease %016x: ttl %v, remaining %v, generation %d, flag %d", id, l.TTL, l.Remaining, l.Gen, b[32])
 	}
 	return l, nil
 }
@@ -83,6 +87,15 @@ func decodeLeaseID(key, b []byte) (uint64, error) {
 // leaseNotFound is the outcome of a command naming lease id, which does
 // not exist.
 func leaseNotFound(id uint64) error { return fmt.Errorf("%w: %016x", ErrLeaseNotFound, id) }
+
+// leaseChanged is the outcome of a revocation of lease id that expected
+// its attachment generation to be expect, which is gen.
+func leaseChanged(id, gen, expect uint64) error {
+	return fmt.Errorf("%w: lease %016x is at attachment generation %d, not %d", ErrLeaseChanged, id, gen, expect)
+}
+
+// invalidTTL is the outcome of a grant of a TTL of ttl, 0 or less.
+func invalidTTL(ttl time.Duration) error { return fmt.Errorf("%w: TTL %v", ErrInvalidCommand, ttl) }
 
 func leaseFull(id uint64) error {
 	return fmt.Errorf("%w: lease %016x holds %d keys or %d bytes of them", ErrLeaseFull, id, MaxTTLKeys, MaxTTLKeyBytes)
@@ -171,7 +184,8 @@ func attach(tx txn, key []byte, id uint64) error {
 	return tx.set(lk, binary.BigEndian.AppendUint64(nil, id))
 }
 
-// moveKey counts key in (delta 1) or out of (delta -1) lease id's record.
+// moveKey counts key in (delta 1) or out of (delta -1) lease id's record;
+// counting it in raises the lease's attachment generation (TTLLease.Gen).
 func moveKey(tx txn, id uint64, key []byte, delta int) error {
 	l, ok, err := getTTLLease(tx, id)
 	if err != nil {
@@ -182,6 +196,9 @@ func moveKey(tx txn, id uint64, key []byte, delta int) error {
 	}
 	l.Keys += delta
 	l.KeyBytes += delta * len(key)
+	if delta > 0 {
+		l.Gen++
+	}
 	if l.Keys < 0 || l.KeyBytes < 0 {
 		return fmt.Errorf("corrupt: TTL lease %016x counts fewer keys than are attached to it", id)
 	}
@@ -194,13 +211,13 @@ func execTTL(tx txn, ct *counters, c Command) (Result, error) {
 	switch c.Op {
 	case OpGrantTTL:
 		if c.Term <= 0 {
-			return Result{Err: fmt.Errorf("%w: TTL %v", ErrInvalidCommand, c.Term)}, nil
+			return Result{Err: invalidTTL(c.Term)}, nil
 		}
 		ct.ttl++
-		l := TTLLease{ID: ct.ttl, TTL: c.Term, Remaining: c.Term}
+		l := TTLLease{ID: ct.ttl, TTL: c.Term, Remaining: c.Term, Gen: 1}
 		return Result{Lease: l.ID}, tx.set(ttlKey(l.ID), encodeTTLLease(l))
 	case OpRevokeTTL:
-		return revokeTTL(tx, ct, c.Lease)
+		return revokeTTL(tx, ct, c.Lease, c.Expect)
 	case OpCheckpointTTL:
 		if len(c.Checkpoints) > MaxTTLLeasesPerCommand {
 			return Result{Err: fmt.Errorf("%w: %d checkpoints, at most %d", ErrInvalidCommand, len(c.Checkpoints), MaxTTLLeasesPerCommand)}, nil
@@ -245,14 +262,17 @@ func updateTTL(tx txn, id uint64, fn func(*TTLLease)) error {
 }
 
 // revokeTTL deletes the keys attached to lease id at one revision, and
-// the lease.
-func revokeTTL(tx txn, ct *counters, id uint64) (Result, error) {
+// the lease, if its attachment generation is expect (0: whatever it is).
+func revokeTTL(tx txn, ct *counters, id, expect uint64) (Result, error) {
 	l, ok, err := getTTLLease(tx, id)
 	if err != nil {
 		return Result{}, err
 	}
 	if !ok {
 		return Result{Err: leaseNotFound(id)}, nil
+	}
+	if expect != 0 && l.Gen != expect {
+		return Result{Err: leaseChanged(id, l.Gen, expect)}, nil
 	}
 	keys, err := ttlKeys(tx, id)
 	if err != nil {

@@ -19,6 +19,11 @@ func grantTTL(ttl time.Duration) store.Command { return store.Command{Op: store.
 
 func revokeTTL(id uint64) store.Command { return store.Command{Op: store.OpRevokeTTL, Lease: id} }
 
+// revokeExpect revokes lease id if its attachment generation is gen.
+func revokeExpect(id, gen uint64) store.Command {
+	return store.Command{Op: store.OpRevokeTTL, Lease: id, Expect: gen}
+}
+
 func withLease(c store.Command, id uint64) store.Command {
 	c.Lease = id
 	return c
@@ -32,7 +37,8 @@ func keptAlive(ids ...uint64) store.Command {
 	return store.Command{Op: store.OpKeptAliveTTL, Leases: ids}
 }
 
-// wantTTL fails t unless lease want.ID is want, with keys attached.
+// wantTTL fails t unless lease want.ID is want, with keys attached; a
+// want.Gen of 0 stands for any attachment generation.
 func wantTTL(t *testing.T, s store.Store, want store.TTLLease, keys ...string) {
 	t.Helper()
 	l, ks, ok, err := s.TTLLease(want.ID)
@@ -41,6 +47,9 @@ func wantTTL(t *testing.T, s store.Store, want store.TTLLease, keys ...string) {
 	}
 	want.Keys = len(keys)
 	want.KeyBytes = len(strings.Join(keys, ""))
+	if want.Gen == 0 {
+		want.Gen = l.Gen
+	}
 	if l != want || !slices.Equal(ks, keys) {
 		t.Errorf("TTLLease(%d) = %+v, keys %q\nwant           %+v, keys %q", want.ID, l, ks, want, keys)
 	}
@@ -76,6 +85,121 @@ var ttlContract = []struct {
 	name string
 	run  func(t *testing.T, s store.Store)
 }{
+	{"attaching a key raises its lease's attachment generation", func(t *testing.T, s store.Store) {
+		const ttl = 5 * time.Second
+		mustApply(t, s, grantTTL(ttl), grantTTL(ttl))
+		wantTTL(t, s, store.TTLLease{ID: 1, TTL: ttl, Remaining: ttl, Gen: 1})
+		mustApply(t, s, withLease(put("a", "1"), 1), withLease(cas("b", 0, "2"), 2))
+		wantTTL(t, s, store.TTLLease{ID: 1, TTL: ttl, Remaining: ttl, Gen: 2}, "a")
+		wantTTL(t, s, store.TTLLease{ID: 2, TTL: ttl, Remaining: ttl, Gen: 2}, "b")
+		// A write of a key attached already leaves it; so do a write that
+		// fails and a detach.
+		rs := mustApply(t, s, withLease(put("a", "3"), 1), withLease(cas("c", 9, "x"), 1), withLease(put("a", "4"), 7), put("b", "5"))
+		if !errors.Is(rs[1].Err, store.ErrVersionMismatch) || !errors.Is(rs[2].Err, store.ErrLeaseNotFound) {
+			t.Fatalf("results %+v; want a mismatch and ErrLeaseNotFound", rs)
+		}
+		wantTTL(t, s, store.TTLLease{ID: 1, TTL: ttl, Remaining: ttl, Gen: 2}, "a")
+		wantTTL(t, s, store.TTLLease{ID: 2, TTL: ttl, Remaining: ttl, Gen: 2})
+		// Moving a key in raises it; the lease it left keeps its own.
+		mustApply(t, s, withLease(put("b", "6"), 2), withLease(put("b", "7"), 1))
+		wantTTL(t, s, store.TTLLease{ID: 1, TTL: ttl, Remaining: ttl, Gen: 3}, "a", "b")
+		wantTTL(t, s, store.TTLLease{ID: 2, TTL: ttl, Remaining: ttl, Gen: 3})
+		// Checkpoints and keep-alives leave it.
+		mustApply(t, s, checkpoint(store.TTLCheckpoint{ID: 1, Remaining: time.Second}), keptAlive(1))
+		wantTTL(t, s, store.TTLLease{ID: 1, TTL: ttl, Remaining: time.Second, KeptAlive: true, Gen: 3}, "a", "b")
+	}},
+	{"a revoke expecting an older attachment generation changes nothing", func(t *testing.T, s store.Store) {
+		const ttl = 5 * time.Second
+		mustApply(t, s, grantTTL(ttl), withLease(put("a", "1"), 1))
+		l, keys, _, err := s.TTLLease(1)
+		if err != nil || l.Gen != 2 || !slices.Equal(keys, []string{"a"}) {
+			t.Fatalf("TTLLease(1) = %+v, %q, %v", l, keys, err)
+		}
+		// The revoker read generation 2 and key a; b is attached since.
+		mustApply(t, s, withLease(put("b", "2"), 1))
+		before := mustState(t, s)
+		r := mustApply(t, s, revokeExpect(1, l.Gen))[0]
+		if !errors.Is(r.Err, store.ErrLeaseChanged) || r.Version != 0 || r.Keys != nil {
+			t.Fatalf("revoke expecting generation 2 = %+v; want ErrLeaseChanged and nothing written", r)
+		}
+		if st := mustState(t, s); st.Revision != before.Revision {
+			t.Errorf("revision %d after a refused revoke, want %d", st.Revision, before.Revision)
+		}
+		wantTTL(t, s, store.TTLLease{ID: 1, TTL: ttl, Remaining: ttl, Gen: 3}, "a", "b")
+		wantRecord(t, s, "b", str("2"), 2)
+		// An unknown lease is not found, whatever is expected.
+		wantLeaseNotFound(t, mustApply(t, s, revokeExpect(9, 1))[0])
+		// At the generation it is at, the revoke applies.
+		r = mustApply(t, s, revokeExpect(1, 3))[0]
+		if r.Err != nil || r.Version != 3 || !slices.Equal(r.Keys, []string{"a", "b"}) {
+			t.Errorf("revoke expecting generation 3 = %+v; want a and b deleted at 3", r)
+		}
+		wantNoTTL(t, s, 1)
+		wantRecord(t, s, "b", nil, 3)
+		// Expect 0 revokes whatever is attached.
+		mustApply(t, s, grantTTL(ttl), withLease(put("c", "5"), 2), withLease(put("d", "6"), 2))
+		if r := mustApply(t, s, revokeTTL(2))[0]; r.Err != nil || !slices.Equal(r.Keys, []string{"c", "d"}) {
+			t.Errorf("revoke expecting nothing = %+v; want c and d deleted", r)
+		}
+	}},
+	{"a retried grant is granted once", func(t *testing.T, s store.Store) {
+		g := write(grantTTL(10*time.Second), 7, 1, 1, 100)
+		rs := mustApply(t, s, g, g)
+		if rs[0].Lease != 1 || rs[0].Duplicate || rs[1].Lease != 1 || !rs[1].Duplicate {
+			t.Fatalf("grant and its copy = %+v; want lease 1, then it as a duplicate", rs)
+		}
+		// Retried in another batch, with another TTL: the kept outcome.
+		retry := write(grantTTL(time.Hour), 7, 1, 1, 101)
+		if r := mustApply(t, s, retry)[0]; r.Lease != 1 || !r.Duplicate || r.Err != nil {
+			t.Errorf("retried grant = %+v; want lease 1 as a duplicate", r)
+		}
+		if r, ok, err := s.Kept(retry); err != nil || !ok || r.Lease != 1 || !r.Duplicate {
+			t.Errorf("Kept(grant) = %+v, %v, %v; want lease 1 as a duplicate", r, ok, err)
+		}
+		if r, ok, err := s.Kept(write(grantTTL(time.Second), 7, 2, 1, 101)); err != nil || ok {
+			t.Errorf("Kept(grant never applied) = %+v, %v, %v; want none", r, ok, err)
+		}
+		if st := mustState(t, s); st.TTLLeaseID != 1 {
+			t.Errorf("TTL lease id %d after retries, want 1", st.TTLLeaseID)
+		}
+		wantTTL(t, s, store.TTLLease{ID: 1, TTL: 10 * time.Second, Remaining: 10 * time.Second, Gen: 1})
+		wantNoTTL(t, s, 2)
+		// The next request is a new grant; a refused one is refused again.
+		rs = mustApply(t, s, write(grantTTL(time.Second), 7, 2, 1, 102), write(grantTTL(0), 7, 3, 1, 102), write(grantTTL(0), 7, 3, 1, 102))
+		if rs[0].Lease != 2 || rs[0].Duplicate {
+			t.Errorf("grant of request 2 = %+v; want lease 2", rs[0])
+		}
+		for _, r := range rs[1:] {
+			if !errors.Is(r.Err, store.ErrInvalidCommand) || r.Lease != 0 {
+				t.Errorf("grant of TTL 0 = %+v; want ErrInvalidCommand", r)
+			}
+		}
+		if !rs[2].Duplicate {
+			t.Errorf("retried grant of TTL 0 = %+v; want a duplicate", rs[2])
+		}
+		// Acked forgets the outcomes below it: a copy of request 1 now is
+		// stale, and grants nothing.
+		mustApply(t, s, write(grantTTL(time.Second), 7, 4, 4, 103))
+		if r := mustApply(t, s, retry)[0]; !errors.Is(r.Err, store.ErrAnswered) || r.Lease != 0 {
+			t.Errorf("grant below Acked = %+v; want ErrAnswered", r)
+		}
+		if st := mustState(t, s); st.TTLLeaseID != 3 {
+			t.Errorf("TTL lease id %d, want 3", st.TTLLeaseID)
+		}
+	}},
+	{"a forgotten client's grant is granted again", func(t *testing.T, s store.Store) {
+		g := write(grantTTL(time.Second), 1, 1, 1, 100)
+		mustApply(t, s, g, write(grantTTL(time.Second), 2, 1, 1, 300))
+		ids, err := s.IdleClients(time.Unix(250, 0), 10)
+		if err != nil || !slices.Equal(ids, []uint64{1}) {
+			t.Fatalf("IdleClients(250) = %v, %v; want [1]", ids, err)
+		}
+		mustApply(t, s, store.Command{Op: store.OpForgetClients, Clients: []uint64{1, 2}, At: time.Unix(250, 0)})
+		rs := mustApply(t, s, g, write(grantTTL(time.Second), 2, 1, 1, 400))
+		if rs[0].Duplicate || rs[0].Lease != 3 || !rs[1].Duplicate || rs[1].Lease != 2 {
+			t.Errorf("after forgetting client 1: %+v; want a new lease 3 for it, lease 2 kept for client 2", rs)
+		}
+	}},
 	{"TTL leases are granted from a counter and take no revision", func(t *testing.T, s store.Store) {
 		rs := mustApply(t, s, grantTTL(10*time.Second), put("x", "1"), grantTTL(time.Minute))
 		if rs[0].Lease != 1 || rs[2].Lease != 2 || rs[0].Version != 0 || rs[2].Version != 0 || rs[1].Version != 1 {
@@ -278,9 +402,9 @@ var ttlContract = []struct {
 		mustApply(t, s, revokeTTL(2), revokeTTL(1500), withLease(put("k", "v"), 3))
 		var ids []uint64
 		err := s.TTLLeases(func(l store.TTLLease) error {
-			want := store.TTLLease{ID: l.ID, TTL: time.Duration(l.ID) * time.Second, Remaining: time.Duration(l.ID) * time.Second}
+			want := store.TTLLease{ID: l.ID, TTL: time.Duration(l.ID) * time.Second, Remaining: time.Duration(l.ID) * time.Second, Gen: 1}
 			if l.ID == 3 {
-				want.Keys, want.KeyBytes = 1, 1
+				want.Keys, want.KeyBytes, want.Gen = 1, 1, 2
 			}
 			if l != want && l.ID <= n {
 				t.Errorf("listed %+v, want %+v", l, want)
