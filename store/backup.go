@@ -143,11 +143,9 @@ var ErrBumpTooLarge = errors.New("bump would overflow a counter")
 // Only a restore (replica.Restore) calls it, before any node serves from
 // the database: every node restored from one snapshot must get the same n.
 func (b *Badger) Bump(n uint64) error {
-	b.amu.Lock()
-	defer b.amu.Unlock()
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.writable(); err != nil {
+	unlock, err := b.lockChange()
+	defer unlock()
+	if err != nil {
 		return err
 	}
 	ct := b.ct
@@ -157,7 +155,7 @@ func (b *Badger) Bump(n uint64) error {
 	ct.rev += n
 	ct.fence += n
 	ct.ttl += n
-	err := b.db.Update(func(t *badger.Txn) error { return saveCounters(badgerTxn{t}, b.ct, ct) })
+	err = b.db.Update(func(t *badger.Txn) error { return saveCounters(badgerTxn{t}, b.ct, ct) })
 	if err == nil {
 		err = b.db.Sync()
 	}

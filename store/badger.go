@@ -243,11 +243,9 @@ func (b *Badger) IdleClients(cutoff time.Time, limit int) ([]uint64, error) {
 // Apply applies cmds in as few transactions as badger takes, one fsync
 // each. See Store.
 func (b *Badger) Apply(cmds []Command) ([]Result, error) {
-	b.amu.Lock()
-	defer b.amu.Unlock()
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.writable(); err != nil {
+	unlock, err := b.lockChange()
+	defer unlock()
+	if err != nil {
 		return nil, err
 	}
 	results := make([]Result, 0, len(cmds))

@@ -206,11 +206,9 @@ func (b *Badger) rewriteOne(ratio float64) error {
 // under gcPrefix and drops that prefix. Dropping a prefix refuses writes
 // while it runs, so it holds amu, which keeps every change out meanwhile.
 func (b *Badger) flushMemtable() error {
-	b.amu.Lock()
-	defer b.amu.Unlock()
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.writable(); err != nil {
+	unlock, err := b.lockChange()
+	defer unlock()
+	if err != nil {
 		return err
 	}
 	key := append(append([]byte{}, gcPrefix...), "flush"...)

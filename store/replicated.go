@@ -51,11 +51,9 @@ func (b *Badger) AppliedIndex() (uint64, error) {
 // below badger's limit. Like Apply, a failure makes the store refuse
 // further entries until Reopen.
 func (b *Badger) ApplyEntry(index uint64, cmds []Command) ([]Result, error) {
-	b.amu.Lock()
-	defer b.amu.Unlock()
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.writable(); err != nil {
+	unlock, err := b.lockChange()
+	defer unlock()
+	if err != nil {
 		return nil, err
 	}
 	t := b.db.NewTransaction(true)
@@ -113,6 +111,18 @@ func (b *Badger) usable() error {
 		return ErrFailed
 	}
 	return nil
+}
+
+// lockChange takes the locks of a change to the database (amu, and mu
+// shared) and returns unlock, which the caller defers whatever the error,
+// and why the database takes no change, if it does not (writable).
+func (b *Badger) lockChange() (unlock func(), err error) {
+	b.amu.Lock()
+	b.mu.RLock()
+	return func() {
+		b.mu.RUnlock()
+		b.amu.Unlock()
+	}, b.writable()
 }
 
 // writable reports why the database takes no change, if it does not:
@@ -266,11 +276,9 @@ func (b *Badger) Restore(r io.Reader) error {
 	// state's values back into the new one.
 	b.gc.run.Lock()
 	defer b.gc.run.Unlock()
-	b.amu.Lock()
-	defer b.amu.Unlock()
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.writable(); err != nil {
+	unlock, err := b.lockChange()
+	defer unlock()
+	if err != nil {
 		return err
 	}
 	if err := b.db.DropAll(); err != nil {
