@@ -1,14 +1,12 @@
 package core
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/testkit/faultstore"
+	"github.com/leased/leased/internal/testkit/logbuf"
 	"github.com/leased/leased/store"
 )
 
@@ -147,24 +146,6 @@ func TestRestartCountsDowntimeOnBootClock(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log that tests read while a core writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestHorizonYearsAheadIsBounded: a horizon recorded while the wall clock
 // was set years ahead (2040) holds writes after a restart no longer than
 // its span, counted on the boot clock in the same boot, and its whole span
@@ -185,7 +166,7 @@ func TestHorizonYearsAheadIsBounded(t *testing.T) {
 				fb.Reboot("another-boot")
 				want = h.Span + eps
 			}
-			var logs syncBuffer
+			var logs logbuf.Buffer
 			now := clock.NewFake() // 2026: the wall clock was put right
 			b, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self",
 				Clock: now, BootClock: fb, BootFile: file, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, durable{st}, &notices{})

@@ -1,16 +1,15 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/leased/leased/internal/testkit"
+	"github.com/leased/leased/internal/testkit/logbuf"
 	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/protocol"
@@ -271,7 +270,7 @@ func TestTransferLead(t *testing.T) {
 // the lead to another voter.
 func TestShutdownHandsOff(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	cl := testkit.NewCluster(t, 3, server.Config{Cluster: testkit.RelaxedRaft(), LeaseTerm: time.Second,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	leader := cl.Leader()
@@ -287,24 +286,6 @@ func TestShutdownHandsOff(t *testing.T) {
 	cl.Stop(leader)
 	next := cl.Leader()
 	t.Logf("%s shut down; %s led %v after the shutdown began", leader, next, time.Since(start))
-}
-
-// syncBuffer is a bytes.Buffer for several goroutines' logs.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestRemovedWhileDown: a node removed while it was down missed the
