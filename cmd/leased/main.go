@@ -560,32 +560,44 @@ func (o *options) validateCluster() error {
 	if o.initialCluster == "" {
 		return nil
 	}
-	self := false
-	for _, item := range strings.Split(o.initialCluster, ",") {
+	peers, addr, err := parseInitialCluster(o.initialCluster, o.name)
+	if err != nil {
+		return err
+	}
+	if addr != o.peerListen {
+		return usagef("--initial-cluster gives %s=%s but --peer-listen is %s", o.name, addr, o.peerListen)
+	}
+	o.peers = peers
+	return nil
+}
+
+// parseInitialCluster parses --initial-cluster, NAME=HOST:PORT,..., which
+// must name the node self, and returns its members and self's address.
+// Errors are usage errors.
+func parseInitialCluster(list, self string) (peers []server.Peer, selfAddr string, err error) {
+	found := false
+	for _, item := range strings.Split(list, ",") {
 		name, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok || name == "" {
-			return usagef("--initial-cluster %q: want NAME=HOST:PORT,...", o.initialCluster)
+			return nil, "", usagef("--initial-cluster %q: want NAME=HOST:PORT,...", list)
 		}
 		if err := checkAddr("--initial-cluster "+name, addr); err != nil {
-			return err
+			return nil, "", err
 		}
-		for _, p := range o.peers {
+		for _, p := range peers {
 			if p.Name == name {
-				return usagef("--initial-cluster names %q twice", name)
+				return nil, "", usagef("--initial-cluster names %q twice", name)
 			}
 		}
-		if name == o.name {
-			if addr != o.peerListen {
-				return usagef("--initial-cluster gives %s=%s but --peer-listen is %s", name, addr, o.peerListen)
-			}
-			self = true
+		if name == self {
+			found, selfAddr = true, addr
 		}
-		o.peers = append(o.peers, server.Peer{Name: name, Addr: addr})
+		peers = append(peers, server.Peer{Name: name, Addr: addr})
 	}
-	if !self {
-		return usagef("--initial-cluster does not name this node (--name %s)", o.name)
+	if !found {
+		return nil, "", usagef("--initial-cluster does not name this node (--name %s)", self)
 	}
-	return nil
+	return peers, selfAddr, nil
 }
 
 // checkAddr checks that a flag's value is host:port with a numeric port.

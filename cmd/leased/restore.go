@@ -209,28 +209,8 @@ func restorePeers(name, initialCluster string) ([]server.Peer, error) {
 	if strings.TrimSpace(name) == "" {
 		return nil, usagef("--initial-cluster needs --name: this node's name in it")
 	}
-	var peers []server.Peer
-	self := false
-	for _, item := range strings.Split(initialCluster, ",") {
-		n, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
-		if !ok || n == "" {
-			return nil, usagef("--initial-cluster %q: want NAME=HOST:PORT,...", initialCluster)
-		}
-		if err := checkAddr("--initial-cluster "+n, addr); err != nil {
-			return nil, err
-		}
-		for _, p := range peers {
-			if p.Name == n {
-				return nil, usagef("--initial-cluster names %q twice", n)
-			}
-		}
-		self = self || n == name
-		peers = append(peers, server.Peer{Name: n, Addr: addr})
-	}
-	if !self {
-		return nil, usagef("--initial-cluster does not name this node (--name %s)", name)
-	}
-	return peers, nil
+	peers, _, err := parseInitialCluster(initialCluster, name)
+	return peers, err
 }
 
 // oneSnapshotFile checks that a command got one argument, the snapshot FILE.
