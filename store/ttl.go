@@ -319,11 +319,7 @@ func ttlPage(tx txn, from uint64) ([]TTLLease, error) {
 		if len(k) != len(ttlPrefix)+8 {
 			return fmt.Errorf("corrupt TTL lease key %x", k)
 		}
-		id := binary.BigEndian.Uint64(k[len(ttlPrefix):])
-		if id < from {
-			return nil
-		}
-		l, err := decodeTTLLease(id, v)
+		l, err := decodeTTLLease(binary.BigEndian.Uint64(k[len(ttlPrefix):]), v)
 		if err != nil {
 			return err
 		}
