@@ -45,6 +45,19 @@ const (
 	// Backups, in an admin session: the leader streams a snapshot.
 	TypeSnapshotSave      Type = 29 // stream a snapshot of the applied state
 	TypeSnapshotSaveReply Type = 30 // what the stream held, once it has ended
+
+	// TTL leases (DESIGN §14): liveness leases with keys attached, which
+	// are deleted when the lease is revoked or expires.
+	TypeLeaseGrant           Type = 31 // grant a TTL lease
+	TypeLeaseGrantReply      Type = 32 //
+	TypeLeaseRevoke          Type = 33 // revoke a TTL lease, deleting its keys
+	TypeLeaseRevokeReply     Type = 34 //
+	TypeLeaseKeepAlive       Type = 35 // renew many TTL leases at once
+	TypeLeaseKeepAliveReply  Type = 36 //
+	TypeLeaseTimeToLive      Type = 37 // a TTL lease's remaining TTL, and its keys
+	TypeLeaseTimeToLiveReply Type = 38 //
+	TypeLeaseList            Type = 39 // the live TTL leases
+	TypeLeaseListReply       Type = 40 //
 )
 
 // registry describes every message type, indexed by its Type. It is the only
@@ -83,6 +96,17 @@ var registry = [...]entry{
 	TypeEndpointStatusReply: withID("endpoint_status_reply", func(m *EndpointStatusReply) *uint64 { return &m.ID }),
 	TypeSnapshotSave:        withID("snapshot_save", func(m *SnapshotSave) *uint64 { return &m.ID }),
 	TypeSnapshotSaveReply:   withID("snapshot_save_reply", func(m *SnapshotSaveReply) *uint64 { return &m.ID }),
+
+	TypeLeaseGrant:           withID("lease_grant", func(m *LeaseGrant) *uint64 { return &m.ID }),
+	TypeLeaseGrantReply:      withID("lease_grant_reply", func(m *LeaseGrantReply) *uint64 { return &m.ID }),
+	TypeLeaseRevoke:          withID("lease_revoke", func(m *LeaseRevoke) *uint64 { return &m.ID }),
+	TypeLeaseRevokeReply:     withID("lease_revoke_reply", func(m *LeaseRevokeReply) *uint64 { return &m.ID }),
+	TypeLeaseKeepAlive:       withID("lease_keep_alive", func(m *LeaseKeepAlive) *uint64 { return &m.ID }),
+	TypeLeaseKeepAliveReply:  withID("lease_keep_alive_reply", func(m *LeaseKeepAliveReply) *uint64 { return &m.ID }),
+	TypeLeaseTimeToLive:      withID("lease_time_to_live", func(m *LeaseTimeToLive) *uint64 { return &m.ID }),
+	TypeLeaseTimeToLiveReply: withID("lease_time_to_live_reply", func(m *LeaseTimeToLiveReply) *uint64 { return &m.ID }),
+	TypeLeaseList:            withID("lease_list", func(m *LeaseList) *uint64 { return &m.ID }),
+	TypeLeaseListReply:       withID("lease_list_reply", func(m *LeaseListReply) *uint64 { return &m.ID }),
 }
 
 // entry is a message type's row in the registry. The zero entry, at the
@@ -219,6 +243,10 @@ type Write struct {
 	// outcome of each of its writes with an ID below Acked and will not
 	// send them again, so the server may forget those outcomes.
 	Acked uint64 `msgpack:"a,omitempty"`
+	// Lease, on a Put or CompareAndSwap, attaches Key to that TTL lease
+	// (moving it from any other); 0 detaches it from any. A Delete
+	// detaches its key whatever Lease says.
+	Lease uint64 `msgpack:"ls,omitempty"`
 }
 
 // WriteReply reports a committed write. Waited is how long the write waited
