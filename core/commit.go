@@ -15,20 +15,36 @@ import (
 // the end of a write lease to make durable.
 type job struct {
 	req  *Request
-	end  leasetable.Notice // when req is nil
+	end  leasetable.Notice // when req, rev and ttl are nil
 	done func()            // an end's: called once it is durable, or failed
+	// rev is a revocation whose keys are all ready (ttl.go).
+	rev *revocation
+	// ttl is a mark (OpKeptAliveTTL) or checkpoint record of TTL leases;
+	// marks, a mark's, is the keep-alive waiting for it.
+	ttl   *store.Command
+	marks *markBatch
 }
 
 // command returns the store command that carries out j.
 func (c *Core) command(j job) store.Command {
 	r := j.req
 	switch {
+	case j.rev != nil:
+		return store.Command{Op: store.OpRevokeTTL, Lease: j.rev.id, Expect: j.rev.gen}
+	case j.ttl != nil:
+		return *j.ttl
 	case r == nil:
 		return store.Command{Op: store.OpEndWriteLease, Key: []byte(j.end.Key), Token: j.end.Token}
 	case r.Acquire:
 		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Client: r.holder, Term: c.cfg.WriteTermFor(string(r.Key))}
+	case r.Op == store.OpGrantTTL:
+		cmd := store.Command{Op: store.OpGrantTTL, Term: r.TTL}
+		if r.Client != 0 {
+			cmd.Client, cmd.Request, cmd.Acked, cmd.At = r.Client, r.ID, r.Acked, c.clock.Now()
+		}
+		return cmd
 	}
-	cmd := store.Command{Op: r.Op, Key: r.Key, Value: r.Value, Expect: r.Expect}
+	cmd := store.Command{Op: r.Op, Key: r.Key, Value: r.Value, Expect: r.Expect, Lease: r.Lease}
 	if r.Client != 0 {
 		cmd.Client, cmd.Request, cmd.Acked, cmd.At = r.Client, r.ID, r.Acked, c.clock.Now()
 	}
@@ -83,7 +99,7 @@ func (c *Core) commit(batch []job) {
 	// only under the horizon.
 	var horizonErr error
 	for _, j := range batch[:len(results)] {
-		if r := j.req; r != nil && (r.Acquire || c.cfg.TermFor(string(r.Key)) > 0) {
+		if r := j.req; r != nil && r.Op != store.OpGrantTTL && (r.Acquire || c.cfg.TermFor(string(r.Key)) > 0) {
 			horizonErr = c.ensureHorizon(now)
 			break
 		}
@@ -91,6 +107,12 @@ func (c *Core) commit(batch []job) {
 	outs := make([]Outcome, len(batch))
 	var effs []leasetable.Effects
 	var orphans []leasetable.Notice // write leases granted durably but not in the table
+	type settled struct {
+		j   job
+		res store.Result
+		err error
+	}
+	var ttls []settled // revocations and marks, settled once c.mu is released
 	c.mu.Lock()
 	for i, j := range batch {
 		var res store.Result
@@ -101,10 +123,22 @@ func (c *Core) commit(batch []job) {
 		r := j.req
 		var eff leasetable.Effects
 		switch {
+		case j.rev != nil:
+			eff = c.revoked(j.rev, res, err, now)
+			ttls = append(ttls, settled{j, res, err})
+		case j.ttl != nil:
+			if err == nil && res.Err != nil {
+				err = fmt.Errorf("%w: %s: %v", ErrInternal, j.ttl.Op, res.Err)
+			}
+			if j.marks != nil {
+				ttls = append(ttls, settled{j, res, err})
+			}
 		case r == nil && err != nil:
 			c.down.keepEnd(j.end) // ended again once the store is back
 		case r == nil:
 			eff = c.table.EndWriteLease(j.end.Key, j.end.Token, now)
+		case r.Op == store.OpGrantTTL:
+			outs[i] = c.granted(r, res, err, now)
 		case r.Acquire:
 			key, term := string(r.Key), c.cfg.WriteTermFor(string(r.Key))
 			if err == nil && horizonErr != nil {
@@ -128,6 +162,9 @@ func (c *Core) commit(batch []job) {
 			if err == nil {
 				err = res.Err
 			}
+			if r.Lease != 0 && (errors.Is(err, store.ErrLeaseNotFound) || errors.Is(err, store.ErrLeaseFull)) {
+				err = fmt.Errorf("write to %q with TTL lease %016x: %w", r.Key, r.Lease, err)
+			}
 			term := c.cfg.TermFor(string(r.Key))
 			if horizonErr != nil || res.Duplicate || c.handingOff.Load() {
 				term = 0
@@ -145,6 +182,13 @@ func (c *Core) commit(batch []job) {
 	}
 	for _, eff := range effs {
 		c.carryOut(eff)
+	}
+	for _, s := range ttls {
+		if s.j.rev != nil {
+			c.afterRevoke(s.j.rev, s.res, s.err)
+		} else {
+			c.marked(s.j.marks, s.j.ttl.Leases, s.err)
+		}
 	}
 	for i, j := range batch {
 		r := j.req
@@ -203,9 +247,12 @@ func (c *Core) admit(batch []job) []job {
 	effs := make([]leasetable.Effects, len(refused))
 	c.mu.Lock()
 	for i, f := range refused {
-		if f.r.Acquire {
+		switch {
+		case f.r.Op == store.OpGrantTTL:
+			c.granted(f.r, store.Result{}, f.err, now)
+		case f.r.Acquire:
 			effs[i] = c.table.DoneAcquire(&f.r.op, 0, c.cfg.WriteTermFor(string(f.r.Key)), now)
-		} else {
+		default:
 			_, effs[i] = c.table.Done(&f.r.op, false, 0, now)
 		}
 		c.enqueueReady(effs[i])
@@ -329,6 +376,11 @@ func (d *downState) recover(c *Core, now time.Time) ([]leasetable.Notice, error)
 		c.revision.Store(st.Revision) // the failed commit may have been replayed
 	}
 	c.log.Info("storage reopened; writes and leases resume")
+	// A grant whose commit failed may have been applied: the Lessor
+	// tracks every TTL lease the store holds, from now.
+	if _, err := c.resumeTTL(now, time.Time{}); err != nil {
+		c.log.Warn("cannot resume the TTL leases after reopening the store", "err", err)
+	}
 	d.err = nil
 	ends := d.ends
 	d.ends = nil

@@ -51,6 +51,9 @@ var (
 	// committed. It may or may not take effect: the next leader may still
 	// apply it.
 	ErrNotLeader = errors.New("this node stopped leading the cluster; the change may or may not take effect")
+	// ErrInvalidArgument: a request no server would take, such as a
+	// keep-alive of too many leases.
+	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrLeaseLimit: the session holds Config.MaxLeasesPerSession read
 	// leases, and a read would need another. Package server reports it as
 	// resource exhausted.
@@ -196,6 +199,8 @@ type Config struct {
 	// It is called without the core's locks, and must not block. Nil
 	// admits everything.
 	Admit func(op store.Op, bytes int) error
+	// TTL bounds and paces TTL leases (DESIGN §14).
+	TTL TTLConfig
 	// Clock reads time for every lease decision. Nil means the system
 	// clock.
 	Clock clock.Clock
@@ -237,7 +242,7 @@ func (c Config) Validate() error {
 	case c.RetryWindow > MaxRetryWindow:
 		return fmt.Errorf("retry window %v is longer than %v, the longest allowed", c.RetryWindow, MaxRetryWindow)
 	}
-	return nil
+	return c.TTL.validate()
 }
 
 // TermFor returns the read-lease term of key.
@@ -334,6 +339,9 @@ type Core struct {
 	// reported it.
 	revision atomic.Uint64
 
+	// ttl tracks the TTL leases (ttl.go).
+	ttl ttlState
+
 	queue commitQueue
 	wake  chan struct{} // pokes the timer loop; capacity 1
 	loops sync.WaitGroup
@@ -352,6 +360,7 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		return nil, fmt.Errorf("core: %w", err)
 	}
 	cfg.Clock = clock.OrReal(cfg.Clock)
+	cfg.TTL = cfg.TTL.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -373,6 +382,9 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 	}
 	c.queue.init()
 	if err := c.restore(); err != nil {
+		return nil, err
+	}
+	if err := c.newTTL(); err != nil {
 		return nil, err
 	}
 	c.loops.Add(3)
@@ -585,6 +597,8 @@ type Stats struct {
 	WritesAllowedIn time.Duration
 	// Uptime is how long the core has run.
 	Uptime time.Duration
+	// TTL are the counters of TTL leases.
+	TTL TTLStats
 }
 
 // Stats returns the core's counters. It holds the lease table's lock only
@@ -598,6 +612,7 @@ func (c *Core) Stats() Stats {
 	st.Revision = c.revision.Load()
 	st.Uptime = now.Sub(c.started)
 	st.WritesAllowedIn = c.writesAllowedIn(now)
+	st.TTL = c.TTLStats()
 	return st
 }
 
@@ -619,8 +634,12 @@ func (c *Core) writesAllowedIn(now time.Time) time.Duration {
 // tests that advance a fake clock step by step.
 func (c *Core) NextDeadline() (time.Time, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.table.NextDeadline()
+	next, ok := c.table.NextDeadline()
+	c.mu.Unlock()
+	if at, tok := c.ttlDeadline(c.clock.Now()); tok && (!ok || at.Before(next)) {
+		next, ok = at, true
+	}
+	return next, ok
 }
 
 // BeginStop makes Submit refuse new writes. The caller then cancels the
@@ -723,6 +742,7 @@ func (c *Core) timerLoop() {
 		eff.EndWrite = nil
 		c.mu.Unlock()
 		c.carryOut(eff)
+		c.ttlTick(c.clock.Now())
 	}
 }
 
@@ -743,7 +763,12 @@ func (c *Core) carryOut(eff leasetable.Effects) {
 		c.notify.Recall(n.Session, n.Key, n.Token)
 	}
 	for _, op := range eff.Abandoned {
-		op.Data.(*Request).finish(Outcome{Err: ErrCanceled})
+		switch d := op.Data.(type) {
+		case *Request:
+			d.finish(Outcome{Err: ErrCanceled})
+		case *revocation:
+			c.abandonRevocation(d, fmt.Errorf("%w: revocation of TTL lease %016x: its keys' holders did not let it commit within its timeout", ErrCanceled, d.id))
+		}
 	}
 	for _, n := range eff.EndWrite {
 		c.queue.push(job{end: n})

@@ -11,7 +11,8 @@ import (
 )
 
 // Request is a write (Put, Delete or CompareAndSwap) or a write-lease
-// acquisition on one key, from its submission until its outcome. The
+// acquisition on one key, or the grant or revocation of a TTL lease (Op
+// store.OpGrantTTL or OpRevokeTTL), from its submission until its outcome. The
 // caller fills the exported fields and hands it to Submit; the core owns it
 // from then until it calls Done.
 type Request struct {
@@ -24,6 +25,12 @@ type Request struct {
 	Value   []byte
 	Expect  uint64 // OpCAS: the expected version (0: absent)
 	Token   uint64 // a write under a write lease: its fencing token, or 0
+	// Lease is the TTL lease of an Op of store.OpRevokeTTL (the lease to
+	// revoke), or of an OpPut or OpCAS (attach Key to it; 0 detaches).
+	Lease uint64
+	// TTL is the TTL of an Op of store.OpGrantTTL, which grants a TTL
+	// lease; Client, ID and Acked make it idempotent as for a write.
+	TTL time.Duration
 	// Client, ID and Acked make a write idempotent: with a Client, the
 	// write is applied once per (Client, ID), and a retry gets the first
 	// outcome back (Outcome.Duplicate). Acked says that the client has
@@ -74,6 +81,11 @@ type Outcome struct {
 	// now, and the writer gets no lease (Term 0), because the key may
 	// have changed since.
 	Duplicate bool
+	// Lease and TTL are a TTL lease grant's lease and TTL. Keys is how
+	// many keys a revocation deleted, at revision Version.
+	Lease uint64
+	TTL   time.Duration
+	Keys  int
 }
 
 // storeOp is the store.Op that carries out r.
@@ -148,6 +160,14 @@ func (c *Core) kept(r *Request) (res store.Result, ok, unknown bool) {
 // and recalls another session's write lease, and commits when they are
 // gone. Its outcome comes later, through r.Done.
 func (c *Core) Submit(r *Request) error {
+	switch {
+	case r.Op == store.OpGrantTTL && !r.Acquire:
+		return c.submitGrant(r)
+	case r.Op == store.OpRevokeTTL && !r.Acquire:
+		return c.submitRevoke(r)
+	case r.Lease != 0 && !r.Acquire && (r.Op == store.OpPut || r.Op == store.OpCAS) && c.isRevoking(r.Lease):
+		return fmt.Errorf("write to %q with TTL lease %016x: %w (it is being revoked)", r.Key, r.Lease, store.ErrLeaseNotFound)
+	}
 	// Whether Admit may refuse r: its refusal tells the writer that nothing
 	// was applied, which must not be said of a write an earlier copy of
 	// which may have committed (Config.Admit).
@@ -223,6 +243,13 @@ func (c *Core) Submit(r *Request) error {
 // why; one that has started commits, and reports that. Cancelling a request
 // twice, or one that has ended, does nothing.
 func (c *Core) Cancel(r *Request, why error) {
+	switch {
+	case r.Op == store.OpRevokeTTL && !r.Acquire:
+		c.cancelRevoke(r, why)
+		return
+	case r.Op == store.OpGrantTTL && !r.Acquire:
+		return // queued to commit at once
+	}
 	c.mu.Lock()
 	ok, eff := c.table.Abandon(&r.op, c.clock.Now())
 	c.enqueueReady(eff)
@@ -241,11 +268,15 @@ func (c *Core) enqueueReady(eff leasetable.Effects) {
 		return
 	}
 	now := c.clock.Now()
-	jobs := make([]job, len(eff.Ready))
-	for i, op := range eff.Ready {
-		r := op.Data.(*Request)
-		r.ready = now
-		jobs[i] = job{req: r}
+	jobs := make([]job, 0, len(eff.Ready))
+	for _, op := range eff.Ready {
+		switch d := op.Data.(type) {
+		case *Request:
+			d.ready = now
+			jobs = append(jobs, job{req: d})
+		case *revocation:
+			c.opReady(d, now)
+		}
 	}
 	c.queue.push(jobs...)
 }

@@ -160,6 +160,12 @@ type Persisted struct {
 	// record, read from the same clock as Resume's now; or when this
 	// process started, if it applied the record before.
 	AppliedAt time.Time
+	// KeptSince, for a lease KeptAlive, is the earliest time, on the same
+	// clock, from which no earlier leader can still acknowledge a
+	// keep-alive of it: after the horizon of the last leader, which
+	// acknowledges keep-alives only under its horizon. The lease then has
+	// its whole TTL from the later of it and Resume's now. Zero: now.
+	KeptSince time.Time
 }
 
 // lease is one tracked lease. Times are nanoseconds since Lessor.base, to
@@ -410,7 +416,8 @@ func (ls *Lessor) DueCheckpoints(now time.Time, limit int) []Checkpoint {
 
 // Resume starts tracking leases from their durable records, on a new leader
 // or a restarted one, at now: a lease kept alive since its last checkpoint
-// expires at now + TTL + ε, and its checkpoint is due at once
+// expires at now (or its KeptSince, if later) + TTL + ε, and its checkpoint
+// is due at once
 // (checkpointNow); any other at AppliedAt + Remaining + ε, AppliedAt being
 // now if it is zero or later (see the package comment for why both are
 // safe). A lease the Lessor tracks already
@@ -424,7 +431,11 @@ func (ls *Lessor) Resume(leases []Persisted, now time.Time) error {
 	}
 	n := ls.at(now)
 	for _, p := range leases {
-		expiry := add(add(n, int64(p.TTL)), ls.eps)
+		from := n
+		if p.KeptSince.After(now) {
+			from = ls.at(p.KeptSince)
+		}
+		expiry := add(add(from, int64(p.TTL)), ls.eps)
 		if !p.KeptAlive {
 			// A record applied at no known time, or later than now, counts
 			// from now: later than its holder's belief, never earlier.

@@ -328,6 +328,16 @@ func TestResume(t *testing.T) {
 		// Kept alive after its checkpoint: its whole TTL from the takeover,
 		// however little the checkpoint said.
 		{"kept alive", Persisted{ID: 1, TTL: time.Hour, Remaining: time.Minute, KeptAlive: true, AppliedAt: applied}, now.Add(time.Hour + eps)},
+		// Kept alive, and the last leader may acknowledge keep-alives until
+		// its horizon, after the takeover: its whole TTL from that horizon.
+		{"kept alive, old horizon later", Persisted{ID: 1, TTL: time.Hour, Remaining: time.Minute, KeptAlive: true, AppliedAt: applied,
+			KeptSince: now.Add(20 * time.Second)}, now.Add(20*time.Second + time.Hour + eps)},
+		// An old horizon that passed before the takeover changes nothing.
+		{"kept alive, old horizon passed", Persisted{ID: 1, TTL: time.Hour, Remaining: time.Minute, KeptAlive: true, AppliedAt: applied,
+			KeptSince: now.Add(-time.Minute)}, now.Add(time.Hour + eps)},
+		// KeptSince is for kept leases only.
+		{"checkpointed, old horizon later", Persisted{ID: 1, TTL: time.Hour, Remaining: 10 * time.Minute, AppliedAt: applied,
+			KeptSince: now.Add(time.Hour)}, applied.Add(10*time.Minute + eps)},
 		// Not kept alive: the checkpoint's remaining time from when it was
 		// applied, never the whole TTL (etcd issue #9395).
 		{"checkpointed", Persisted{ID: 1, TTL: time.Hour, Remaining: 10 * time.Minute, AppliedAt: applied}, applied.Add(10*time.Minute + eps)},

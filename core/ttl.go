@@ -1,0 +1,712 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/lessor"
+	"github.com/leased/leased/store"
+)
+
+// TTL leases (DESIGN §14). The leader's core tracks them in a
+// lessor.Lessor, guarded by ttlState.mu, and writes everything the Lessor
+// decides through its one commit queue, in the order the Lessor hands it
+// out: grants, the marks of keep-alives, checkpoints and revocations. A
+// revocation is a write: each key attached to the lease goes through the
+// lease table as a delete would (its readers are invalidated, its write
+// lease recalled), and once every key is ready, one OpRevokeTTL deletes
+// them all at one revision.
+//
+// Locks: ttlState.mu is taken with no other lock of the core held, or
+// under mu (enqueueReady); under it the core takes only the commit queue's
+// lock. The Lessor's promises hold because the core keeps the caller's
+// part of its contract (package lessor): Grant after the grant is applied;
+// a keep-alive acknowledged only once its mark is applied; marks and
+// checkpoints queued, under ttlState.mu, in the order the Lessor hands them
+// out; Revoke once a revocation is applied; and Resume before the core
+// answers anything.
+
+// Bounds and defaults of TTLConfig.
+const (
+	// DefaultMinTTL is the shortest TTL a grant may ask for, unless
+	// TTLConfig.MinTTL says otherwise. A TTL lease must outlive a
+	// failover: its holder renews it at a third of its TTL, and while the
+	// cluster elects a new leader no renewal gets through.
+	DefaultMinTTL = 5 * time.Second
+	// DefaultMaxTTL is the longest TTL a grant may ask for, unless
+	// TTLConfig.MaxTTL says otherwise.
+	DefaultMaxTTL = 24 * time.Hour
+	// MaxTTL bounds TTLConfig.MaxTTL, far from time.Duration's limit.
+	MaxTTL = 30 * 24 * time.Hour
+	// DefaultMaxTTLLeases is the most TTL leases a server holds at once,
+	// unless TTLConfig.MaxLeases says otherwise: about 100 MB of tracking
+	// on the leader.
+	DefaultMaxTTLLeases = 1_000_000
+	// MaxKeepAliveLeases is the most leases one keep-alive may renew.
+	MaxKeepAliveLeases = 10_000
+)
+
+// revokerSession is the lease table session of revocations: their ops
+// invalidate every client session's leases on the keys they delete. It is
+// below handedBase and above any session ID a server gives.
+const revokerSession SessionID = handedBase - 1
+
+// Errors of TTL leases.
+var (
+	// ErrTTLOutOfRange: a grant's TTL below TTLConfig.MinTTL or above
+	// MaxTTL. Package server reports it as an invalid argument.
+	ErrTTLOutOfRange = errors.New("TTL out of range")
+	// ErrTTLLeaseLimit: the server holds TTLConfig.MaxLeases TTL leases.
+	// Package server reports it as resource exhausted.
+	ErrTTLLeaseLimit = errors.New("the server holds its maximum of TTL leases")
+)
+
+// TTLConfig sets the bounds and pace of TTL leases. Zero fields take
+// their defaults.
+type TTLConfig struct {
+	// MinTTL and MaxTTL bound the TTL of a grant (DefaultMinTTL,
+	// DefaultMaxTTL). MinTTL must exceed the time a failover takes.
+	MinTTL, MaxTTL time.Duration
+	// MaxLeases caps the TTL leases held at once (DefaultMaxTTLLeases);
+	// a grant past it fails with ErrTTLLeaseLimit. Leases outlive the
+	// sessions that granted them, so the cap is the server's, not a
+	// session's: a session's grants are bounded by its requests in
+	// flight.
+	MaxLeases int
+	// CheckpointInterval and MaxRevokesPerSecond are the Lessor's
+	// (lessor.Config).
+	CheckpointInterval  time.Duration
+	MaxRevokesPerSecond int
+}
+
+// withDefaults returns c with its zero fields set.
+func (c TTLConfig) withDefaults() TTLConfig {
+	if c.MinTTL == 0 {
+		c.MinTTL = DefaultMinTTL
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = max(DefaultMaxTTL, c.MinTTL)
+	}
+	if c.MaxLeases == 0 {
+		c.MaxLeases = DefaultMaxTTLLeases
+	}
+	return c
+}
+
+// validate reports a field out of range.
+func (c TTLConfig) validate() error {
+	d := c.withDefaults()
+	switch {
+	case c.MinTTL < 0:
+		return fmt.Errorf("minimum TTL %v is negative", c.MinTTL)
+	case c.MaxTTL < 0:
+		return fmt.Errorf("maximum TTL %v is negative", c.MaxTTL)
+	case d.MaxTTL > MaxTTL:
+		return fmt.Errorf("maximum TTL %v is longer than %v, the longest allowed", d.MaxTTL, MaxTTL)
+	case d.MinTTL > d.MaxTTL:
+		return fmt.Errorf("minimum TTL %v is above the maximum TTL %v", d.MinTTL, d.MaxTTL)
+	case c.MaxLeases < 0:
+		return fmt.Errorf("maximum of TTL leases %d is negative", c.MaxLeases)
+	}
+	return lessor.Config{CheckpointInterval: c.CheckpointInterval, MaxRevokesPerSecond: c.MaxRevokesPerSecond}.Validate()
+}
+
+// ttlState is the core's part of TTL leases.
+type ttlState struct {
+	mu sync.Mutex
+	ls *lessor.Lessor
+	// revoking holds the revocations under way, by lease.
+	revoking map[uint64]*revocation
+	// granting counts the grants queued and not yet applied, which
+	// count against MaxLeases.
+	granting int
+	stats    TTLStats
+}
+
+// TTLStats are the counters of TTL leases.
+type TTLStats struct {
+	// Leases is the number of TTL leases the leader tracks.
+	Leases int
+	// Revoked counts the revocations applied, Expired those of them that
+	// expiry started, and KeysDeleted the keys they deleted.
+	Revoked, Expired, KeysDeleted uint64
+	// Waited sums how long revocations waited for the holders of their
+	// keys' read and write leases, and Holders how many they invalidated
+	// or recalled, as a write's Outcome counts them.
+	Waited  time.Duration
+	Holders uint64
+	// KeepAlives counts the leases renewed.
+	KeepAlives uint64
+}
+
+// revocation is the revocation of one lease, from its start until it is
+// applied or abandoned. Its ops, one per attached key, wait in the lease
+// table as deletes do; rev is queued once all are ready. Guarded by c.mu
+// once its ops are submitted, except id, which never changes.
+type revocation struct {
+	id      uint64
+	gen     uint64 // the attachment generation its keys were read at
+	ops     []leasetable.Op
+	ready   int
+	started time.Time // when its ops were submitted
+	readyAt time.Time // when the last became ready
+	queued  bool      // its OpRevokeTTL is queued: it can no longer be abandoned
+	expiry  bool      // expiry started it
+	// waiters are the revocations clients asked for, answered with its
+	// outcome. Guarded by ttlState.mu.
+	waiters []*Request
+	// timeout, if not 0, abandons it if its keys are not all ready that
+	// long after it started: the first waiter's Timeout.
+	timeout time.Duration
+}
+
+// markBatch is the marks of one keep-alive: the mark records it needs
+// applied before its renewals are acknowledged.
+type markBatch struct {
+	mu      sync.Mutex
+	left    int // mark records not yet applied or failed
+	err     error
+	renewed []lessor.Renewal
+	unknown []uint64
+	done    func(KeepAliveOutcome)
+}
+
+// KeepAliveOutcome is how a keep-alive ended: the leases it renewed, with
+// their TTL, and those it did not know (never granted, revoked or
+// expired); or, with Err, nothing is acknowledged.
+type KeepAliveOutcome struct {
+	Renewed []lessor.Renewal
+	Unknown []uint64
+	Err     error
+}
+
+// newTTL sets up the core's Lessor and resumes it from the leases in the
+// store. restore calls it once the write barrier is known.
+func (c *Core) newTTL() error {
+	ls, err := lessor.New(lessor.Config{Epsilon: c.cfg.Epsilon, CheckpointInterval: c.cfg.TTL.CheckpointInterval,
+		MaxRevokesPerSecond: c.cfg.TTL.MaxRevokesPerSecond})
+	if err != nil {
+		return fmt.Errorf("core: %w", err)
+	}
+	c.ttl.ls = ls
+	c.ttl.revoking = make(map[uint64]*revocation)
+	c.table.AddSession(revokerSession)
+	n, err := c.resumeTTL(c.started, c.keptSince())
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		c.log.Info("resumed the TTL leases", "leases", n)
+	}
+	return nil
+}
+
+// keptSince is the time from which no earlier leader or run of this node
+// can still acknowledge a keep-alive: the write barrier, which waits out
+// the newest horizon or the handed-over leases. A lease kept alive since
+// its last checkpoint resumes with its whole TTL from then.
+func (c *Core) keptSince() time.Time { return maxTime(c.barrier, c.inherited) }
+
+// resumeTTL tracks the TTL leases of the store in the Lessor, at now
+// (lessor.Resume), and returns how many it read. Besides New, the
+// committer calls it once the store is back after a failure, for the
+// grants whose commits failed and may have been applied.
+func (c *Core) resumeTTL(now, keptSince time.Time) (int, error) {
+	var ps []lessor.Persisted
+	err := c.store.TTLLeases(func(l store.TTLLease) error {
+		ps = append(ps, lessor.Persisted{ID: l.ID, TTL: l.TTL, Remaining: l.Remaining, KeptAlive: l.KeptAlive, KeptSince: keptSince})
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("core: read the TTL leases: %w", err)
+	}
+	c.ttl.mu.Lock()
+	defer c.ttl.mu.Unlock()
+	if err := c.ttl.ls.Resume(ps, now); err != nil {
+		return 0, fmt.Errorf("core: resume the TTL leases: %w", err)
+	}
+	c.poke()
+	return len(ps), nil
+}
+
+// submitGrant queues the grant of a TTL lease of r.TTL.
+func (c *Core) submitGrant(r *Request) error {
+	cfg := c.cfg.TTL
+	switch {
+	case r.TTL < cfg.MinTTL:
+		return fmt.Errorf("%w: TTL %v is below the minimum of %v, which a TTL lease needs to outlive a failover", ErrTTLOutOfRange, r.TTL, cfg.MinTTL)
+	case r.TTL > cfg.MaxTTL:
+		return fmt.Errorf("%w: TTL %v is above the maximum of %v", ErrTTLOutOfRange, r.TTL, cfg.MaxTTL)
+	}
+	if r.Client != 0 {
+		if res, kept, _ := c.kept(r); kept {
+			r.finish(Outcome{Err: res.Err, Lease: res.Lease, TTL: r.TTL, Duplicate: true})
+			return nil
+		}
+	}
+	if c.cfg.Admit != nil {
+		if err := c.cfg.Admit(store.OpGrantTTL, 0); err != nil {
+			return fmt.Errorf("TTL lease grant refused: %w", err)
+		}
+	}
+	if c.handingOff.Load() {
+		return fmt.Errorf("%w: TTL lease grant: this node is handing the lead over", ErrUnavailable)
+	}
+	c.ttl.mu.Lock()
+	if n := c.ttl.ls.Len() + c.ttl.granting; n >= cfg.MaxLeases {
+		c.ttl.mu.Unlock()
+		return fmt.Errorf("%w: %d TTL leases are held or being granted, the limit (MaxTTLLeases): revoke some, or retry once some have expired", ErrTTLLeaseLimit, n)
+	}
+	c.ttl.granting++
+	c.ttl.mu.Unlock()
+	r.received = c.clock.Now()
+	c.mu.Lock()
+	if c.stopping.Load() {
+		c.mu.Unlock()
+		c.ttl.mu.Lock()
+		c.ttl.granting--
+		c.ttl.mu.Unlock()
+		return fmt.Errorf("%w: the server is shutting down; no new TTL leases", ErrClosed)
+	}
+	c.queue.push(job{req: r})
+	c.mu.Unlock()
+	return nil
+}
+
+// granted ends a grant that the committer applied, or failed to: the
+// Lessor tracks the lease from now, counted from after it was applied,
+// which is later than its holder counts it from.
+func (c *Core) granted(r *Request, res store.Result, err error, now time.Time) Outcome {
+	c.ttl.mu.Lock()
+	c.ttl.granting--
+	if err == nil {
+		err = res.Err
+	}
+	if err == nil && !res.Duplicate {
+		if gerr := c.ttl.ls.Grant(res.Lease, r.TTL, now); gerr != nil && !errors.Is(gerr, lessor.ErrExists) {
+			err = fmt.Errorf("%w: track TTL lease %016x: %v", ErrInternal, res.Lease, gerr)
+		}
+	}
+	c.ttl.mu.Unlock()
+	c.poke() // the timer loop waits for the Lessor's next deadline too
+	return Outcome{Err: err, Lease: res.Lease, TTL: r.TTL, Duplicate: res.Duplicate}
+}
+
+// KeepAlive renews the TTL leases ids, and calls done once with the
+// outcome: at once, or once the marks that make the renewals survive a
+// failover are applied. Leases that do not exist, or are being revoked,
+// are Unknown. A replicated core acknowledges no renewal unless its
+// horizon covers the moment of the acknowledgement: a new leader counts
+// the leases kept alive from the end of that horizon (keptSince). done is
+// called from a goroutine of the core or the caller's, without its locks;
+// it must not block.
+func (c *Core) KeepAlive(ids []uint64, done func(KeepAliveOutcome)) {
+	if len(ids) > MaxKeepAliveLeases {
+		done(KeepAliveOutcome{Err: fmt.Errorf("%w: %d leases in one keep-alive, the limit is %d", ErrInvalidArgument, len(ids), MaxKeepAliveLeases)})
+		return
+	}
+	if err := c.mayAcknowledge(c.clock.Now()); err != nil {
+		done(KeepAliveOutcome{Err: err})
+		return
+	}
+	now := c.clock.Now()
+	b := &markBatch{done: done}
+	c.ttl.mu.Lock()
+	live := ids
+	for i, id := range ids {
+		if c.ttl.revoking[id] != nil {
+			// A lease being revoked is ending: it is renewed no more.
+			if len(live) == len(ids) {
+				live = slices.Clone(ids[:i])
+			}
+			b.unknown = append(b.unknown, id)
+		} else if len(live) < len(ids) {
+			live = append(live, id)
+		}
+	}
+	renewed, unknown, mark := c.ttl.ls.KeepAlive(live, now)
+	b.renewed, b.unknown = renewed, append(b.unknown, unknown...)
+	c.ttl.stats.KeepAlives += uint64(len(renewed))
+	var jobs []job
+	for chunk := range slices.Chunk(mark, store.MaxTTLLeasesPerCommand) {
+		jobs = append(jobs, job{ttl: &store.Command{Op: store.OpKeptAliveTTL, Leases: chunk}, marks: b})
+	}
+	b.left = len(jobs)
+	if len(jobs) > 0 {
+		// Queued under ttl.mu: after every checkpoint handed out before,
+		// which would clear the marks (see lessor.Lessor.KeepAlive).
+		c.queue.push(jobs...)
+	}
+	c.ttl.mu.Unlock()
+	c.poke()
+	if len(jobs) == 0 {
+		c.acknowledge(b)
+	}
+}
+
+// mayAcknowledge returns an error if the core must not acknowledge a
+// renewal at now: it is handing the lead over, or, replicated, its
+// horizon does not cover now (it may have been deposed).
+func (c *Core) mayAcknowledge(now time.Time) error {
+	if c.handingOff.Load() {
+		return fmt.Errorf("%w: keep-alive: this node is handing the lead over", ErrUnavailable)
+	}
+	if !c.cfg.Replicated {
+		return nil
+	}
+	if err := c.ensureHorizon(now); err != nil && c.sinceStart(now) >= c.horizon.Load() {
+		return fmt.Errorf("%w: keep-alive", ErrUnavailable)
+	}
+	return nil
+}
+
+// marked ends one mark record of b, applied (err nil) or failed.
+func (c *Core) marked(b *markBatch, leases []uint64, err error) {
+	c.ttl.mu.Lock()
+	if err != nil {
+		c.ttl.ls.Unmark(leases)
+	} else {
+		c.ttl.ls.Marked(leases)
+	}
+	c.ttl.mu.Unlock()
+	b.mu.Lock()
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+	b.left--
+	last := b.left == 0
+	b.mu.Unlock()
+	if last {
+		c.acknowledge(b)
+	}
+}
+
+// acknowledge answers a keep-alive whose marks are all applied.
+func (c *Core) acknowledge(b *markBatch) {
+	err := b.err
+	if err == nil {
+		err = c.mayAcknowledge(c.clock.Now())
+	}
+	if err != nil {
+		b.done(KeepAliveOutcome{Err: err})
+		return
+	}
+	b.done(KeepAliveOutcome{Renewed: b.renewed, Unknown: b.unknown})
+}
+
+// TTLLease returns the remaining TTL of lease id, as its holder should
+// count it, and its granted TTL; with keys, also its attached keys,
+// sorted. ok is false if it does not exist, has expired, or is being
+// revoked.
+func (c *Core) TTLLease(id uint64, keys bool) (remaining, granted time.Duration, attached []string, ok bool, err error) {
+	c.ttl.mu.Lock()
+	remaining, granted, ok = c.ttl.ls.TimeToLive(id, c.clock.Now())
+	ok = ok && c.ttl.revoking[id] == nil
+	c.ttl.mu.Unlock()
+	if !ok || !keys {
+		return remaining, granted, nil, ok, nil
+	}
+	_, attached, found, err := c.store.TTLLease(id)
+	if err != nil {
+		return 0, 0, nil, false, fmt.Errorf("%w: read TTL lease %016x: %v", ErrInternal, id, err)
+	}
+	return remaining, granted, attached, found, nil
+}
+
+// TTLLeaseInfo is a live TTL lease and its remaining TTL.
+type TTLLeaseInfo struct {
+	ID        uint64
+	Remaining time.Duration
+}
+
+// TTLLeases returns the live TTL leases in id order, at most limit of
+// them (limit <= 0: all), and whether there were more.
+func (c *Core) TTLLeases(limit int) ([]TTLLeaseInfo, bool) {
+	now := c.clock.Now()
+	c.ttl.mu.Lock()
+	var out []TTLLeaseInfo
+	for id := range c.ttl.ls.Leases(now) {
+		if c.ttl.revoking[id] != nil {
+			continue
+		}
+		left, _, _ := c.ttl.ls.TimeToLive(id, now)
+		out = append(out, TTLLeaseInfo{ID: id, Remaining: left})
+	}
+	c.ttl.mu.Unlock()
+	slices.SortFunc(out, func(a, b TTLLeaseInfo) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	if limit > 0 && len(out) > limit {
+		return out[:limit], true
+	}
+	return out, false
+}
+
+// TTLStats returns the counters of TTL leases.
+func (c *Core) TTLStats() TTLStats {
+	c.ttl.mu.Lock()
+	defer c.ttl.mu.Unlock()
+	st := c.ttl.stats
+	st.Leases = c.ttl.ls.Len()
+	return st
+}
+
+// submitRevoke starts the revocation of lease r.Lease that a client asked
+// for, or joins the one under way.
+func (c *Core) submitRevoke(r *Request) error {
+	if c.stopping.Load() {
+		return fmt.Errorf("%w: the server is shutting down; no new revocations", ErrClosed)
+	}
+	r.received = c.clock.Now()
+	c.revoke(r.Lease, r)
+	return nil
+}
+
+// revoke starts the revocation of lease id, for r (nil: it expired), or
+// adds r to the waiters of the one under way.
+func (c *Core) revoke(id uint64, r *Request) {
+	c.ttl.mu.Lock()
+	if rv := c.ttl.revoking[id]; rv != nil {
+		if r != nil {
+			rv.waiters = append(rv.waiters, r)
+		} else {
+			rv.expiry = true
+		}
+		c.ttl.mu.Unlock()
+		return
+	}
+	rv := &revocation{id: id, expiry: r == nil}
+	if r != nil {
+		rv.waiters = []*Request{r}
+		rv.timeout = r.Timeout
+	}
+	c.ttl.revoking[id] = rv
+	c.ttl.mu.Unlock()
+	c.launch(rv)
+}
+
+// launch reads the keys attached to rv's lease and submits a delete of
+// each to the lease table; once all are ready, enqueueReady queues the
+// OpRevokeTTL. A lease with no keys is queued at once.
+func (c *Core) launch(rv *revocation) {
+	l, keys, ok, err := c.store.TTLLease(rv.id)
+	switch {
+	case err != nil:
+		c.endRevocation(rv, store.Result{}, fmt.Errorf("%w: read TTL lease %016x: %v", ErrInternal, rv.id, err))
+		return
+	case !ok:
+		c.endRevocation(rv, store.Result{Err: store.ErrLeaseNotFound}, nil)
+		return
+	}
+	now := c.clock.Now()
+	rv.gen = l.Gen
+	rv.ops = make([]leasetable.Op, len(keys))
+	var effs []leasetable.Effects
+	c.mu.Lock()
+	rv.started, rv.ready, rv.queued = now, 0, false
+	if len(keys) == 0 {
+		rv.queued = true
+		c.queue.push(job{rev: rv})
+	}
+	// Every op is submitted under one hold of mu, so that on every key
+	// the ops of two revocations are queued in the same order, and
+	// neither waits for a key the other is ready on.
+	for i, k := range keys {
+		op := &rv.ops[i]
+		*op = leasetable.Op{Kind: leasetable.OpWrite, Session: revokerSession, Key: k, Data: rv}
+		if rv.timeout > 0 {
+			op.Deadline = now.Add(rv.timeout)
+		}
+		eff, err := c.table.Submit(op, now)
+		if err != nil {
+			// Only a closed session or a reused op fail; neither can
+			// happen to the revoker's.
+			c.log.Error("revocation op refused by the lease table", "lease", fmt.Sprintf("%016x", rv.id), "key", k, "err", err)
+		}
+		c.enqueueReady(eff)
+		effs = append(effs, eff)
+	}
+	c.mu.Unlock()
+	for _, eff := range effs {
+		c.carryOut(eff)
+	}
+}
+
+// opReady notes that an op of rv is ready to commit, and queues its
+// OpRevokeTTL once all are. The caller holds c.mu (enqueueReady).
+func (c *Core) opReady(rv *revocation, now time.Time) {
+	rv.ready++
+	if rv.ready == len(rv.ops) && !rv.queued {
+		rv.queued = true
+		rv.readyAt = now
+		c.queue.push(job{rev: rv})
+	}
+}
+
+// abandonRevocation abandons rv if its OpRevokeTTL is not queued: a waiter
+// gave up, or one of its ops passed its deadline. Nothing of it is
+// applied; a lease that has expired is revoked again later (lessor
+// Config.RevokeRetry). It reports whether rv was abandoned.
+func (c *Core) abandonRevocation(rv *revocation, why error) bool {
+	now := c.clock.Now()
+	var effs []leasetable.Effects
+	c.mu.Lock()
+	if rv.queued {
+		c.mu.Unlock()
+		return false
+	}
+	rv.queued = true // nothing queues it any more
+	for i := range rv.ops {
+		op := &rv.ops[i]
+		ok, eff := c.table.Abandon(op, now)
+		if !ok {
+			_, eff = c.table.Done(op, false, 0, now)
+		}
+		c.enqueueReady(eff)
+		effs = append(effs, eff)
+	}
+	c.mu.Unlock()
+	c.ttl.mu.Lock()
+	delete(c.ttl.revoking, rv.id)
+	waiters := rv.waiters
+	rv.waiters = nil
+	c.ttl.mu.Unlock()
+	for _, eff := range effs {
+		c.carryOut(eff)
+	}
+	for _, r := range waiters {
+		r.finish(Outcome{Err: why, Waited: max(0, now.Sub(r.received))})
+	}
+	return true
+}
+
+// cancelRevoke abandons the revocation r waits for, if r is its only
+// waiter, expiry did not start it, and it is not queued; otherwise r gets
+// its outcome when it is applied.
+func (c *Core) cancelRevoke(r *Request, why error) {
+	c.ttl.mu.Lock()
+	rv := c.ttl.revoking[r.Lease]
+	alone := rv != nil && !rv.expiry && len(rv.waiters) == 1 && rv.waiters[0] == r
+	c.ttl.mu.Unlock()
+	if alone {
+		c.abandonRevocation(rv, why)
+	}
+}
+
+// revoked ends rv after its OpRevokeTTL was applied (res) or failed (err),
+// and returns the effects of ending its ops. The committer calls it under
+// c.mu.
+func (c *Core) revoked(rv *revocation, res store.Result, err error, now time.Time) leasetable.Effects {
+	var all leasetable.Effects
+	committed := err == nil && res.Err == nil
+	for i := range rv.ops {
+		_, eff := c.table.Done(&rv.ops[i], committed, 0, now)
+		all.Invalidate = append(all.Invalidate, eff.Invalidate...)
+		all.Recall = append(all.Recall, eff.Recall...)
+		all.Ready = append(all.Ready, eff.Ready...)
+		all.Abandoned = append(all.Abandoned, eff.Abandoned...)
+		all.EndWrite = append(all.EndWrite, eff.EndWrite...)
+	}
+	return all
+}
+
+// afterRevoke settles rv once its ops are done: a lease that had keys
+// attached since its keys were read is revoked again with the new keys;
+// any other outcome ends rv.
+func (c *Core) afterRevoke(rv *revocation, res store.Result, err error) {
+	if err == nil && errors.Is(res.Err, store.ErrLeaseChanged) {
+		c.launch(rv)
+		return
+	}
+	c.endRevocation(rv, res, err)
+}
+
+// endRevocation ends rv with its outcome: applied, not found, or failed.
+func (c *Core) endRevocation(rv *revocation, res store.Result, err error) {
+	holders := 0
+	for i := range rv.ops {
+		holders += rv.ops[i].Holders
+	}
+	waited := time.Duration(0)
+	if !rv.readyAt.IsZero() {
+		waited = max(0, rv.readyAt.Sub(rv.started))
+	}
+	c.ttl.mu.Lock()
+	delete(c.ttl.revoking, rv.id)
+	waiters := rv.waiters
+	rv.waiters = nil
+	gone := err == nil && (res.Err == nil || errors.Is(res.Err, store.ErrLeaseNotFound))
+	if gone {
+		c.ttl.ls.Revoke(rv.id)
+	}
+	if err == nil && res.Err == nil {
+		c.ttl.stats.Revoked++
+		if rv.expiry {
+			c.ttl.stats.Expired++
+		}
+		c.ttl.stats.KeysDeleted += uint64(len(res.Keys))
+		c.ttl.stats.Waited += waited
+		c.ttl.stats.Holders += uint64(holders)
+	}
+	c.ttl.mu.Unlock()
+	if err == nil {
+		err = res.Err
+	}
+	if errors.Is(err, store.ErrLeaseNotFound) {
+		err = fmt.Errorf("TTL lease %016x: %w", rv.id, err)
+	}
+	if err != nil && rv.expiry && !errors.Is(err, store.ErrLeaseNotFound) {
+		c.log.Warn("revocation of an expired TTL lease failed; retrying later", "lease", fmt.Sprintf("%016x", rv.id), "err", err)
+	}
+	for _, r := range waiters {
+		r.finish(Outcome{Err: err, Version: res.Version, Keys: len(res.Keys), Waited: waited, Holders: holders})
+	}
+}
+
+// ttlTick hands out what the Lessor has due at now: it queues the due
+// checkpoints and starts the revocation of expired leases. The timer loop
+// calls it without the core's locks.
+func (c *Core) ttlTick(now time.Time) {
+	c.ttl.mu.Lock()
+	due := c.ttl.ls.DueCheckpoints(now, 0)
+	if len(due) > 0 {
+		var jobs []job
+		for chunk := range slices.Chunk(due, store.MaxTTLLeasesPerCommand) {
+			cps := make([]store.TTLCheckpoint, len(chunk))
+			for i, cp := range chunk {
+				cps[i] = store.TTLCheckpoint{ID: cp.ID, Remaining: cp.Remaining}
+			}
+			jobs = append(jobs, job{ttl: &store.Command{Op: store.OpCheckpointTTL, Checkpoints: cps}})
+		}
+		c.queue.push(jobs...)
+	}
+	expired := c.ttl.ls.Expired(now, 0)
+	c.ttl.mu.Unlock()
+	for _, id := range expired {
+		c.revoke(id, nil)
+	}
+}
+
+// ttlDeadline returns when the Lessor next has something to hand out.
+func (c *Core) ttlDeadline(now time.Time) (time.Time, bool) {
+	c.ttl.mu.Lock()
+	defer c.ttl.mu.Unlock()
+	return c.ttl.ls.NextDeadline(now)
+}
+
+// isRevoking reports whether lease id is being revoked.
+func (c *Core) isRevoking(id uint64) bool {
+	c.ttl.mu.Lock()
+	defer c.ttl.mu.Unlock()
+	return c.ttl.revoking[id] != nil
+}
