@@ -360,7 +360,7 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		return nil, fmt.Errorf("core: %w", err)
 	}
 	cfg.Clock = clock.OrReal(cfg.Clock)
-	cfg.TTL = cfg.TTL.withDefaults()
+	cfg.TTL = cfg.TTL.WithDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

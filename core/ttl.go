@@ -83,8 +83,8 @@ type TTLConfig struct {
 	MaxRevokesPerSecond int
 }
 
-// withDefaults returns c with its zero fields set.
-func (c TTLConfig) withDefaults() TTLConfig {
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c TTLConfig) WithDefaults() TTLConfig {
 	if c.MinTTL == 0 {
 		c.MinTTL = DefaultMinTTL
 	}
@@ -94,12 +94,18 @@ func (c TTLConfig) withDefaults() TTLConfig {
 	if c.MaxLeases == 0 {
 		c.MaxLeases = DefaultMaxTTLLeases
 	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = lessor.DefaultCheckpointInterval
+	}
+	if c.MaxRevokesPerSecond == 0 {
+		c.MaxRevokesPerSecond = lessor.DefaultMaxRevokesPerSecond
+	}
 	return c
 }
 
 // validate reports a field out of range.
 func (c TTLConfig) validate() error {
-	d := c.withDefaults()
+	d := c.WithDefaults()
 	switch {
 	case c.MinTTL < 0:
 		return fmt.Errorf("minimum TTL %v is negative", c.MinTTL)

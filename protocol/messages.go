@@ -358,6 +358,18 @@ type StatsReply struct {
 	// (it says which, with the figures), or why its data folder is lost;
 	// empty when writes are allowed.
 	Alarm string `msgpack:"al,omitempty"`
+	// TTL leases (DESIGN §14): how many the leader tracks; the
+	// revocations applied, and of them those that expiry started; the
+	// keys they deleted; how long they waited for their keys' holders in
+	// all, and how many holders they invalidated or recalled, as writes
+	// count them; and the leases keep-alives renewed.
+	TTLLeases        int           `msgpack:"tl,omitempty"`
+	TTLRevoked       uint64        `msgpack:"tr,omitempty"`
+	TTLExpired       uint64        `msgpack:"te,omitempty"`
+	TTLKeysDeleted   uint64        `msgpack:"tk,omitempty"`
+	TTLRevokeWaited  time.Duration `msgpack:"tw,omitempty"`
+	TTLRevokeHolders uint64        `msgpack:"th,omitempty"`
+	TTLKeepAlives    uint64        `msgpack:"tka,omitempty"`
 }
 
 // Goodbye ends a session gracefully: the server frees all of its leases at

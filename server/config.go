@@ -15,6 +15,7 @@ import (
 	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
 
@@ -220,6 +221,17 @@ type Config struct {
 	// a walk of its files: for tests that fill a disk by decree, and
 	// embedders with their own accounting. Unused with Store.
 	DiskUsage diskguard.Meter
+	// TTL bounds and paces TTL leases (DESIGN §14): the shortest and
+	// longest TTL a grant may ask for (core.DefaultMinTTL, 5 s, and
+	// core.DefaultMaxTTL, 24 h), the most TTL leases held at once
+	// (core.DefaultMaxTTLLeases, 1,000,000), how often long leases are
+	// checkpointed (lessor.DefaultCheckpointInterval, 5 min) and how
+	// many expired leases are revoked per second at most
+	// (lessor.DefaultMaxRevokesPerSecond, 1,000). In a cluster, the
+	// minimum TTL must be at least three election timeouts, and is by
+	// default: a lease must outlive a failover, during which no
+	// keep-alive gets through.
+	TTL core.TTLConfig
 	// Store, if set, holds the server's state instead of a badger database
 	// under Dir, for tests and embedders (store.NewMemory keeps it in
 	// memory). The server owns it from New on: it closes it in Close, or in
@@ -256,6 +268,17 @@ func (c Config) withDefaults() Config {
 	if c.Dir == "" {
 		c.Dir = DefaultDir
 	}
+	if c.TTL.MinTTL == 0 && c.Cluster != nil {
+		// A TTL lease must outlive a failover (see TTL).
+		election := c.Cluster.Replica.ElectionTimeout
+		if election == 0 {
+			election = replica.DefaultElectionTimeout
+		}
+		if election > 0 && election <= replica.MaxRaftTimeout { // else Validate refuses it
+			c.TTL.MinTTL = max(core.DefaultMinTTL, 3*election)
+		}
+	}
+	c.TTL = c.TTL.WithDefaults()
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
 	}
@@ -373,6 +396,14 @@ func (c Config) validate() error {
 		if err := c.Cluster.validate(); err != nil {
 			return err
 		}
+		minTTL := c.TTL.MinTTL
+		election := c.Cluster.Replica.ElectionTimeout
+		if election == 0 {
+			election = replica.DefaultElectionTimeout
+		}
+		if minTTL < 3*election {
+			return fmt.Errorf("minimum TTL %v is shorter than three election timeouts (%v): a TTL lease must outlive a failover, during which no keep-alive gets through", minTTL, 3*election)
+		}
 	}
 	if c.TLSConfig == nil {
 		for _, h := range c.TLSHosts {
@@ -419,6 +450,8 @@ func (c Config) coreConfig() core.Config {
 		MaxLeases:           c.MaxLeases,
 
 		MaxWriteLeasesPerSession: c.MaxWriteLeasesPerSession,
+
+		TTL: c.TTL,
 
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
 		Logger:                c.Logger,

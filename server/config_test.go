@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/diskguard"
+	"github.com/leased/leased/lessor"
 	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
@@ -62,6 +64,9 @@ func TestConfigDefaults(t *testing.T) {
 		"Clock":                    {clock.Clock(fc), "real"},
 		"BootClock":                {clock.Boot(clock.NewFakeBoot(fc)), clock.RealBoot()},
 		"Logger":                   {logger, slog.Default()},
+		"TTL": {core.TTLConfig{MinTTL: time.Second, MaxTTL: time.Hour, MaxLeases: 10, CheckpointInterval: time.Minute, MaxRevokesPerSecond: 5},
+			core.TTLConfig{MinTTL: core.DefaultMinTTL, MaxTTL: core.DefaultMaxTTL, MaxLeases: core.DefaultMaxTTLLeases,
+				CheckpointInterval: lessor.DefaultCheckpointInterval, MaxRevokesPerSecond: lessor.DefaultMaxRevokesPerSecond}},
 	}
 	typ := reflect.TypeFor[Config]()
 	for i := range typ.NumField() {

@@ -55,6 +55,12 @@ var errorCodes = []struct {
 	{errUnavailable, protocol.CodeUnavailable},
 	{errNotLeader, protocol.CodeNotLeader},
 	{errUnknownMember, protocol.CodeNotFound},
+	{store.ErrLeaseNotFound, protocol.CodeNotFound},
+	{store.ErrLeaseFull, protocol.CodeResourceExhausted},
+	{store.ErrInvalidCommand, protocol.CodeInvalidArgument},
+	{core.ErrTTLOutOfRange, protocol.CodeInvalidArgument},
+	{core.ErrTTLLeaseLimit, protocol.CodeResourceExhausted},
+	{core.ErrInvalidArgument, protocol.CodeInvalidArgument},
 }
 
 // codeOf returns the wire code for err.

@@ -587,6 +587,13 @@ func (s *Server) Stats() *protocol.StatsReply {
 		SessionsRefused:      s.sessionsRefused.Load(),
 		Retries:              s.retries.Load(),
 		Alarm:                s.alarm(),
+		TTLLeases:            cs.TTL.Leases,
+		TTLRevoked:           cs.TTL.Revoked,
+		TTLExpired:           cs.TTL.Expired,
+		TTLKeysDeleted:       cs.TTL.KeysDeleted,
+		TTLRevokeWaited:      cs.TTL.Waited,
+		TTLRevokeHolders:     cs.TTL.Holders,
+		TTLKeepAlives:        cs.TTL.KeepAlives,
 	}
 	for t := range protocol.NumTypes {
 		if n := s.msgsIn[t].Load(); n > 0 {

@@ -28,8 +28,8 @@ const (
 // holds it.
 type pendingOp struct {
 	reqID uint64
-	req   *core.Request
-	size  int // bytes of key and value counted against Config.MaxInflightBytes
+	req   *core.Request // nil for a keep-alive, which cannot be canceled
+	size  int           // bytes of key and value counted against Config.MaxInflightBytes
 }
 
 // session serves one connection. Its reader goroutine handles requests in
@@ -250,7 +250,7 @@ func (ss *session) decode(t protocol.Type, body []byte, err error) (protocol.Mes
 func (ss *session) handle(m protocol.Message) bool {
 	s := ss.srv
 	switch m.(type) {
-	case *protocol.Write, *protocol.Acquire, *protocol.Cancel:
+	case *protocol.Write, *protocol.Acquire, *protocol.Cancel, *protocol.LeaseGrant, *protocol.LeaseRevoke, *protocol.LeaseKeepAlive:
 		// submit checks the ID as it records the op; a Cancel names one.
 	default:
 		// A second reply with the ID of a waiting op would be taken for
@@ -299,6 +299,8 @@ func (ss *session) handle(m protocol.Message) bool {
 		}
 	case *protocol.Cancel:
 		ss.cancel(m.ID, errCanceled)
+	case *protocol.LeaseGrant, *protocol.LeaseRevoke, *protocol.LeaseKeepAlive, *protocol.LeaseTimeToLive, *protocol.LeaseList:
+		ss.handleTTL(m)
 	case *protocol.Stats:
 		st := s.Stats()
 		st.ID = m.ID
@@ -409,8 +411,12 @@ func (ss *session) submitWrite(m *protocol.Write) error {
 	case m.Timeout < 0:
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
 	}
-	return ss.submit(m.ID, &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout,
-		Client: ss.client, ID: m.ID, Acked: m.Acked})
+	req := &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout,
+		Client: ss.client, ID: m.ID, Acked: m.Acked}
+	if m.Op != protocol.OpDelete {
+		req.Lease = m.Lease // a delete detaches its key whatever it says
+	}
+	return ss.submit(m.ID, req)
 }
 
 // storeOps maps the wire's write ops to the store's.
@@ -478,6 +484,10 @@ func opReply(id uint64, req *core.Request, o core.Outcome) protocol.Message {
 	case req.Acquire:
 		return &protocol.AcquireReply{ID: id, Token: o.Token, Term: o.Term,
 			Found: o.Record.Found, Value: o.Record.Value, Version: o.Record.Version}
+	case req.Op == store.OpGrantTTL:
+		return &protocol.LeaseGrantReply{ID: id, Lease: o.Lease, TTL: o.TTL, Duplicate: o.Duplicate}
+	case req.Op == store.OpRevokeTTL:
+		return &protocol.LeaseRevokeReply{ID: id, Revision: o.Version, Keys: o.Keys, Waited: o.Waited, Holders: o.Holders}
 	}
 	return &protocol.WriteReply{ID: id, Version: o.Version, Waited: o.Waited, Holders: o.Holders, Term: o.Term, Duplicate: o.Duplicate}
 }
@@ -487,7 +497,7 @@ func (ss *session) cancel(id uint64, why error) {
 	ss.mu.Lock()
 	p := ss.ops[id]
 	ss.mu.Unlock()
-	if p != nil {
+	if p != nil && p.req != nil {
 		ss.core.Cancel(p.req, why)
 	}
 }

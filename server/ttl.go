@@ -1,0 +1,103 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/leased/leased/core"
+	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/store"
+)
+
+// maxLeaseList bounds the leases of one LeaseListReply, so that it stays
+// well within the frame limit: each takes at most about 20 bytes.
+const maxLeaseList = 100_000
+
+// handleTTL serves the requests of TTL leases (DESIGN §14). Grants and
+// revocations are ops, like writes: they count against the session's
+// requests in flight, and a revocation may be canceled. A keep-alive
+// counts too, until its renewals are acknowledged.
+func (ss *session) handleTTL(m protocol.Message) {
+	switch m := m.(type) {
+	case *protocol.LeaseGrant:
+		if m.TTL <= 0 {
+			ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: TTL %v is not positive", errInvalidArgument, m.TTL)))
+			return
+		}
+		req := &core.Request{Op: store.OpGrantTTL, TTL: m.TTL, Client: ss.client, ID: m.ID, Acked: m.Acked}
+		if err := ss.submit(m.ID, req); err != nil {
+			ss.replies.send(errorReply(m.ID, err))
+		}
+	case *protocol.LeaseRevoke:
+		switch {
+		case m.Lease == 0:
+			ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: TTL lease 0 does not exist", errInvalidArgument)))
+			return
+		case m.Timeout < 0:
+			ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: negative timeout", errInvalidArgument)))
+			return
+		}
+		req := &core.Request{Op: store.OpRevokeTTL, Lease: m.Lease, Timeout: m.Timeout}
+		if err := ss.submit(m.ID, req); err != nil {
+			ss.replies.send(errorReply(m.ID, err))
+		}
+	case *protocol.LeaseKeepAlive:
+		ss.keepAlive(m)
+	case *protocol.LeaseTimeToLive:
+		left, granted, keys, ok, err := ss.core.TTLLease(m.Lease, m.Keys)
+		if err != nil {
+			ss.replies.send(errorReply(m.ID, err))
+			return
+		}
+		r := &protocol.LeaseTimeToLiveReply{ID: m.ID, Lease: m.Lease, TTL: -1}
+		if ok {
+			r.TTL, r.GrantedTTL = left, granted
+			for _, k := range keys {
+				r.Keys = append(r.Keys, []byte(k))
+			}
+		}
+		ss.replies.send(r)
+	case *protocol.LeaseList:
+		infos, _ := ss.core.TTLLeases(maxLeaseList)
+		r := &protocol.LeaseListReply{ID: m.ID, Leases: make([]protocol.LeaseTTL, len(infos))}
+		for i, l := range infos {
+			r.Leases[i] = protocol.LeaseTTL{Lease: l.ID, TTL: l.Remaining}
+		}
+		ss.replies.send(r)
+	}
+}
+
+// keepAlive renews the leases of m; the reply comes once the core has
+// acknowledged the renewals.
+func (ss *session) keepAlive(m *protocol.LeaseKeepAlive) {
+	if len(m.Leases) > core.MaxKeepAliveLeases {
+		ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: %d leases in one keep-alive, the limit is %d", errInvalidArgument, len(m.Leases), core.MaxKeepAliveLeases)))
+		return
+	}
+	p := &pendingOp{reqID: m.ID}
+	ss.mu.Lock()
+	switch {
+	case ss.ops[m.ID] != nil:
+		ss.mu.Unlock()
+		ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: request id %d is already in flight", errProtocol, m.ID)))
+		return
+	case len(ss.ops) >= ss.srv.cfg.MaxInflight:
+		n := len(ss.ops)
+		ss.mu.Unlock()
+		ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: %d requests in flight, limit %d", errResourceExhausted, n, ss.srv.cfg.MaxInflight)))
+		return
+	}
+	ss.ops[m.ID] = p
+	ss.mu.Unlock()
+	id := m.ID
+	ss.core.KeepAlive(m.Leases, func(o core.KeepAliveOutcome) {
+		if o.Err != nil {
+			ss.finishOp(p, errorReply(id, o.Err))
+			return
+		}
+		r := &protocol.LeaseKeepAliveReply{ID: id, Renewed: make([]protocol.LeaseTTL, len(o.Renewed)), Unknown: o.Unknown}
+		for i, rn := range o.Renewed {
+			r.Renewed[i] = protocol.LeaseTTL{Lease: rn.ID, TTL: rn.TTL}
+		}
+		ss.finishOp(p, r)
+	})
+}
