@@ -173,9 +173,9 @@ func (f *FSM) Inherited() map[string]time.Time {
 	return maps.Clone(f.inherited)
 }
 
-// noteInherited records the keys that the commands of l change, if l is
-// of an earlier term than the node's.
-func (f *FSM) noteInherited(l *raft.Log, cmds []store.Command) {
+// noteInherited records the keys that the commands of l change, as their
+// results rs say, if l is of an earlier term than the node's.
+func (f *FSM) noteInherited(l *raft.Log, cmds []store.Command, rs []store.Result) {
 	tp := f.term.Load()
 	if tp == nil {
 		return
@@ -198,14 +198,24 @@ func (f *FSM) noteInherited(l *raft.Log, cmds []store.Command) {
 	if !f.horizonApplied.IsZero() {
 		until = f.horizonApplied.Add(f.span)
 	}
-	for _, c := range cmds {
+	note := func(k string) {
+		if f.inherited == nil {
+			f.inherited = make(map[string]time.Time)
+		}
+		if until.After(f.inherited[k]) {
+			f.inherited[k] = until
+		}
+	}
+	for i, c := range cmds {
 		switch c.Op {
 		case store.OpPut, store.OpDelete, store.OpCAS:
-			if f.inherited == nil {
-				f.inherited = make(map[string]time.Time)
-			}
-			if k := string(c.Key); until.After(f.inherited[k]) {
-				f.inherited[k] = until
+			note(string(c.Key))
+		case store.OpRevokeTTL:
+			// A revocation deletes the keys its result names.
+			if i < len(rs) {
+				for _, k := range rs[i].Keys {
+					note(k)
+				}
 			}
 		}
 	}
@@ -270,7 +280,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if f.onBytes != nil {
 		f.onBytes(f.sinceSnapshot.Load())
 	}
-	f.noteInherited(l, cmds)
+	f.noteInherited(l, cmds, rs)
 	for _, c := range cmds {
 		switch c.Op {
 		case store.OpSetHorizon:

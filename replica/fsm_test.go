@@ -81,6 +81,16 @@ func TestFSMInherited(t *testing.T) {
 	if got := f.Inherited(); !maps.Equal(got, map[string]time.Time{"d": h1.Add(span)}) {
 		t.Errorf("Inherited a minute after the bounds = %v, want only d until %v", got, h1.Add(span))
 	}
+	// A revocation of a TTL lease deletes the keys attached to it: they
+	// are inherited too, named by its result.
+	apply(5, store.Command{Op: store.OpGrantTTL, Term: time.Minute})
+	apply(5, store.Command{Op: store.OpPut, Key: []byte("e1"), Value: []byte("v"), Lease: 1},
+		store.Command{Op: store.OpPut, Key: []byte("e2"), Value: []byte("v"), Lease: 1})
+	apply(4, store.Command{Op: store.OpRevokeTTL, Lease: 1})
+	want = map[string]time.Time{"d": h1.Add(span), "e1": h1.Add(span), "e2": h1.Add(span)}
+	if got := f.Inherited(); !maps.Equal(got, want) {
+		t.Errorf("Inherited after a revocation of an earlier term = %v, want %v", got, want)
+	}
 }
 
 // A node whose database fails to apply a committed entry stops its state
