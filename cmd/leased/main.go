@@ -40,9 +40,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/internal/tlsfiles"
+	"github.com/leased/leased/lessor"
 	"github.com/leased/leased/server"
 )
 
@@ -88,6 +90,10 @@ type options struct {
 	maxLeasesPerSession   int
 	maxLeases             int
 	maxWriteLeases        int
+	ttlMin, ttlMax        time.Duration
+	maxTTLLeases          int
+	ttlCheckpoint         time.Duration
+	ttlRevokeRate         int
 	maxTotalInflightBytes int64
 	frameTimeout          time.Duration
 	retryHandshakes       int
@@ -206,6 +212,11 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.IntVar(&o.maxLeasesPerSession, "max-leases-per-session", server.DefaultMaxLeasesPerSession, "most read leases one session holds; a read that needs another is refused (resource exhausted)")
 	f.IntVar(&o.maxLeases, "max-leases", server.DefaultMaxLeases, "most read leases all sessions together hold; a read that needs another is refused (resource exhausted)")
 	f.IntVar(&o.maxWriteLeases, "max-write-leases-per-session", server.DefaultMaxWriteLeasesPerSession, "most write leases one session holds; an acquisition of another is refused (resource exhausted)")
+	f.DurationVar(&o.ttlMin, "ttl-min", 0, "shortest TTL a TTL lease may be granted with; it must outlive a failover (0: "+core.DefaultMinTTL.String()+", or three election timeouts in a cluster if that is longer)")
+	f.DurationVar(&o.ttlMax, "ttl-max", core.DefaultMaxTTL, "longest TTL a TTL lease may be granted with (at most "+core.MaxTTL.String()+")")
+	f.IntVar(&o.maxTTLLeases, "max-ttl-leases", core.DefaultMaxTTLLeases, "most TTL leases held at once; a grant past it is refused (resource exhausted)")
+	f.DurationVar(&o.ttlCheckpoint, "ttl-checkpoint-interval", lessor.DefaultCheckpointInterval, "how often the remaining TTL of a TTL lease longer than it is recorded in the log, so that a failover resumes it from there")
+	f.IntVar(&o.ttlRevokeRate, "ttl-revoke-rate", lessor.DefaultMaxRevokesPerSecond, "most expired TTL leases revoked per second, so that a mass expiry does not stall other writes")
 	f.Int64Var(&o.maxTotalInflightBytes, "max-total-inflight-bytes", server.DefaultMaxTotalInflightBytes, "most bytes of keys and values that the waiting writes of all sessions hold; a write past it is refused (resource exhausted)")
 	f.DurationVar(&o.frameTimeout, "frame-timeout", server.DefaultFrameTimeout, "how long a request may take to arrive once it has begun; a client that stalls mid-request is disconnected")
 	f.IntVar(&o.retryHandshakes, "retry-handshakes", server.DefaultRetryHandshakes, "QUIC handshakes in progress past which new connections must prove their source address (a Retry); -1: always")
@@ -473,6 +484,18 @@ func (o *options) validate() error {
 		return usagef("--max-leases %d: must be positive", o.maxLeases)
 	case o.maxWriteLeases <= 0:
 		return usagef("--max-write-leases-per-session %d: must be positive", o.maxWriteLeases)
+	case o.ttlMin < 0:
+		return usagef("--ttl-min %v: must not be negative (0: the default)", o.ttlMin)
+	case o.ttlMax <= 0 || o.ttlMax > core.MaxTTL:
+		return usagef("--ttl-max %v: must be positive and at most %v", o.ttlMax, core.MaxTTL)
+	case o.ttlMin > o.ttlMax:
+		return usagef("--ttl-min %v: must not be above --ttl-max %v", o.ttlMin, o.ttlMax)
+	case o.maxTTLLeases <= 0:
+		return usagef("--max-ttl-leases %d: must be positive", o.maxTTLLeases)
+	case o.ttlCheckpoint <= 0:
+		return usagef("--ttl-checkpoint-interval %v: must be positive", o.ttlCheckpoint)
+	case o.ttlRevokeRate <= 0 || o.ttlRevokeRate > 1e9:
+		return usagef("--ttl-revoke-rate %d: must be from 1 to 1e9", o.ttlRevokeRate)
 	case o.maxTotalInflightBytes < int64(o.maxValueSize)+server.MaxKeySize:
 		return usagef("--max-total-inflight-bytes %d: must be at least --max-value-size plus the largest key (%d bytes)", o.maxTotalInflightBytes, int64(o.maxValueSize)+server.MaxKeySize)
 	case o.frameTimeout <= 0 || o.frameTimeout > server.MaxIdleTimeout:
@@ -684,14 +707,16 @@ func (o *options) config(log *slog.Logger) server.Config {
 		MaxLeases:           o.maxLeases,
 
 		MaxWriteLeasesPerSession: o.maxWriteLeases,
-		MaxTotalInflightBytes:    o.maxTotalInflightBytes,
-		FrameTimeout:             o.frameTimeout,
-		RetryHandshakes:          o.retryHandshakes,
-		RetryWindow:              o.retryWindow,
-		TLSHosts:                 o.tlsHosts,
-		QuotaBytes:               noneIfZero(o.quotaBytes),
-		ReserveBytes:             noneIfZero(o.reserveBytes),
-		Logger:                   log,
+		TTL: core.TTLConfig{MinTTL: o.ttlMin, MaxTTL: o.ttlMax, MaxLeases: o.maxTTLLeases,
+			CheckpointInterval: o.ttlCheckpoint, MaxRevokesPerSecond: o.ttlRevokeRate},
+		MaxTotalInflightBytes: o.maxTotalInflightBytes,
+		FrameTimeout:          o.frameTimeout,
+		RetryHandshakes:       o.retryHandshakes,
+		RetryWindow:           o.retryWindow,
+		TLSHosts:              o.tlsHosts,
+		QuotaBytes:            noneIfZero(o.quotaBytes),
+		ReserveBytes:          noneIfZero(o.reserveBytes),
+		Logger:                log,
 
 		UnsafeSkipHorizonWait: o.unsafeSkipWait,
 	}

@@ -242,6 +242,7 @@ func TestValidate(t *testing.T) {
 			leaseTerm: time.Second, epsilon: time.Millisecond,
 			maxValueSize: 1, maxSessions: 1, shutdownTimeout: time.Second, retryWindow: time.Minute,
 			maxSessionsPerAddr: 1, maxLeasesPerSession: 1, maxLeases: 1, maxWriteLeases: 1, maxTotalInflightBytes: 1 << 20, frameTimeout: time.Second, retryHandshakes: -1,
+			ttlMax: time.Hour, maxTTLLeases: 1, ttlCheckpoint: time.Minute, ttlRevokeRate: 1,
 			initialClusterState: clusterStateNew, raftTimeouts: defaultRaftTimeouts,
 		}
 	}
@@ -266,6 +267,13 @@ func TestValidate(t *testing.T) {
 		{func(o *options) { o.maxLeasesPerSession = -1 }, "--max-leases-per-session"},
 		{func(o *options) { o.maxLeases = 0 }, "--max-leases"},
 		{func(o *options) { o.maxWriteLeases = 0 }, "--max-write-leases-per-session"},
+		{func(o *options) { o.ttlMin = -time.Second }, "--ttl-min"},
+		{func(o *options) { o.ttlMax = 0 }, "--ttl-max"},
+		{func(o *options) { o.ttlMax = 2562047 * time.Hour }, "--ttl-max 2562047h0m0s: must be positive and at most 720h0m0s"},
+		{func(o *options) { o.ttlMin = time.Hour; o.ttlMax = time.Minute }, "--ttl-min 1h0m0s: must not be above --ttl-max 1m0s"},
+		{func(o *options) { o.maxTTLLeases = 0 }, "--max-ttl-leases"},
+		{func(o *options) { o.ttlCheckpoint = 0 }, "--ttl-checkpoint-interval"},
+		{func(o *options) { o.ttlRevokeRate = 0 }, "--ttl-revoke-rate"},
 		{func(o *options) { o.maxTotalInflightBytes = 100 }, "--max-total-inflight-bytes"},
 		{func(o *options) { o.frameTimeout = 0 }, "--frame-timeout"},
 		{func(o *options) { o.retryHandshakes = 0 }, "--retry-handshakes"},
