@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/testkit/faultstore"
 	"github.com/leased/leased/store"
 )
 
@@ -404,5 +405,59 @@ func TestTTLRevokeCanceled(t *testing.T) {
 		}
 		// A write on the key no longer waits behind the revocation.
 		submit(t, c, put(1, "b", "w")).must(t)
+	})
+}
+
+// TestTTLDeposedLeaderStopsAcknowledging: a leader that can no longer
+// persist a horizon (it was deposed) acknowledges keep-alives only while
+// its last horizon lasts, and the next leader gives every lease kept alive
+// its whole TTL from the end of that horizon: so no lease ends while its
+// holder, told by the old leader that it was renewed, still believes in
+// it.
+func TestTTLDeposedLeaderStopsAcknowledging(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := durable{store.NewMemory()}
+		fs := faultstore.New(mem)
+		newReplicated := func(st store.Store, name string) *Core {
+			c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Clockname: name,
+				TTL: TTLConfig{MinTTL: time.Second}, BootFile: bootFile(t, st), BootClock: clock.NewFakeBoot(nil),
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		a := newReplicated(fs, "a")
+		a.OpenSession(1)
+		id := grant(t, a, 1, ttl)
+		putWith(t, a, 1, "k", id)
+		a.Relinquish(1, []string{"k"})
+		if o := keepAlive(t, a, id); len(o.Renewed) != 1 {
+			t.Fatalf("keep-alive on the leader: %+v", o)
+		}
+		// Another node takes over; a cannot write any more, but does not
+		// know it yet.
+		fs.Fail(fmt.Errorf("%w: deposed", store.ErrNotLeader))
+		b := newReplicated(mem, "b")
+		defer b.Close()
+		horizon := a.started.Add(time.Duration(a.horizon.Load()))
+		time.Sleep(time.Until(horizon.Add(-time.Millisecond)))
+		acked := time.Now()
+		if o := keepAlive(t, a, id); o.Err != nil || len(o.Renewed) != 1 {
+			t.Fatalf("keep-alive on the deposed leader within its horizon: %+v", o)
+		}
+		time.Sleep(2 * time.Millisecond)
+		if o := keepAlive(t, a, id); !errors.Is(o.Err, ErrUnavailable) {
+			t.Fatalf("keep-alive on the deposed leader past its horizon: %+v, want ErrUnavailable", o)
+		}
+		a.Close()
+		time.Sleep(time.Until(acked.Add(ttl + eps - time.Millisecond)))
+		synctest.Wait()
+		if !exists(t, mem, "k") {
+			t.Fatal("the new leader deleted the key of a lease its holder was told was renewed, before ttl + ε")
+		}
+		if left, _, _, ok, _ := b.TTLLease(id, false); !ok || left <= 0 {
+			t.Fatalf("the new leader's lease: %v left (%v)", left, ok)
+		}
 	})
 }
