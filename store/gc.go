@@ -161,12 +161,18 @@ func (b *Badger) CollectGarbage(discardRatio float64) (GCStats, error) {
 // rewrite runs badger's value-log GC until it finds no file to rewrite.
 func (b *Badger) rewrite(ratio float64, st *GCStats) error {
 	for st.Rewritten < maxRewrites {
+		if gcExcludesChanges {
+			b.amu.Lock()
+		}
 		b.mu.RLock()
 		err := b.usable()
 		if err == nil {
 			err = b.rewriteOne(ratio)
 		}
 		b.mu.RUnlock()
+		if gcExcludesChanges {
+			b.amu.Unlock()
+		}
 		switch {
 		case errors.Is(err, badger.ErrNoRewrite), errors.Is(err, badger.ErrRejected):
 			return nil

@@ -1,0 +1,6 @@
+//go:build !race
+
+package store
+
+// gcExcludesChanges: see gc_race.go.
+const gcExcludesChanges = false
