@@ -420,6 +420,20 @@ func (q *commitQueue) push(jobs ...job) {
 	q.signal()
 }
 
+// pushOpen queues jobs unless the queue is shut, which it reports: the
+// committer takes every job queued before it is shut, and none after.
+func (q *commitQueue) pushOpen(jobs ...job) bool {
+	q.mu.Lock()
+	if q.shut {
+		q.mu.Unlock()
+		return false
+	}
+	q.jobs = append(q.jobs, jobs...)
+	q.mu.Unlock()
+	q.signal()
+	return true
+}
+
 // take returns up to max queued jobs, or nil if none is queued.
 func (q *commitQueue) take(max int) []job {
 	q.mu.Lock()

@@ -10,7 +10,9 @@
 // they run; HandOff takes it to wait for them), horizonMu (serializes
 // persisting the horizon), mu (guards the lease table), then the commit
 // queue's lock, the store health's lock (down.mu) and the count of writes
-// on their way (copiesMu), which take no other.
+// on their way (copiesMu), which take no other. The lock of TTL leases
+// (ttlState.mu, ttl.go) is taken alone or under mu, and under it only the
+// commit queue's.
 // mu is never held while calling out (the Store, a Notifier, a Request's
 // Done); readMu, horizonMu and down.mu may be held across Store calls (a
 // read, persisting the horizon, reopening the store). The store takes

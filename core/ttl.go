@@ -342,10 +342,13 @@ func (c *Core) KeepAlive(ids []uint64, done func(KeepAliveOutcome)) {
 		jobs = append(jobs, job{ttl: &store.Command{Op: store.OpKeptAliveTTL, Leases: chunk}, marks: b})
 	}
 	b.left = len(jobs)
-	if len(jobs) > 0 {
-		// Queued under ttl.mu: after every checkpoint handed out before,
-		// which would clear the marks (see lessor.Lessor.KeepAlive).
-		c.queue.push(jobs...)
+	// Queued under ttl.mu: after every checkpoint handed out before,
+	// which would clear the marks (see lessor.Lessor.KeepAlive).
+	if len(jobs) > 0 && !c.queue.pushOpen(jobs...) {
+		c.ttl.ls.Unmark(mark)
+		c.ttl.mu.Unlock()
+		done(KeepAliveOutcome{Err: fmt.Errorf("%w: the server is shutting down", ErrClosed)})
+		return
 	}
 	c.ttl.mu.Unlock()
 	c.poke()
