@@ -49,7 +49,8 @@ type Request struct {
 	received time.Time
 	ready    time.Time // when the table let it commit
 	once     sync.Once
-	counted  *Core // the core that counts r among the copies on their way (Core.track), until r ends
+	counted  *Core       // the core that counts r among the copies on their way (Core.track), until r ends
+	heldBy   *revocation // the revocation of r.Lease that r waits for (Core.afterRevocation); guarded by ttlState.mu
 }
 
 // Outcome is how a Request ended.
@@ -165,8 +166,9 @@ func (c *Core) Submit(r *Request) error {
 		return c.submitGrant(r)
 	case r.Op == store.OpRevokeTTL && !r.Acquire:
 		return c.submitRevoke(r)
-	case r.Lease != 0 && !r.Acquire && (r.Op == store.OpPut || r.Op == store.OpCAS) && c.isRevoking(r.Lease):
-		return fmt.Errorf("write to %q with TTL lease %016x: %w (it is being revoked)", r.Key, r.Lease, store.ErrLeaseNotFound)
+	case r.Lease != 0 && !r.Acquire && (r.Op == store.OpPut || r.Op == store.OpCAS) && c.afterRevocation(r):
+		// Its lease is being revoked: it waits for the revocation to end.
+		return nil
 	}
 	// Whether Admit may refuse r: its refusal tells the writer that nothing
 	// was applied, which must not be said of a write an earlier copy of
@@ -249,6 +251,8 @@ func (c *Core) Cancel(r *Request, why error) {
 		return
 	case r.Op == store.OpGrantTTL && !r.Acquire:
 		return // queued to commit at once
+	case r.Lease != 0 && c.cancelHeld(r, why):
+		return
 	}
 	c.mu.Lock()
 	ok, eff := c.table.Abandon(&r.op, c.clock.Now())

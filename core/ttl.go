@@ -163,22 +163,43 @@ type revocation struct {
 	queued  bool      // its OpRevokeTTL is queued: it can no longer be abandoned
 	expiry  bool      // expiry started it
 	// waiters are the revocations clients asked for, answered with its
-	// outcome. Guarded by ttlState.mu.
+	// outcome. after are what waits for it to end, applied or abandoned:
+	// keep-alives and writes naming the lease, run again then. Both are
+	// guarded by ttlState.mu.
 	waiters []*Request
+	after   []func()
 	// timeout, if not 0, abandons it if its keys are not all ready that
 	// long after it started: the first waiter's Timeout.
 	timeout time.Duration
 }
 
-// markBatch is the marks of one keep-alive: the mark records it needs
-// applied before its renewals are acknowledged.
+// markBatch is one keep-alive until it is answered: the mark records it
+// needs applied before its renewals are acknowledged, and the parts of it
+// that wait for the revocations of their leases to end.
 type markBatch struct {
 	mu      sync.Mutex
-	left    int // mark records not yet applied or failed
+	left    int // parts not yet ended: mark records, waits, and the call itself
 	err     error
 	renewed []lessor.Renewal
 	unknown []uint64
 	done    func(KeepAliveOutcome)
+}
+
+// end ends one part of b, with its renewals and unknown leases or its
+// error, and answers b once every part has ended.
+func (c *Core) endPart(b *markBatch, o KeepAliveOutcome) {
+	b.mu.Lock()
+	if o.Err != nil && b.err == nil {
+		b.err = o.Err
+	}
+	b.renewed = append(b.renewed, o.Renewed...)
+	b.unknown = append(b.unknown, o.Unknown...)
+	b.left--
+	last := b.left == 0
+	b.mu.Unlock()
+	if last {
+		c.acknowledge(b)
+	}
 }
 
 // KeepAliveOutcome is how a keep-alive ended: the leases it renewed, with
@@ -304,8 +325,10 @@ func (c *Core) granted(r *Request, res store.Result, err error, now time.Time) O
 
 // KeepAlive renews the TTL leases ids, and calls done once with the
 // outcome: at once, or once the marks that make the renewals survive a
-// failover are applied. Leases that do not exist, or are being revoked,
-// are Unknown. A replicated core acknowledges no renewal unless its
+// failover are applied. Leases that do not exist are Unknown. A lease
+// being revoked is neither renewed nor unknown until its revocation ends:
+// its keys still exist until it is applied (then the lease is Unknown),
+// and an abandoned revocation leaves it live. A replicated core acknowledges no renewal unless its
 // horizon covers the moment of the acknowledgement: a new leader counts
 // the leases kept alive from the end of that horizon (keptSince). done is
 // called from a goroutine of the core or the caller's, without its locks;
@@ -320,41 +343,50 @@ func (c *Core) KeepAlive(ids []uint64, done func(KeepAliveOutcome)) {
 		return
 	}
 	now := c.clock.Now()
-	b := &markBatch{done: done}
+	b := &markBatch{done: done, left: 1} // 1: this call, ended last
 	c.ttl.mu.Lock()
 	live := ids
+	var waits map[*revocation][]uint64
 	for i, id := range ids {
-		if c.ttl.revoking[id] != nil {
-			// A lease being revoked is ending: it is renewed no more.
-			if len(live) == len(ids) {
+		if rv := c.ttl.revoking[id]; rv != nil {
+			if waits == nil {
 				live = slices.Clone(ids[:i])
+				waits = make(map[*revocation][]uint64)
 			}
-			b.unknown = append(b.unknown, id)
-		} else if len(live) < len(ids) {
+			waits[rv] = append(waits[rv], id)
+		} else if waits != nil {
 			live = append(live, id)
 		}
 	}
+	for rv, wait := range waits {
+		b.left++
+		rv.after = append(rv.after, func() {
+			c.KeepAlive(wait, func(o KeepAliveOutcome) { c.endPart(b, o) })
+		})
+	}
 	renewed, unknown, mark := c.ttl.ls.KeepAlive(live, now)
-	b.renewed, b.unknown = renewed, append(b.unknown, unknown...)
 	c.ttl.stats.KeepAlives += uint64(len(renewed))
 	var jobs []job
 	for chunk := range slices.Chunk(mark, store.MaxTTLLeasesPerCommand) {
 		jobs = append(jobs, job{ttl: &store.Command{Op: store.OpKeptAliveTTL, Leases: chunk}, marks: b})
 	}
-	b.left = len(jobs)
+	b.mu.Lock()
+	b.left += len(jobs)
+	b.mu.Unlock()
 	// Queued under ttl.mu: after every checkpoint handed out before,
 	// which would clear the marks (see lessor.Lessor.KeepAlive).
 	if len(jobs) > 0 && !c.queue.pushOpen(jobs...) {
 		c.ttl.ls.Unmark(mark)
 		c.ttl.mu.Unlock()
-		done(KeepAliveOutcome{Err: fmt.Errorf("%w: the server is shutting down", ErrClosed)})
+		b.mu.Lock()
+		b.left -= len(jobs)
+		b.mu.Unlock()
+		c.endPart(b, KeepAliveOutcome{Err: fmt.Errorf("%w: the server is shutting down", ErrClosed)})
 		return
 	}
 	c.ttl.mu.Unlock()
 	c.poke()
-	if len(jobs) == 0 {
-		c.acknowledge(b)
-	}
+	c.endPart(b, KeepAliveOutcome{Renewed: renewed, Unknown: unknown})
 }
 
 // mayAcknowledge returns an error if the core must not acknowledge a
@@ -382,16 +414,7 @@ func (c *Core) marked(b *markBatch, leases []uint64, err error) {
 		c.ttl.ls.Marked(leases)
 	}
 	c.ttl.mu.Unlock()
-	b.mu.Lock()
-	if err != nil && b.err == nil {
-		b.err = err
-	}
-	b.left--
-	last := b.left == 0
-	b.mu.Unlock()
-	if last {
-		c.acknowledge(b)
-	}
+	c.endPart(b, KeepAliveOutcome{Err: err})
 }
 
 // acknowledge answers a keep-alive whose marks are all applied.
@@ -409,19 +432,23 @@ func (c *Core) acknowledge(b *markBatch) {
 
 // TTLLease returns the remaining TTL of lease id, as its holder should
 // count it, and its granted TTL; with keys, also its attached keys,
-// sorted. ok is false if it does not exist, has expired, or is being
-// revoked.
+// sorted. ok is false if it does not exist or has expired. A lease being
+// revoked exists, with no time left, until its revocation is applied,
+// as its keys do.
 func (c *Core) TTLLease(id uint64, keys bool) (remaining, granted time.Duration, attached []string, ok bool, err error) {
 	c.ttl.mu.Lock()
 	remaining, granted, ok = c.ttl.ls.TimeToLive(id, c.clock.Now())
-	ok = ok && c.ttl.revoking[id] == nil
+	revoking := c.ttl.revoking[id] != nil
 	c.ttl.mu.Unlock()
-	if !ok || !keys {
+	if !ok && !revoking || !keys && !revoking {
 		return remaining, granted, nil, ok, nil
 	}
-	_, attached, found, err := c.store.TTLLease(id)
+	l, attached, found, err := c.store.TTLLease(id)
 	if err != nil {
 		return 0, 0, nil, false, fmt.Errorf("%w: read TTL lease %016x: %v", ErrInternal, id, err)
+	}
+	if revoking {
+		remaining, granted = 0, l.TTL
 	}
 	return remaining, granted, attached, found, nil
 }
@@ -439,11 +466,15 @@ func (c *Core) TTLLeases(limit int) ([]TTLLeaseInfo, bool) {
 	c.ttl.mu.Lock()
 	var out []TTLLeaseInfo
 	for id := range c.ttl.ls.Leases(now) {
-		if c.ttl.revoking[id] != nil {
-			continue
+		if c.ttl.revoking[id] == nil {
+			left, _, _ := c.ttl.ls.TimeToLive(id, now)
+			out = append(out, TTLLeaseInfo{ID: id, Remaining: left})
 		}
-		left, _, _ := c.ttl.ls.TimeToLive(id, now)
-		out = append(out, TTLLeaseInfo{ID: id, Remaining: left})
+	}
+	// A lease being revoked is listed, with no time left, until its
+	// revocation is applied (TTLLease).
+	for id := range c.ttl.revoking {
+		out = append(out, TTLLeaseInfo{ID: id})
 	}
 	c.ttl.mu.Unlock()
 	slices.SortFunc(out, func(a, b TTLLeaseInfo) int {
@@ -587,14 +618,17 @@ func (c *Core) abandonRevocation(rv *revocation, why error) bool {
 	c.mu.Unlock()
 	c.ttl.mu.Lock()
 	delete(c.ttl.revoking, rv.id)
-	waiters := rv.waiters
-	rv.waiters = nil
+	waiters, after := rv.waiters, rv.after
+	rv.waiters, rv.after = nil, nil
 	c.ttl.mu.Unlock()
 	for _, eff := range effs {
 		c.carryOut(eff)
 	}
 	for _, r := range waiters {
 		r.finish(Outcome{Err: why, Waited: max(0, now.Sub(r.received))})
+	}
+	for _, f := range after {
+		f()
 	}
 	return true
 }
@@ -652,8 +686,8 @@ func (c *Core) endRevocation(rv *revocation, res store.Result, err error) {
 	}
 	c.ttl.mu.Lock()
 	delete(c.ttl.revoking, rv.id)
-	waiters := rv.waiters
-	rv.waiters = nil
+	waiters, after := rv.waiters, rv.after
+	rv.waiters, rv.after = nil, nil
 	gone := err == nil && (res.Err == nil || errors.Is(res.Err, store.ErrLeaseNotFound))
 	if gone {
 		c.ttl.ls.Revoke(rv.id)
@@ -679,6 +713,9 @@ func (c *Core) endRevocation(rv *revocation, res store.Result, err error) {
 	}
 	for _, r := range waiters {
 		r.finish(Outcome{Err: err, Version: res.Version, Keys: len(res.Keys), Waited: waited, Holders: holders})
+	}
+	for _, f := range after {
+		f()
 	}
 }
 
@@ -713,9 +750,43 @@ func (c *Core) ttlDeadline(now time.Time) (time.Time, bool) {
 	return c.ttl.ls.NextDeadline(now)
 }
 
-// isRevoking reports whether lease id is being revoked.
-func (c *Core) isRevoking(id uint64) bool {
+// afterRevocation holds r, a write that attaches its key to a lease
+// being revoked, until the revocation ends, and then submits it again:
+// its lease is then gone (and the write fails), or live again if the
+// revocation was abandoned. It reports false if the lease is not being
+// revoked. Cancel ends a write held so, and it is not submitted again.
+func (c *Core) afterRevocation(r *Request) bool {
 	c.ttl.mu.Lock()
 	defer c.ttl.mu.Unlock()
-	return c.ttl.revoking[id] != nil
+	rv := c.ttl.revoking[r.Lease]
+	if rv == nil {
+		return false
+	}
+	r.heldBy = rv
+	rv.after = append(rv.after, func() {
+		c.ttl.mu.Lock()
+		held := r.heldBy == rv
+		r.heldBy = nil
+		c.ttl.mu.Unlock()
+		if !held {
+			return // canceled meanwhile
+		}
+		if err := c.Submit(r); err != nil {
+			r.finish(Outcome{Err: err})
+		}
+	})
+	return true
+}
+
+// cancelHeld ends r with why if afterRevocation holds it, and reports
+// whether it did.
+func (c *Core) cancelHeld(r *Request, why error) bool {
+	c.ttl.mu.Lock()
+	held := r.heldBy != nil
+	r.heldBy = nil
+	c.ttl.mu.Unlock()
+	if held {
+		r.finish(Outcome{Err: why})
+	}
+	return held
 }

@@ -461,3 +461,71 @@ func TestTTLDeposedLeaderStopsAcknowledging(t *testing.T) {
 		}
 	})
 }
+
+// TestTTLRevocationInProgress: while a revocation waits for the holders of
+// its keys, the lease still exists, as its keys do: a keep-alive and a
+// write that names it wait for the revocation to end, and then find the
+// lease gone; its time to live is zero, with its keys. A keep-alive that
+// waited for a revocation that was abandoned renews the lease.
+func TestTTLRevocationInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := store.NewMemory()
+		c, _ := newTTLCore(t, st, TTLConfig{})
+		defer c.Close()
+		c.OpenSession(1)
+		c.OpenSession(2)
+		id := grant(t, c, 1, time.Hour)
+		putWith(t, c, 1, "a", id)
+		c.Relinquish(1, []string{"a"})
+		if _, _, err := c.Read(2, []byte("a")); err != nil {
+			t.Fatal(err)
+		}
+		rv := submit(t, c, &Request{Session: 1, Op: store.OpRevokeTTL, Lease: id})
+		kaOut := make(chan KeepAliveOutcome, 1)
+		c.KeepAlive([]uint64{id}, func(o KeepAliveOutcome) { kaOut <- o })
+		w := put(1, "b", "v")
+		w.Lease = id
+		pw := submit(t, c, w)
+		synctest.Wait()
+		select {
+		case o := <-kaOut:
+			t.Fatalf("keep-alive answered while the revocation waits: %+v", o)
+		default:
+		}
+		if _, ok := pw.outcome(); ok {
+			t.Fatal("a write naming the lease ended while its revocation waits")
+		}
+		left, granted, keys, ok, err := c.TTLLease(id, true)
+		if err != nil || !ok || left != 0 || granted != time.Hour || len(keys) != 1 || keys[0] != "a" {
+			t.Fatalf("TTLLease during the revocation: %v of %v, keys %v, %v, %v; want 0 of 1h with [a]", left, granted, keys, ok, err)
+		}
+		c.Relinquish(2, []string{"a"})
+		rv.must(t)
+		synctest.Wait()
+		if o := <-kaOut; o.Err != nil || len(o.Renewed) != 0 || len(o.Unknown) != 1 {
+			t.Fatalf("keep-alive after the revocation: %+v, want the lease unknown", o)
+		}
+		if o, _ := pw.outcome(); !errors.Is(o.Err, store.ErrLeaseNotFound) {
+			t.Fatalf("write naming the revoked lease: %+v, want ErrLeaseNotFound", o)
+		}
+		if exists(t, st, "b") {
+			t.Fatal("the write naming the revoked lease wrote its key")
+		}
+
+		// Abandoned: the waiting keep-alive renews the lease.
+		id2 := grant(t, c, 1, time.Hour)
+		putWith(t, c, 1, "c", id2)
+		c.Relinquish(1, []string{"c"})
+		if _, _, err := c.Read(2, []byte("c")); err != nil {
+			t.Fatal(err)
+		}
+		r := &Request{Session: 1, Op: store.OpRevokeTTL, Lease: id2}
+		submit(t, c, r)
+		c.KeepAlive([]uint64{id2}, func(o KeepAliveOutcome) { kaOut <- o })
+		c.Cancel(r, ErrCanceled)
+		synctest.Wait()
+		if o := <-kaOut; o.Err != nil || len(o.Renewed) != 1 {
+			t.Fatalf("keep-alive after an abandoned revocation: %+v, want renewed", o)
+		}
+	})
+}
