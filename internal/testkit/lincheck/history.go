@@ -49,6 +49,18 @@ func (r *Recorder) End(c Call, out Output) {
 	r.mu.Unlock()
 }
 
+// Expiry records that TTL lease id, of key, may end from the moment from
+// on (its TTL after the last keep-alive acknowledged was sent, on this
+// process's clock) because its holder, client, stopped keeping it alive.
+// In the history it is an Expire called then and returning after every
+// other operation: the lease ends at some moment after from.
+func (r *Recorder) Expiry(client int, key string, id uint64, from time.Time) {
+	r.mu.Lock()
+	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: Input{Kind: Expire, Key: key, Lease: id},
+		Call: int64(from.Sub(r.base)), Output: Output{Outcome: OK}})
+	r.mu.Unlock()
+}
+
 // Summary counts the operations of a history.
 type Summary struct {
 	Ops      int // operations checked
@@ -82,7 +94,7 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 	seen := make(map[kv]bool)
 	var end int64
 	for _, op := range ops {
-		end = max(end, op.Return)
+		end = max(end, op.Return, op.Call)
 		in, out := op.Input.(Input), op.Output.(Output)
 		if out.Outcome == OK && out.Found && in.Kind == Get {
 			seen[kv{in.Key, out.Value}] = true
@@ -93,9 +105,12 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 	for _, op := range ops {
 		in, out := op.Input.(Input), op.Output.(Output)
 		switch {
+		case in.Kind == Expire:
+			op.Return = end + 1
+			s.Writes++
 		case out.Outcome == Unknown:
 			s.Unknown++
-			if in.Kind != Delete && in.Kind != FencedDelete && in.Kind != Acquire && !seen[kv{in.Key, in.Value}] {
+			if in.Kind != Delete && in.Kind != FencedDelete && in.Kind != Acquire && in.Kind != Revoke && !seen[kv{in.Key, in.Value}] {
 				s.Unneeded++
 				continue
 			}

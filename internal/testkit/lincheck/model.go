@@ -5,14 +5,25 @@
 // the times of its call and its return; History turns them into a porcupine
 // history; Check checks it against Model, a sequential specification of
 // leased's key-value store: Get, Put, Delete, CompareAndSwap, write-lease
-// acquisition, and writes fenced by a write lease's token. A read served
-// from a client's cache is a read like any other.
+// acquisition, writes fenced by a write lease's token, and TTL leases with
+// a key attached. A read served from a client's cache is a read like any
+// other.
+//
+// TTL leases are modelled per key, as everything else: each lease of a
+// history is used with one key, whose partition holds its grant, the puts
+// that attach the key to it, its keep-alives, its revocation and its
+// expiry. Expiry is an operation of its own that a test records: called
+// when the lease may first end (its TTL after the last keep-alive that
+// was acknowledged was sent) and returning when the history ends. The
+// model deletes the key at the moment its lease ends, by revocation or
+// expiry, and not a moment before.
 //
 // Only tests use this package.
 package lincheck
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -33,6 +44,16 @@ const (
 	// its token.
 	FencedPut
 	FencedDelete
+	// Grant grants a TTL lease for Key; its output is the lease. LeasePut
+	// puts Key attached to Lease. KeepAlive renews Lease, Revoke ends it,
+	// and TimeToLive asks whether it lives (OK) or not (NotFound). Expire
+	// is the end of Lease that its holder stopped keeping alive.
+	Grant
+	LeasePut
+	KeepAlive
+	Revoke
+	TimeToLive
+	Expire
 )
 
 func (k Kind) String() string {
@@ -51,6 +72,18 @@ func (k Kind) String() string {
 		return "fenced-put"
 	case FencedDelete:
 		return "fenced-delete"
+	case Grant:
+		return "grant"
+	case LeasePut:
+		return "lease-put"
+	case KeepAlive:
+		return "keep-alive"
+	case Revoke:
+		return "revoke"
+	case TimeToLive:
+		return "time-to-live"
+	case Expire:
+		return "expire"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -59,9 +92,10 @@ func (k Kind) String() string {
 type Input struct {
 	Kind   Kind
 	Key    string
-	Value  string // Put, CAS, FencedPut; every value written in a history is unique
+	Value  string // Put, CAS, FencedPut, LeasePut; every value written in a history is unique
 	Expect uint64 // CAS: the version the key must be at (0: absent)
 	Token  uint64 // FencedPut, FencedDelete
+	Lease  uint64 // LeasePut, KeepAlive, Revoke, TimeToLive, Expire
 }
 
 // Outcome says what became of an operation.
@@ -82,6 +116,9 @@ const (
 	// write whose connection was lost before its reply came. It may take
 	// effect at any time after its call.
 	Unknown
+	// NotFound: the TTL lease the operation named does not exist (never
+	// granted, revoked or expired); nothing changed.
+	NotFound
 )
 
 func (o Outcome) String() string {
@@ -96,6 +133,8 @@ func (o Outcome) String() string {
 		return "no effect"
 	case Unknown:
 		return "unknown"
+	case NotFound:
+		return "not found"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
@@ -109,6 +148,7 @@ type Output struct {
 	Value   string
 	Version uint64
 	Token   uint64 // Acquire: the fencing token granted
+	Lease   uint64 // Grant: the TTL lease granted
 	Cached  bool   // Get: served from the client's cache, under its lease
 	Err     string // why, when Outcome is not OK; for the visualization only
 }
@@ -131,6 +171,34 @@ type state struct {
 	// live: no write outside the write lease has taken effect since the
 	// latest grant, so a write fenced by its token may still commit.
 	live bool
+	// attached is the TTL lease the key is attached to (0: none), and
+	// leases are the live TTL leases granted for the key (0: a free
+	// slot). lastLease is the highest lease granted for it: ids only grow.
+	attached  uint64
+	leases    [maxLeases]uint64
+	lastLease uint64
+}
+
+// maxLeases bounds the TTL leases of one key live at once in a history.
+const maxLeases = 4
+
+// leaseLive reports whether TTL lease id lives.
+func (s state) leaseLive(id uint64) bool {
+	return id != 0 && slices.Contains(s.leases[:], id)
+}
+
+// endLease returns the state after TTL lease id ends, live or not:
+// the key is deleted, at version (0: unknown), if it is attached to it.
+func (s state) endLease(id uint64, version uint64) state {
+	if !s.leaseLive(id) {
+		return s
+	}
+	n := s
+	n.leases[slices.Index(n.leases[:], id)] = 0
+	if n.attached == id {
+		n = n.write(Input{Kind: Delete}, version)
+	}
+	return n
 }
 
 // versionIs reports whether the key's version may be v.
@@ -164,7 +232,7 @@ func (s state) casMayMismatch(e uint64) bool {
 // took effect at an unknown version (version 0).
 func (s state) write(in Input, version uint64) state {
 	n := s
-	n.found = in.Kind == Put || in.Kind == CAS || in.Kind == FencedPut
+	n.found = in.Kind == Put || in.Kind == CAS || in.Kind == FencedPut || in.Kind == LeasePut
 	n.value = ""
 	if n.found {
 		n.value = in.Value
@@ -172,6 +240,10 @@ func (s state) write(in Input, version uint64) state {
 	n.version, n.pinned = version, version != 0
 	if version == 0 {
 		n.version = s.version // a lower bound
+	}
+	n.attached = 0
+	if in.Kind == LeasePut {
+		n.attached = in.Lease
 	}
 	if in.Kind != FencedPut && in.Kind != FencedDelete {
 		// A write outside the write lease recalls it and commits only
@@ -189,6 +261,9 @@ func (s state) fencedMayCommit(token uint64) bool {
 // step returns every state the key may be in after op, or none if op is
 // impossible in s.
 func step(s state, in Input, out Output) []state {
+	if in.Kind >= Grant {
+		return stepTTL(s, in, out)
+	}
 	switch out.Outcome {
 	case NoEffect, Fenced:
 		if in.Kind == Get {
@@ -274,6 +349,66 @@ func stepUnknown(s state, in Input) []state {
 	return next
 }
 
+// stepTTL is step for the operations of TTL leases.
+func stepTTL(s state, in Input, out Output) []state {
+	live := s.leaseLive(in.Lease)
+	switch out.Outcome {
+	case NoEffect:
+		if in.Kind == Expire || in.Kind == TimeToLive {
+			return nil
+		}
+		return []state{s}
+	case NotFound:
+		if in.Kind == Grant || in.Kind == Expire || live {
+			return nil
+		}
+		return []state{s}
+	case Unknown:
+		switch in.Kind {
+		case LeasePut:
+			if live {
+				return []state{s, s.write(in, 0)}
+			}
+		case Revoke:
+			return []state{s, s.endLease(in.Lease, 0)}
+		case Expire, TimeToLive:
+			return nil
+		}
+		return []state{s}
+	case OK:
+	default:
+		return nil
+	}
+	switch in.Kind {
+	case Grant:
+		free := slices.Index(s.leases[:], 0)
+		if out.Lease <= s.lastLease || free < 0 {
+			return nil
+		}
+		n := s
+		n.leases[free], n.lastLease = out.Lease, out.Lease
+		return []state{n}
+	case LeasePut:
+		if !live || out.Version <= s.version {
+			return nil
+		}
+		return []state{s.write(in, out.Version)}
+	case KeepAlive, TimeToLive:
+		if !live {
+			return nil
+		}
+		return []state{s}
+	case Revoke:
+		if !live || s.attached == in.Lease && out.Version <= s.version {
+			return nil
+		}
+		return []state{s.endLease(in.Lease, out.Version)}
+	case Expire:
+		return []state{s.endLease(in.Lease, 0)}
+	}
+	return nil
+}
+
 // Model is the sequential specification of leased's key-value store, for
 // porcupine. Its history is partitioned by key. Every key starts absent at
 // version 0, as in a new data folder.
@@ -329,6 +464,14 @@ func (s state) String() string {
 	case s.token > 0:
 		fmt.Fprintf(&b, ", token above %d unknown", s.token)
 	}
+	if s.attached != 0 {
+		fmt.Fprintf(&b, ", attached to TTL lease %d", s.attached)
+	}
+	for _, l := range s.leases {
+		if l != 0 {
+			fmt.Fprintf(&b, ", TTL lease %d lives", l)
+		}
+	}
 	return b.String()
 }
 
@@ -336,7 +479,7 @@ func (s state) String() string {
 func describe(in Input, out Output) string {
 	var b strings.Builder
 	switch in.Kind {
-	case Put, FencedPut:
+	case Put, FencedPut, LeasePut:
 		fmt.Fprintf(&b, "%s(%s, %q", in.Kind, in.Key, in.Value)
 	case CAS:
 		fmt.Fprintf(&b, "cas(%s, v%d → %q", in.Key, in.Expect, in.Value)
@@ -345,6 +488,9 @@ func describe(in Input, out Output) string {
 	}
 	if in.Token != 0 {
 		fmt.Fprintf(&b, ", token %d", in.Token)
+	}
+	if in.Lease != 0 {
+		fmt.Fprintf(&b, ", TTL lease %d", in.Lease)
 	}
 	b.WriteString(") → ")
 	switch {
@@ -355,6 +501,13 @@ func describe(in Input, out Output) string {
 		}
 	case in.Kind == Acquire:
 		fmt.Fprintf(&b, "token %d", out.Token)
+	case in.Kind == Grant:
+		fmt.Fprintf(&b, "TTL lease %d", out.Lease)
+	case in.Kind == KeepAlive || in.Kind == TimeToLive || in.Kind == Expire:
+		b.WriteString("lives")
+		if in.Kind == Expire {
+			b.WriteString(" no more")
+		}
 	case in.Kind == Get:
 		if out.Found {
 			fmt.Fprintf(&b, "%q v%d", out.Value, out.Version)

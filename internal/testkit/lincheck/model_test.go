@@ -311,3 +311,113 @@ func TestCheckWritesVisualisation(t *testing.T) {
 		t.Errorf("linearizable history wrote a visualisation: %v", err)
 	}
 }
+
+func grantTTL(k string) Input              { return Input{Kind: Grant, Key: k} }
+func leasePut(k, v string, l uint64) Input { return Input{Kind: LeasePut, Key: k, Value: v, Lease: l} }
+func keepAlive(k string, l uint64) Input   { return Input{Kind: KeepAlive, Key: k, Lease: l} }
+func revoke(k string, l uint64) Input      { return Input{Kind: Revoke, Key: k, Lease: l} }
+func timeToLive(k string, l uint64) Input  { return Input{Kind: TimeToLive, Key: k, Lease: l} }
+func expire(k string, l uint64) Input      { return Input{Kind: Expire, Key: k, Lease: l} }
+func leaseGranted(l uint64) Output         { return Output{Outcome: OK, Lease: l} }
+func lives() Output                        { return Output{Outcome: OK} }
+func revoked(v uint64) Output              { return Output{Outcome: OK, Version: v} }
+func notFound() Output                     { return Output{Outcome: NotFound} }
+
+// TestModelTTLLeases checks small histories of TTL leases whose verdict is
+// known: a key attached to a lease disappears when the lease ends, by
+// revocation or expiry, not before, and not after; a lease that ended is
+// never renewed, nor attached to.
+func TestModelTTLLeases(t *testing.T) {
+	const end = 1000 // the history's end, where an expiry returns
+	for _, tc := range []struct {
+		name string
+		ok   bool
+		ops  []porcupine.Operation
+	}{
+		{"attach, renew, revoke", true, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "x", 5), wrote(1)),
+			op(0, 40, 50, keepAlive("a", 5), lives()),
+			op(1, 55, 60, get("a"), cached("x", 1)),
+			op(0, 70, 80, revoke("a", 5), revoked(2)),
+			op(1, 90, 95, get("a"), absent(2)),
+			op(0, 100, 110, keepAlive("a", 5), notFound()),
+			op(0, 120, 130, timeToLive("a", 5), notFound()),
+			op(0, 140, 150, leasePut("a", "y", 5), notFound()),
+		}},
+		{"key gone before its lease was revoked", false, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "x", 5), wrote(1)),
+			op(1, 40, 50, get("a"), absent(2)),
+			op(0, 60, 70, revoke("a", 5), revoked(2)),
+		}},
+		{"key still there after its lease was revoked", false, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "x", 5), wrote(1)),
+			op(0, 40, 50, revoke("a", 5), revoked(2)),
+			op(1, 60, 70, get("a"), cached("x", 1)),
+		}},
+		{"renewed after it was revoked", false, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 40, 50, revoke("a", 5), revoked(0)),
+			op(1, 60, 70, keepAlive("a", 5), lives()),
+		}},
+		{"attached to a lease never granted", false, []porcupine.Operation{
+			op(0, 0, 10, leasePut("a", "x", 7), wrote(1)),
+		}},
+		{"a lease never granted is not found", true, []porcupine.Operation{
+			op(0, 0, 10, leasePut("a", "x", 7), notFound()),
+			op(0, 20, 30, keepAlive("a", 7), notFound()),
+		}},
+		{"not found while it lives", false, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, keepAlive("a", 5), notFound()),
+		}},
+		{"lease ids go back", false, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(1, 20, 30, grantTTL("a"), leaseGranted(4)),
+		}},
+		{"expired once it might", true, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "x", 5), wrote(1)),
+			op(1, 100, 110, get("a"), read("x", 1)),
+			op(2, 100, end, expire("a", 5), lives()),
+			op(1, 200, 210, get("a"), absent(2)),
+			op(1, 220, 230, keepAlive("a", 5), notFound()),
+		}},
+		{"expired before it might", false, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "x", 5), wrote(1)),
+			op(1, 50, 60, get("a"), absent(2)),
+			op(2, 100, end, expire("a", 5), lives()),
+		}},
+		{"a key put again without the lease stays", true, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "x", 5), wrote(1)),
+			op(0, 40, 50, put("a", "y"), wrote(2)),
+			op(0, 60, 70, revoke("a", 5), revoked(0)),
+			op(1, 80, 90, get("a"), read("y", 2)),
+		}},
+		{"a key moved to another lease stays when the first ends", true, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "x", 5), wrote(1)),
+			op(1, 35, 38, grantTTL("a"), leaseGranted(6)),
+			op(1, 40, 50, leasePut("a", "y", 6), wrote(2)),
+			op(2, 30, end, expire("a", 5), lives()),
+			op(1, 80, 90, get("a"), read("y", 2)),
+			op(1, 100, 110, keepAlive("a", 6), lives()),
+		}},
+		{"a revocation of unknown outcome may delete the key", true, []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "x", 5), wrote(1)),
+			op(0, 40, end, revoke("a", 5), outcome(Unknown)),
+			op(1, 60, 70, get("a"), absent(2)),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if res := porcupine.CheckOperations(Model, tc.ops); res != tc.ok {
+				t.Errorf("linearizable = %v, want %v", res, tc.ok)
+			}
+		})
+	}
+}
