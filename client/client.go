@@ -211,8 +211,9 @@ type Item struct {
 // Stats are the server's counters, as returned by ServerStats.
 type Stats = protocol.StatsReply
 
-// Session describes the client's current session.
-type Session struct {
+// SessionInfo describes the client's current session: one connection to
+// the server (DESIGN §6). Session returns it.
+type SessionInfo struct {
 	ID           uint64
 	Epsilon      time.Duration
 	DefaultTerm  time.Duration
@@ -411,14 +412,15 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// Session returns the current session, and false while disconnected.
-func (c *Client) Session() (Session, bool) {
+// Session returns the current session, and false while disconnected. (A
+// Session, from NewSession, is something else: a TTL lease kept alive.)
+func (c *Client) Session() (SessionInfo, bool) {
 	cn := c.cur.Load()
 	if cn == nil {
-		return Session{}, false
+		return SessionInfo{}, false
 	}
 	h := cn.hello
-	return Session{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize}, true
+	return SessionInfo{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize}, true
 }
 
 // conn returns the current connection, or an error saying why there is
