@@ -4,6 +4,15 @@
 // invalidates cached entries before it commits a write, so reads stay
 // linearizable as long as clocks drift by less than the server's ε.
 //
+// A Client also holds TTL leases (DESIGN §14), the liveness leases of
+// etcd: Grant returns a lease, Put with WithLease attaches a key to it,
+// KeepAlive renews it in the background (every lease the client keeps
+// alive goes in one message, at a third of its TTL), and Revoke, or the
+// lease running out, deletes its keys through the write path. A Session
+// keeps one lease alive and says when it is lost. Any client may keep
+// alive, attach keys to, or revoke any lease, as in etcd; per-prefix
+// permissions come later.
+//
 // A Client is safe for concurrent use by many goroutines.
 package client
 
@@ -211,8 +220,9 @@ type Item struct {
 // Stats are the server's counters, as returned by ServerStats.
 type Stats = protocol.StatsReply
 
-// Session describes the client's current session.
-type Session struct {
+// SessionInfo describes the client's current session: one connection to
+// the server (DESIGN §6). Session returns it.
+type SessionInfo struct {
 	ID           uint64
 	Epsilon      time.Duration
 	DefaultTerm  time.Duration
@@ -242,7 +252,7 @@ type fetch struct {
 //	wmu → WriteLease.mu
 //
 // imu is never held while taking smu, wmu, rmu or a conn's lock; wmu is
-// never held together with smu or imu; rmu, conn.pmu, conn.wmu and
+// never held together with smu or imu; rmu, kmu, conn.pmu, conn.wmu and
 // WriteLease.mu are leaves, under which no other lock of the client is
 // taken. Code that needs two of the unordered ones (wmu and imu, say)
 // releases the first before it takes the second. Under smu and
@@ -304,6 +314,14 @@ type Client struct {
 	rmu       sync.Mutex // guards toRelease; a leaf
 	toRelease []string
 
+	// kmu guards kept and kclosed, and the leases and subscriptions in
+	// kept; a leaf. kept holds the TTL leases the client keeps alive
+	// (see keepAlives); kwake tells the loop of a new one.
+	kmu     sync.Mutex
+	kept    map[LeaseID]*keptLease
+	kclosed bool
+	kwake   chan struct{}
+
 	events chan Event
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -346,6 +364,8 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		newConn:      make(chan struct{}),
 		id:           newClientID(),
 		writing:      make(map[uint64]struct{}),
+		kept:         make(map[LeaseID]*keptLease),
+		kwake:        make(chan struct{}, 1),
 	}
 	c.addr.Store(&endpoints[0])
 	c.base, c.sysClock = c.clock.Now(), sysClock
@@ -362,10 +382,11 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	c.cur.Store(cn)
 	c.lastHello.Store(cn.hello)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.wg.Add(3)
+	c.wg.Add(4)
 	go c.supervise(cn)
 	go c.maintain()
 	go c.deliverEvents()
+	go c.keepAlives()
 	return c, nil
 }
 
@@ -411,14 +432,15 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// Session returns the current session, and false while disconnected.
-func (c *Client) Session() (Session, bool) {
+// Session returns the current session, and false while disconnected. (A
+// Session, from NewSession, is something else: a TTL lease kept alive.)
+func (c *Client) Session() (SessionInfo, bool) {
 	cn := c.cur.Load()
 	if cn == nil {
-		return Session{}, false
+		return SessionInfo{}, false
 	}
 	h := cn.hello
-	return Session{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize}, true
+	return SessionInfo{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize}, true
 }
 
 // conn returns the current connection, or an error saying why there is
@@ -740,6 +762,10 @@ type writeOptions struct {
 	// write begun while disconnected waits for the next session until
 	// then at most. WriteLease sets it.
 	leaseUntil time.Time
+	// lease is the TTL lease to attach the key to, if withLease is set
+	// (WithLease).
+	lease     LeaseID
+	withLease bool
 }
 
 // Result makes a write fill r with the server's report when it commits.
@@ -749,7 +775,8 @@ func Result(r *WriteResult) WriteOption {
 
 // Put sets key to value and returns the version it committed. It returns
 // after every other holder of a lease on key has dropped it or its lease
-// has run out.
+// has run out. With WithLease it attaches key to a TTL lease; without, it
+// detaches key from any.
 func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...WriteOption) (uint64, error) {
 	return c.write(ctx, protocol.OpPut, key, value, 0, 0, opts)
 }
@@ -761,7 +788,8 @@ func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) (u
 
 // CompareAndSwap sets key to value if its version is still oldVersion (0:
 // the key does not exist), and returns the new version. Otherwise it
-// returns ErrVersionMismatch and changes nothing.
+// returns ErrVersionMismatch and changes nothing. Like Put, it attaches key
+// to the TTL lease of WithLease, or detaches it from any.
 func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint64, value []byte, opts ...WriteOption) (uint64, error) {
 	return c.write(ctx, protocol.OpCAS, key, value, oldVersion, 0, opts)
 }
@@ -801,6 +829,9 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if err := o.checkLease(op); err != nil {
+		return 0, err
+	}
 	cn, err := c.conn()
 	if err != nil && !errors.Is(err, ErrClosed) {
 		// Wait for the client to reconnect; the last session's settings
@@ -826,7 +857,7 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 	}
 	value = append([]byte(nil), value...)
 	id := c.nextID.Add(1)
-	req := &protocol.Write{ID: id, Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token}
+	req := &protocol.Write{ID: id, Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token, Lease: uint64(o.lease)}
 	defer c.endWrite(id)
 	var retryUntil time.Time // set once the write may have reached a server
 	for {
@@ -960,6 +991,9 @@ func (c *Client) ServerStats(ctx context.Context) (*Stats, error) {
 
 // Close drops the cache, relinquishes every lease of the session, and
 // closes the connection. It waits for the client's goroutines to end.
+// TTL leases are not revoked: the client stops keeping them alive (their
+// KeepAlive channels close, and their Sessions are done), and they run out
+// after their TTL unless another client keeps them alive.
 func (c *Client) Close() error {
 	c.imu.Lock()
 	if c.closed {
@@ -978,6 +1012,7 @@ func (c *Client) Close() error {
 	}
 	c.dropWriteLeases()
 	c.wg.Wait()
+	c.endKept()
 	if c.tr != nil {
 		c.tr.Close()
 	}

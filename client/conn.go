@@ -267,6 +267,32 @@ func (cn *conn) call(ctx context.Context, req protocol.Message) (protocol.Messag
 	return cn.await(ctx, id, ch)
 }
 
+// callLosable is call for a request the server applies once per request
+// ID, which the caller may send again on the next session: lost reports
+// that the connection was lost (or never took the request) before the
+// reply came.
+func (cn *conn) callLosable(ctx context.Context, req protocol.Message) (m protocol.Message, lost bool, err error) {
+	id, ch, err := cn.start(req)
+	if err != nil {
+		select {
+		case <-cn.done:
+			return nil, true, err
+		default:
+			return nil, false, err
+		}
+	}
+	select {
+	case m := <-ch:
+		return m, false, nil
+	case <-ctx.Done():
+		cn.forget(id)
+		return nil, false, ctx.Err()
+	case <-cn.done:
+		cn.forget(id)
+		return nil, true, cn.err
+	}
+}
+
 // await waits for the reply to a request sent by start. If ctx ends first,
 // the request is forgotten.
 func (cn *conn) await(ctx context.Context, id uint64, ch chan protocol.Message) (protocol.Message, error) {

@@ -152,6 +152,37 @@ func samples() []sample {
 		{name: "snapshot_save", msg: &protocol.SnapshotSave{ID: 49}},
 		{name: "snapshot_save_reply", msg: &protocol.SnapshotSaveReply{ID: 50, AppliedIndex: math.MaxUint64, Revision: 7, Fence: 2, Keys: 5,
 			Deleted: 1, WriteLeases: 1, Bytes: math.MaxInt64, Digest: strings.Repeat("ab", 32)}},
+		{name: "write/put with lease", msg: &protocol.Write{ID: 51, Op: protocol.OpPut, Key: []byte("svc/a"), Value: []byte("10.0.0.1"), Lease: 0x694d71ddacfda227, Acked: 50}},
+		{name: "lease_grant", msg: &protocol.LeaseGrant{ID: 52, TTL: 60 * time.Second, Acked: 51}},
+		{name: "lease_grant/extremes", msg: &protocol.LeaseGrant{ID: math.MaxUint64, TTL: minDuration, Acked: math.MaxUint64}},
+		{name: "lease_grant_reply", msg: &protocol.LeaseGrantReply{ID: 53, Lease: 0x694d71ddacfda227, TTL: 60 * time.Second}},
+		{name: "lease_grant_reply/duplicate", msg: &protocol.LeaseGrantReply{ID: 54, Lease: math.MaxUint64, TTL: maxDuration, Duplicate: true}},
+		{name: "lease_revoke", msg: &protocol.LeaseRevoke{ID: 55, Lease: 0xab, Timeout: 5 * time.Second}},
+		{name: "lease_revoke/no timeout", msg: &protocol.LeaseRevoke{ID: 56, Lease: math.MaxUint64}},
+		{name: "lease_revoke_reply", msg: &protocol.LeaseRevokeReply{ID: 57, Revision: 58, Keys: 3, Waited: 1500 * time.Millisecond, Holders: 2}},
+		{name: "lease_revoke_reply/no keys", msg: &protocol.LeaseRevokeReply{ID: 59}},
+		{name: "lease_keep_alive", msg: &protocol.LeaseKeepAlive{ID: 60, Leases: []uint64{1, 0xab, math.MaxUint64}}},
+		{name: "lease_keep_alive/nil leases", msg: &protocol.LeaseKeepAlive{ID: 61}},
+		{name: "lease_keep_alive/empty leases", msg: &protocol.LeaseKeepAlive{ID: 62, Leases: []uint64{}}},
+		{name: "lease_keep_alive_reply", msg: &protocol.LeaseKeepAliveReply{ID: 63,
+			Renewed: []protocol.LeaseTTL{{Lease: 1, TTL: 10 * time.Second}, {Lease: math.MaxUint64, TTL: maxDuration}, {}},
+			Unknown: []uint64{0xab, 0}}},
+		{name: "lease_keep_alive_reply/nil lists", msg: &protocol.LeaseKeepAliveReply{ID: 64}},
+		{
+			name: "lease_keep_alive_reply/empty unknown is omitted",
+			msg:  &protocol.LeaseKeepAliveReply{ID: 65, Renewed: []protocol.LeaseTTL{}, Unknown: []uint64{}},
+			want: &protocol.LeaseKeepAliveReply{ID: 65, Renewed: []protocol.LeaseTTL{}},
+		},
+		{name: "lease_time_to_live", msg: &protocol.LeaseTimeToLive{ID: 66, Lease: 0x694d71ddacfda227, Keys: true}},
+		{name: "lease_time_to_live/no keys", msg: &protocol.LeaseTimeToLive{ID: 67, Lease: math.MaxUint64}},
+		{name: "lease_time_to_live_reply", msg: &protocol.LeaseTimeToLiveReply{ID: 68, Lease: 0x694d71ddacfda227,
+			TTL: 52 * time.Second, GrantedTTL: 60 * time.Second, Keys: [][]byte{[]byte("foo"), binKey, bigKey}}},
+		{name: "lease_time_to_live_reply/gone", msg: &protocol.LeaseTimeToLiveReply{ID: 69, Lease: 0xab, TTL: -1}},
+		{name: "lease_list", msg: &protocol.LeaseList{ID: 70}},
+		{name: "lease_list_reply", msg: &protocol.LeaseListReply{ID: 71, Leases: []protocol.LeaseTTL{
+			{Lease: 1, TTL: time.Second}, {Lease: 0x694d71ddacfda227, TTL: minDuration}}}},
+		{name: "lease_list_reply/nil leases", msg: &protocol.LeaseListReply{ID: 72}},
+		{name: "lease_list_reply/empty leases", msg: &protocol.LeaseListReply{ID: 73, Leases: []protocol.LeaseTTL{}}},
 	}
 }
 
@@ -292,8 +323,8 @@ func TestStream(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
-	if protocol.NumTypes != 31 {
-		t.Errorf("NumTypes = %d, want 31", protocol.NumTypes)
+	if protocol.NumTypes != 41 {
+		t.Errorf("NumTypes = %d, want 41", protocol.NumTypes)
 	}
 	names := make(map[string]protocol.Type)
 	for i := 1; i < protocol.NumTypes; i++ {

@@ -97,7 +97,8 @@ and exits with status 4; with -o json it prints the answer with
 }
 
 func (a *app) putCmd() *cobra.Command {
-	return &cobra.Command{
+	var lease string
+	cmd := &cobra.Command{
 		Use:   "put KEY VALUE",
 		Short: "Set a key and print the committed version",
 		Long: `Set KEY to VALUE and print the version it committed. With VALUE "-", the
@@ -106,26 +107,44 @@ value is read from stdin, byte for byte.
 The write commits once every other client holding a lease on KEY has dropped
 it, or its lease has run out.
 
+With --lease, KEY is attached to that TTL lease (see "leasectl lease"), and
+deleted when the lease is revoked or runs out; a lease that does not exist
+exits with status 4. Without --lease, KEY is detached from any lease.
+
 A VALUE that starts with "-" must follow "--", which ends the flags.`,
 		Example: `  leasectl put greeting hello
   leasectl put config/app - < app.json
+  leasectl put --lease 694d71ddacfda227 svc/db1 10.0.0.1:5432
   leasectl put -- offset -5`,
 		Args: argsExactly("KEY", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
+			var opts []client.WriteOption
+			if cmd.Flags().Changed("lease") {
+				id, err := parseLease(lease)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, client.WithLease(id))
+			}
 			value, err := a.readValue(args[1])
 			if err != nil {
 				return err
 			}
 			return a.withClient(func(ctx context.Context, c *client.Client) error {
-				ver, err := c.Put(ctx, key, value)
+				ver, err := c.Put(ctx, key, value, opts...)
 				if err != nil {
+					if len(opts) > 0 {
+						return leaseExit(err)
+					}
 					return err
 				}
 				return a.printWrite(key, ver)
 			})
 		},
 	}
+	cmd.Flags().StringVar(&lease, "lease", "", "attach KEY to this TTL lease (16 hexadecimal digits)")
+	return cmd
 }
 
 func (a *app) delCmd() *cobra.Command {

@@ -6,6 +6,9 @@
 //	leasectl cas greeting 1 "hello again"
 //	leasectl del greeting
 //	leasectl write-lease config/primary db1 --hold 30s
+//	leasectl lease grant 60
+//	leasectl put --lease 694d71ddacfda227 svc/db1 10.0.0.1:5432
+//	leasectl lease keep-alive 694d71ddacfda227
 //	leasectl stats
 //	leasectl status
 //	leasectl --endpoints a:7401,b:7402,c:7403 endpoint status
@@ -66,7 +69,8 @@ const exitStatusHelp = `Exit status:
   1    error
   2    bad command line, or no usable CA certificate
   3    the server could not be reached or did not answer within --timeout
-  4    get: the key does not exist (table output only; -o json prints "found": false and exits 0)
+  4    get: the key does not exist (table output only; -o json prints "found": false and exits 0);
+       lease revoke, lease keep-alive, put --lease: the lease does not exist (it expired or was revoked)
   5    conflict: cas saw another version, a write was fenced, or a held write lease was lost
   130  interrupted (Ctrl-C)`
 
@@ -152,8 +156,8 @@ func (a *app) newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "leasectl",
 		Short: "Command line of the leased lease server",
-		Long: `leasectl reads and writes keys on a leased server, takes write leases, and
-shows the server's status and counters.
+		Long: `leasectl reads and writes keys on a leased server, takes write leases, grants
+and keeps alive TTL leases, and shows the server's status and counters.
 
 The connection is QUIC with TLS 1.3, and the server's certificate is always
 verified. The CA certificate is, in this order: --cacert; for an endpoint on
@@ -164,7 +168,9 @@ leased keeps leased-data just works); then the file named by $` + envCACert + `.
 Output is a table, or with -o json one JSON object per command. In tables,
 values that are not printable text are shown quoted as Go string literals; in
 JSON, "value" holds a value that is valid UTF-8, and "value_base64" one that
-is not. Durations in JSON are in seconds, in fields ending in _seconds.
+is not. Durations in JSON are in seconds, in fields ending in _seconds; a TTL
+lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
+"ttl" is -1 for a lease that is gone) and "keys", as in etcdctl.
 
 ` + exitStatusHelp,
 		Example: `  leasectl put greeting hello
@@ -174,6 +180,7 @@ is not. Durations in JSON are in seconds, in fields ending in _seconds.
   leasectl cas greeting 7 "hello again"
   leasectl del greeting
   leasectl write-lease config/primary db1 --hold 30s
+  leasectl lease grant 60
   leasectl --endpoint db1.example.com:7400 --cacert ./ca.pem status`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -211,6 +218,7 @@ is not. Durations in JSON are in seconds, in fields ending in _seconds.
 		a.delCmd(),
 		a.casCmd(),
 		a.writeLeaseCmd(),
+		a.leaseCmd(),
 		a.statsCmd(),
 		a.statusCmd(),
 		a.memberCmd(),
