@@ -309,8 +309,10 @@ func (a *app) statsCmd() *cobra.Command {
 		Long: `Print the server's counters: revision, sessions, leases, invalidations,
 recalls, the NOSPACE alarm, what the bounds on memory hold and refused
 (inflight_bytes, handshakes, leases_refused, writes_refused,
-sessions_refused, retries), and messages in and out by type
-(messages_in.<type>, messages_out.<type>).`,
+sessions_refused, retries), TTL leases (ttl_leases, ttl_revoked,
+ttl_expired, ttl_keys_deleted, ttl_revoke_waited, ttl_revoke_holders,
+ttl_keep_alives), and messages in and out by type (messages_in.<type>,
+messages_out.<type>).`,
 		Args: argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(func(ctx context.Context, c *client.Client) error {
@@ -350,6 +352,13 @@ func (a *app) printStats(st *client.Stats) error {
 		{"writes_refused", u(st.WritesRefused)},
 		{"sessions_refused", u(st.SessionsRefused)},
 		{"retries", u(st.Retries)},
+		{"ttl_leases", i(st.TTLLeases)},
+		{"ttl_revoked", u(st.TTLRevoked)},
+		{"ttl_expired", u(st.TTLExpired)},
+		{"ttl_keys_deleted", u(st.TTLKeysDeleted)},
+		{"ttl_revoke_waited", fmtDur(st.TTLRevokeWaited)},
+		{"ttl_revoke_holders", u(st.TTLRevokeHolders)},
+		{"ttl_keep_alives", u(st.TTLKeepAlives)},
 	}
 	for _, dir := range []struct {
 		name string
@@ -388,6 +397,13 @@ func (a *app) printStats(st *client.Stats) error {
 		WritesRefused:          st.WritesRefused,
 		SessionsRefused:        st.SessionsRefused,
 		Retries:                st.Retries,
+		TTLLeases:              st.TTLLeases,
+		TTLRevoked:             st.TTLRevoked,
+		TTLExpired:             st.TTLExpired,
+		TTLKeysDeleted:         st.TTLKeysDeleted,
+		TTLRevokeWaitedSeconds: seconds(st.TTLRevokeWaited),
+		TTLRevokeHolders:       st.TTLRevokeHolders,
+		TTLKeepAlives:          st.TTLKeepAlives,
 	}
 	return a.emit(out, []string{"NAME", "VALUE"}, rows...)
 }

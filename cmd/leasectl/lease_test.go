@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit/clitest"
 	"github.com/leased/leased/protocol"
 )
 
@@ -194,5 +197,66 @@ func TestLeaseExitCodes(t *testing.T) {
 	}
 	if !errors.Is(leaseExit(notFound), client.ErrNotFound) {
 		t.Error("leaseExit hides the error")
+	}
+}
+
+// TestLeaseCommands runs the lease commands against a real server: grant,
+// put --lease, timetolive --keys, keep-alive --once, list, a streaming
+// keep-alive stopped with SIGINT, revoke (which deletes the key), and the
+// lease gone afterwards, in text and JSON; stats count the revocation.
+func TestLeaseCommands(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), "--lease-term", "1s")
+	ctl := func(args ...string) clitest.Result { t.Helper(); return srv.Ctl(t, args...) }
+
+	var g leaseJSON
+	decode(t, ctl("-o", "json", "lease", "grant", "60"), &g)
+	if len(g.ID) != 16 || g.TTL != 60 {
+		t.Fatalf("grant: %+v", g)
+	}
+	ok(t, ctl("put", "--lease", g.ID, "svc/a", "up"))
+	r := ok(t, ctl("lease", "timetolive", "--keys", g.ID))
+	if !strings.Contains(r.Stdout, "lease "+g.ID+" granted with TTL(60s), remaining(") || !strings.Contains(r.Stdout, "attached keys([svc/a])") {
+		t.Fatalf("timetolive --keys: %q", r.Stdout)
+	}
+	if r := ok(t, ctl("lease", "keep-alive", "--once", g.ID)); !strings.Contains(r.Stdout, "lease "+g.ID+" keepalived with TTL(60)") {
+		t.Fatalf("keep-alive --once: %q", r.Stdout)
+	}
+	if r := ok(t, ctl("lease", "list")); !strings.Contains(r.Stdout, "found 1 leases") || !strings.Contains(r.Stdout, g.ID) {
+		t.Fatalf("list: %q", r.Stdout)
+	}
+
+	p := clitest.Cmd{}.Start(t, bins.Leasectl, "--endpoint", srv.Addr, "--cacert", srv.CA, "lease", "keep-alive", g.ID)
+	p.WaitOutput(t, "keepalived with TTL(60)", clitest.RunTimeout)
+	p.Signal(t, syscall.SIGINT)
+	if code := p.Wait(t, clitest.RunTimeout); code != 0 {
+		t.Fatalf("keep-alive after SIGINT: exit status %d\nstderr: %s", code, p.Stderr.String())
+	}
+
+	var rv revokeJSON
+	decode(t, ctl("-o", "json", "lease", "revoke", g.ID), &rv)
+	if rv.ID != g.ID || rv.Deleted != 1 || rv.Revision == 0 {
+		t.Fatalf("revoke: %+v", rv)
+	}
+	var gj map[string]any
+	decode(t, ctl("-o", "json", "get", "svc/a"), &gj)
+	if gj["found"] != false {
+		t.Fatalf("svc/a after the revocation: %v", gj)
+	}
+	var tl leaseJSON
+	decode(t, ctl("-o", "json", "lease", "timetolive", g.ID), &tl)
+	if tl.TTL != -1 {
+		t.Fatalf("timetolive of the revoked lease: %+v", tl)
+	}
+	for _, args := range [][]string{{"lease", "revoke", g.ID}, {"lease", "keep-alive", "--once", g.ID}, {"put", "--lease", g.ID, "svc/b", "up"}} {
+		r := ctl(args...)
+		if r.Code != exitNotFound || !strings.Contains(r.Stderr, g.ID) {
+			t.Errorf("%q on the revoked lease: status %d, stderr %q; want %d naming the lease", args, r.Code, r.Stderr, exitNotFound)
+		}
+	}
+	var st statsJSON
+	decode(t, ctl("-o", "json", "stats"), &st)
+	if st.TTLRevoked != 1 || st.TTLKeysDeleted != 1 || st.TTLLeases != 0 || st.TTLKeepAlives < 2 {
+		t.Fatalf("stats: %+v", st)
 	}
 }

@@ -118,6 +118,17 @@ type statsJSON struct {
 	WritesRefused   uint64 `json:"writes_refused"`
 	SessionsRefused uint64 `json:"sessions_refused"`
 	Retries         uint64 `json:"retries"`
+	// TTL leases: how many the leader tracks; the revocations applied,
+	// the expiries among them, the keys they deleted, how long they
+	// waited for their keys' holders in all and how many holders they
+	// invalidated or recalled; and the leases keep-alives renewed.
+	TTLLeases              int     `json:"ttl_leases"`
+	TTLRevoked             uint64  `json:"ttl_revoked"`
+	TTLExpired             uint64  `json:"ttl_expired"`
+	TTLKeysDeleted         uint64  `json:"ttl_keys_deleted"`
+	TTLRevokeWaitedSeconds float64 `json:"ttl_revoke_waited_seconds"`
+	TTLRevokeHolders       uint64  `json:"ttl_revoke_holders"`
+	TTLKeepAlives          uint64  `json:"ttl_keep_alives"`
 }
 
 // statusJSON is the JSON answer of status.
