@@ -277,6 +277,7 @@ func (fx *fuzzFixture) run(t *testing.T, data []byte, hello bool) {
 	fx.settle(t)
 	fx.advance(fuzzTerm + fuzzEpsilon + time.Millisecond)
 	fx.settle(t)
+	fx.revokeTTLLeases(t)
 	st := srv.Stats()
 	if st.WritesWaiting != 0 || st.Leases != 0 || st.WriteLeases != 0 || st.Sessions != 0 {
 		t.Fatalf("after the sessions ended and their leases expired: %d writes waiting, %d leases, %d write leases, %d sessions",
@@ -290,6 +291,33 @@ func (fx *fuzzFixture) run(t *testing.T, data []byte, hello bool) {
 	if !wait.Until(fuzzWait, func() bool { return runtime.NumGoroutine() <= goroutines }) {
 		t.Fatalf("%d goroutines %v after the input, %d before\n%s", runtime.NumGoroutine(), fuzzWait, goroutines, goroutineDump())
 	}
+}
+
+// revokeTTLLeases revokes every TTL lease, once every read lease has
+// expired, so that none left by an input expires in the middle of a later
+// one and sends it notices.
+func (fx *fuzzFixture) revokeTTLLeases(t *testing.T) {
+	t.Helper()
+	c, conn, err := dialMem(fx.srv)
+	if err != nil {
+		t.Fatalf("after the input: %v", err)
+	}
+	leases, err := callMem(c, &protocol.LeaseList{})
+	if err != nil {
+		t.Fatalf("after the input: %v", err)
+	}
+	for _, l := range leases.(*protocol.LeaseListReply).Leases {
+		ctx, cancel := context.WithTimeout(context.Background(), fuzzWait)
+		r, err := c.Call(ctx, &protocol.LeaseRevoke{Lease: l.Lease})
+		cancel()
+		if e, ok := r.(*protocol.Error); err != nil || ok && e.Code != protocol.CodeNotFound {
+			t.Fatalf("revoke TTL lease %d after the input: %#v, %v", l.Lease, r, err)
+		}
+	}
+	if err := goodbyeMem(fx.srv, c, conn); err != nil {
+		t.Fatalf("after the input: %v", err)
+	}
+	fx.settle(t)
 }
 
 // writeInput writes the frames of an input to the request stream, and the
@@ -514,6 +542,12 @@ var answers = map[protocol.Type][]protocol.Type{
 	protocol.TypeAcquireReply: {protocol.TypeAcquire},
 	protocol.TypeStatsReply:   {protocol.TypeStats},
 	protocol.TypeOK:           {protocol.TypeRelease, protocol.TypeReleaseWrite, protocol.TypeGoodbye},
+
+	protocol.TypeLeaseGrantReply:      {protocol.TypeLeaseGrant},
+	protocol.TypeLeaseRevokeReply:     {protocol.TypeLeaseRevoke},
+	protocol.TypeLeaseKeepAliveReply:  {protocol.TypeLeaseKeepAlive},
+	protocol.TypeLeaseTimeToLiveReply: {protocol.TypeLeaseTimeToLive},
+	protocol.TypeLeaseListReply:       {protocol.TypeLeaseList},
 }
 
 // checkReplies checks the replies of a session against the requests sent:
@@ -596,6 +630,22 @@ func checkReplies(t *testing.T, sent *sessionInput, replies *drained, srv *Serve
 		case *protocol.StatsReply:
 			if m.Revision < rev0 || m.Revision > rev {
 				t.Errorf("stats reply at revision %d; input ran from %d to %d", m.Revision, rev0, rev)
+			}
+		case *protocol.LeaseGrantReply:
+			if m.Lease == 0 || m.TTL != req.(*protocol.LeaseGrant).TTL {
+				t.Errorf("grant reply %+v to %+v", m, req)
+			}
+		case *protocol.LeaseRevokeReply:
+			if m.Revision > rev || m.Keys < 0 || (m.Keys > 0) != (m.Revision > rev0) || m.Holders < 0 {
+				t.Errorf("revoke reply %+v: input ran from revision %d to %d", m, rev0, rev)
+			}
+		case *protocol.LeaseKeepAliveReply:
+			if n := len(req.(*protocol.LeaseKeepAlive).Leases); len(m.Renewed)+len(m.Unknown) != n {
+				t.Errorf("keep-alive of %d leases: %d renewed, %d unknown", n, len(m.Renewed), len(m.Unknown))
+			}
+		case *protocol.LeaseTimeToLiveReply:
+			if q := req.(*protocol.LeaseTimeToLive); m.Lease != q.Lease || m.TTL < -1 || m.TTL > m.GrantedTTL || (m.TTL == -1) != (m.GrantedTTL == 0) || (!q.Keys && len(m.Keys) > 0) {
+				t.Errorf("time to live %+v of %+v", m, q)
 			}
 		}
 	}
@@ -986,6 +1036,24 @@ func sessionSeeds(tb testing.TB) []sessionSeed {
 			&protocol.Renew{ID: 5}, &protocol.Release{ID: 6, Keys: [][]byte{a}}, &protocol.Release{ID: 7, Keys: [][]byte{{}}},
 			&protocol.Ack{Keys: [][]byte{k}}, &protocol.Ack{}, &protocol.Ack{Keys: [][]byte{bigKey, append(bigKey, 1)}},
 			&protocol.Stats{ID: 8})},
+		// TTL leases: grants good and bad, a key attached, keep-alives of
+		// known, unknown and too many leases, time to live, the list, a
+		// revocation canceled and one that goes through, and the lease
+		// gone after it.
+		{data: seq(&protocol.LeaseGrant{ID: 1, TTL: 10 * time.Second}, &protocol.LeaseGrant{ID: 2, TTL: -1},
+			&protocol.LeaseGrant{ID: 3, TTL: time.Millisecond}, &protocol.LeaseGrant{ID: 4, TTL: 1 << 62}, barrier,
+			&protocol.Write{ID: 5, Op: protocol.OpPut, Key: a, Value: []byte("v"), Lease: 1},
+			&protocol.Write{ID: 6, Op: protocol.OpPut, Key: k, Value: []byte("v"), Lease: 99},
+			&protocol.Write{ID: 7, Op: protocol.OpDelete, Key: a, Lease: 1}, barrier,
+			&protocol.Write{ID: 8, Op: protocol.OpPut, Key: a, Value: []byte("v"), Lease: 1},
+			&protocol.LeaseKeepAlive{ID: 9, Leases: []uint64{1, 2, 0, 1 << 63}}, &protocol.LeaseKeepAlive{ID: 10},
+			&protocol.LeaseKeepAlive{ID: 11, Leases: make([]uint64, 10001)},
+			&protocol.LeaseTimeToLive{ID: 12, Lease: 1, Keys: true}, &protocol.LeaseTimeToLive{ID: 13},
+			&protocol.LeaseList{ID: 14}, &protocol.Get{ID: 15, Key: a},
+			&protocol.LeaseRevoke{ID: 16, Lease: 1, Timeout: 100 * time.Millisecond}, &protocol.Cancel{ID: 16}, barrier,
+			&protocol.Ack{Keys: [][]byte{a}}, &protocol.LeaseRevoke{ID: 17, Lease: 1}, &protocol.LeaseRevoke{ID: 18, Lease: 1},
+			&protocol.LeaseRevoke{ID: 19}, &protocol.LeaseRevoke{ID: 20, Lease: 2, Timeout: -1}, barrier,
+			&protocol.LeaseKeepAlive{ID: 21, Leases: []uint64{1}}, &protocol.LeaseTimeToLive{ID: 22, Lease: 1})},
 		// A fenced write whose key the error reply quotes.
 		{data: seq(&protocol.Write{ID: 1, Op: protocol.OpPut, Key: bigKey, Value: []byte("v"), Token: 1})},
 		// Goodbye, and requests after it that are not read.
