@@ -77,12 +77,14 @@ func (t *ttlTally) counts() map[string]int {
 
 // ttlCounterOrder is the order in which formatTTL prints the counters.
 // Besides the operations and their outcomes: late-puts are puts attached
-// to a lease after it was revoked or let lapse; expiries are the leases
+// to a lease after it was revoked or let lapse (late-puts-attached: the
+// lease still lived, which a lapse, lengthened by faults, allows);
+// expiries are the leases
 // not revoked, whose expiry the holders recorded, and expiries-due those
 // of them whose TTL after their last acknowledged renewal ran out before
 // the history ended.
 var ttlCounterOrder = []string{
-	"holders", "grants", "grants-failed", "lease-puts", "lease-puts-not-found", "late-puts", "late-puts-not-found", "puts",
+	"holders", "grants", "grants-failed", "lease-puts", "lease-puts-not-found", "late-puts", "late-puts-not-found", "late-puts-attached", "puts",
 	"keep-alives", "keep-alives-not-found", "keep-alives-unknown", "time-to-lives", "time-to-lives-gone",
 	"revocations", "revocations-not-found", "revocations-unknown", "expiries", "expiries-due",
 }
@@ -310,8 +312,11 @@ func (h *holder) leasePut(id client.LeaseID, counter string) {
 	out := leaseWriteOutput(v, err)
 	h.rec.End(call, out)
 	h.tally.add(counter, 1)
-	if out.Outcome == lincheck.NotFound {
+	switch {
+	case out.Outcome == lincheck.NotFound:
 		h.tally.add(counter+"-not-found", 1)
+	case out.Outcome == lincheck.OK && counter == "late-puts":
+		h.tally.add("late-puts-attached", 1)
 	}
 }
 
