@@ -104,7 +104,7 @@ var clusterRaftFlags = []string{"--heartbeat-timeout", "300ms", "--election-time
 // linearizable.
 func clusterScenarios() []clusterScenario {
 	base := clusterScenario{
-		scenario: scenario{clients: 5, keys: 3, term: clusterTerm, eps: clusterEpsilon, opTimeout: clusterOpTimeout},
+		scenario: scenario{clients: 5, keys: 3, holders: 3, term: clusterTerm, eps: clusterEpsilon, opTimeout: clusterOpTimeout},
 		nodes:    3,
 	}
 	with := func(name string, faults ...clusterFault) clusterScenario {
@@ -240,7 +240,7 @@ func TestLinearizableClusterLong(t *testing.T) {
 func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string) historyResult {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 0xc1a57e7))
-	flags := append([]string{"--lease-term", cs.term.String(), "--epsilon", cs.eps.String()}, clusterRaftFlags...)
+	flags := append([]string{"--lease-term", cs.term.String(), "--epsilon", cs.eps.String(), "--ttl-min", holderTTL.String()}, clusterRaftFlags...)
 	if cs.unsafe {
 		flags = append(flags, "--unsafe-skip-horizon-wait")
 	}
@@ -257,7 +257,7 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 	if d == 0 {
 		d = *linHistory
 	}
-	runClients(clients, cs.scenario, rec, seed, func() {
+	res.ttl = runClients(clients, cs.scenario, rec, seed, func() {
 		if cs.overlap > 1 {
 			runOverlappingNemesis(t, cs, rng, c, res.faults, time.Now().Add(d))
 		} else {
@@ -267,8 +267,8 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 	served := serverSummary(clients)
 	closeClients(clients, res.faults)
 	checked := checkHistory(t, &res, rec, seed, out)
-	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; leader since its last start: %s",
-		cs.name, seed, res.verdict, res.summary, checked, formatCounts(res.faults), served)
+	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; TTL: %s; leader since its last start: %s",
+		cs.name, seed, res.verdict, res.summary, checked, formatCounts(res.faults), formatTTL(res.ttl), served)
 	return res
 }
 

@@ -4,13 +4,16 @@ package client_test
 
 // Linearizability under faults, in the manner of Jepsen: a real leased
 // process and several clients of this library run random operations on a
-// few shared keys, with short terms, while a nemesis injects faults. The
-// history of every run is checked with porcupine (internal/testkit/lincheck).
+// few shared keys, with short terms, while a nemesis injects faults, and
+// holders of TTL leases attach keys of their own to short leases
+// (lincheck_ttl_test.go). The history of every run is checked with
+// porcupine (internal/testkit/lincheck).
 //
 // The short form runs in `go test`: TestLinearizable checks at least 20
 // histories across the fault kinds, and TestLinearizableNegative shows that
-// the checker finds the violations of a client that ignores invalidations
-// and of a clock that drifts beyond ε. The long form runs histories of
+// the checker finds the violations of a client that ignores invalidations,
+// of a clock that drifts beyond ε, and of TTL leases whose acknowledged
+// renewals are lost. The long form runs histories of
 // every kind, one after another, for as long as -lincheck.duration says:
 //
 //	go test ./client -run '^TestLinearizableLong$' -lincheck.duration=30m -timeout 0 -v
@@ -116,6 +119,12 @@ type scenario struct {
 	readMostly bool
 	// opTimeout bounds one operation of a worker; 0: opTimeout.
 	opTimeout time.Duration
+	// holders is how many keys of TTL leases there are, each with a
+	// holder (lincheck_ttl_test.go) on a client of its own; workers and
+	// readers read those keys too. phantom: the holders' keep-alives
+	// never reach the server (the negative control of TTL leases).
+	holders int
+	phantom bool
 }
 
 // opLimit returns how long one operation of a worker may take.
@@ -138,8 +147,9 @@ func (s scenario) has(f faultKind) bool {
 // Positive scenarios: every history must be linearizable. With a term of
 // 300 ms and ε of 100 ms, a client clock may run as slow as 0.75 of the
 // server's: it trusts a lease for term/rate = 400 ms of real time at most.
+// Three holders of TTL leases run in each.
 func positiveScenarios() []scenario {
-	base := scenario{clients: 5, keys: 3, term: 300 * time.Millisecond, eps: 100 * time.Millisecond}
+	base := scenario{clients: 5, keys: 3, holders: 3, term: 300 * time.Millisecond, eps: 100 * time.Millisecond}
 	with := func(name string, f func(*scenario)) scenario {
 		s := base
 		s.name = name
@@ -241,7 +251,9 @@ func checkHistories(t *testing.T, names []string, first uint64, run func(t *test
 }
 
 // TestLinearizableNegative runs the negative controls: broken clients
-// whose histories must not be linearizable. If the checker passes one of
+// whose histories must not be linearizable: a client that ignores
+// invalidations, a clock that drifts beyond ε, and holders of TTL leases
+// whose renewals are lost (phantomScenario). If the checker passes one of
 // them, it could not have caught the bug either, and the test fails.
 func TestLinearizableNegative(t *testing.T) {
 	if testing.Short() {
@@ -256,13 +268,15 @@ func TestLinearizableNegative(t *testing.T) {
 	// server waits 400 ms; the partitions keep invalidations from it.
 	drift.name, drift.drift, drift.faults, drift.partitionDir, drift.cutDrifter = "drift-beyond-epsilon", 0.3, []faultKind{faultDrift, faultPartition}, "both", true
 	drift.readMostly = true // so that client 0 holds leases when it is cut off, as in drift-slow
+	phantom := phantomScenario()
 	first := firstSeed(t)
-	scs := []scenario{ignore, drift}
-	runHistories(t, []string{ignore.name, drift.name}, func(t *testing.T, i int) {
+	scs := []scenario{ignore, drift, phantom}
+	runHistories(t, []string{ignore.name, drift.name, phantom.name}, func(t *testing.T, i int) {
 		// A violation is expected; its visualisation goes to the test's
 		// folder, and the test checks that it was written.
 		seed := first + uint64(i)
-		res := runHistoryIn(t, scs[i], seed, t.TempDir())
+		out := t.TempDir()
+		res := runHistoryIn(t, scs[i], seed, out)
 		if res.err != nil {
 			t.Fatalf("seed %d: %v", seed, res.err)
 		}
@@ -271,6 +285,10 @@ func TestLinearizableNegative(t *testing.T) {
 		}
 		if st, err := os.Stat(res.viz); err != nil || st.Size() == 0 {
 			t.Fatalf("visualisation %q: %v", res.viz, err)
+		}
+		if scs[i].phantom {
+			// The violation must lie in the keys of the TTL leases.
+			res.viz = checkTTLViolation(t, res, seed, out)
 		}
 		t.Logf("violation found as expected: %s; %s", res.summary, res.viz)
 	})
@@ -325,18 +343,22 @@ func runLongForm[S any](t *testing.T, scs []S, name func(S) string, d time.Durat
 type linTotals struct {
 	histories, ops, violations, unknown int
 	faults                              map[string]int
-	failed                              []string // scenario, seed and visualisation of each violation
+	ttl                                 map[string]int // what the holders of TTL leases did
+	failed                              []string       // scenario, seed and visualisation of each violation
 }
 
 // add counts one history of scenario name, run with seed.
 func (tot *linTotals) add(name string, seed uint64, res historyResult) {
 	if tot.faults == nil {
-		tot.faults = make(map[string]int)
+		tot.faults, tot.ttl = make(map[string]int), make(map[string]int)
 	}
 	tot.histories++
 	tot.ops += res.summary.Ops
 	for k, n := range res.faults {
 		tot.faults[k] += n
+	}
+	for k, n := range res.ttl {
+		tot.ttl[k] += n
 	}
 	switch res.verdict {
 	case porcupine.Illegal:
@@ -351,6 +373,7 @@ func (tot *linTotals) add(name string, seed uint64, res historyResult) {
 func (tot *linTotals) log(t *testing.T, d time.Duration) {
 	t.Logf("long form: %v, %d histories checked, %d operations, %d violations, %d undecided", d, tot.histories, tot.ops, tot.violations, tot.unknown)
 	t.Logf("faults injected: %s", formatCounts(tot.faults))
+	t.Logf("TTL leases: %s", formatTTL(tot.ttl))
 	for _, f := range tot.failed {
 		t.Logf("violation: %s", f)
 	}
@@ -380,9 +403,11 @@ func formatCounts(m map[string]int) string {
 type historyResult struct {
 	verdict porcupine.CheckResult
 	summary lincheck.Summary
-	viz     string         // the visualisation, if one was written
-	faults  map[string]int // faults injected, by kind
-	err     error          // the harness failed: no verdict
+	history []porcupine.Operation // what was checked
+	viz     string                // the visualisation, if one was written
+	faults  map[string]int        // faults injected, by kind
+	ttl     map[string]int        // what the holders of TTL leases did (ttlTally)
+	err     error                 // the harness failed: no verdict
 }
 
 func runHistory(t *testing.T, sc scenario, seed uint64) historyResult {
@@ -418,7 +443,7 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	rng := rand.New(rand.NewPCG(seed, 0x1ea5ed))
 	dir := t.TempDir()
 	srv := clitest.StartServer(t, b, "", filepath.Join(dir, "data"),
-		"--lease-term", sc.term.String(), "--epsilon", sc.eps.String(), "--log-level", "error")
+		"--lease-term", sc.term.String(), "--epsilon", sc.eps.String(), "--ttl-min", holderTTL.String(), "--log-level", "error")
 	t.Cleanup(func() {
 		select {
 		case <-srv.Exited():
@@ -467,26 +492,43 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	rec := lincheck.NewRecorder()
 	// The nemesis runs on the test's goroutine, since a failed restart
 	// fails the test.
-	runClients(clients, sc, rec, seed, func() {
+	res.ttl = runClients(clients, sc, rec, seed, func() {
 		runNemesis(t, sc, rng, clients, res.faults, time.Now().Add(*linHistory), &srv)
 	})
 	served := serverSummary(clients)
 	closeClients(clients, res.faults)
 	checked := checkHistory(t, &res, rec, seed, out)
-	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; server since its last start: %s",
-		sc.name, seed, res.verdict, res.summary, checked, formatCounts(res.faults), served)
+	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; TTL: %s; server since its last start: %s",
+		sc.name, seed, res.verdict, res.summary, checked, formatCounts(res.faults), formatTTL(res.ttl), served)
 	return res
 }
 
-// runClients runs a worker and a reader on every client, recording their
-// operations in rec, until nemesis returns; then it stops them and waits
-// for them. nemesis runs on the caller's goroutine and may fail the test.
-func runClients(clients []*linClient, sc scenario, rec *lincheck.Recorder, seed uint64, nemesis func()) {
+// runClients runs a worker and a reader on every client, and sc.holders
+// holders of TTL leases, each on a client of its own from the last one on
+// (liars excepted), recording their operations in rec, until nemesis
+// returns; then it stops them, waits for them, and returns what the
+// holders did. nemesis runs on the caller's goroutine and may fail the
+// test.
+func runClients(clients []*linClient, sc scenario, rec *lincheck.Recorder, seed uint64, nemesis func()) map[string]int {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, lc := range clients {
 		wg.Go(func() { runWorker(lc, sc, rec, seed, stop) })
 		wg.Go(func() { runReader(lc, sc, rec, seed, stop) })
+	}
+	tally := newTTLTally()
+	if sc.holders > 0 {
+		tally.add("holders", sc.holders)
+	}
+	var real []*linClient
+	for i := len(clients) - 1; i >= 0; i-- {
+		if clients[i].c != nil {
+			real = append(real, clients[i])
+		}
+	}
+	for i := range sc.holders {
+		lc := real[i%len(real)]
+		wg.Go(func() { runHolder(lc, i, len(clients), sc, rec, seed, tally, stop) })
 	}
 	// Every operation is bounded (sc.opLimit, and the client's wait for an
 	// answer to a cancellation), so the workers end soon after stop.
@@ -494,6 +536,7 @@ func runClients(clients []*linClient, sc scenario, rec *lincheck.Recorder, seed 
 	defer stopWorkers() // also when nemesis fails the test
 	nemesis()
 	stopWorkers()
+	return tally.counts()
 }
 
 // closeClients closes the clients and adds their packet faults to faults.
@@ -516,7 +559,7 @@ func closeClients(clients []*linClient, faults map[string]int) {
 func checkHistory(t *testing.T, res *historyResult, rec *lincheck.Recorder, seed uint64, out string) time.Duration {
 	t.Helper()
 	history, summary := rec.History()
-	res.summary = summary
+	res.summary, res.history = summary, history
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	res.viz = filepath.Join(out, fmt.Sprintf("lincheck-%s-seed%d.html", name, seed))
 	start := time.Now()
@@ -529,6 +572,9 @@ func checkHistory(t *testing.T, res *historyResult, rec *lincheck.Recorder, seed
 	}
 	if summary.Reads == 0 || summary.Writes == 0 {
 		res.err = fmt.Errorf("history too thin to mean anything: %s", summary)
+	}
+	if res.ttl != nil && res.ttl["holders"] > 0 && res.ttl["grants"] == 0 {
+		res.err = fmt.Errorf("no TTL lease granted in the history: %s", formatTTL(res.ttl))
 	}
 	return time.Since(start).Round(time.Millisecond)
 }
@@ -544,8 +590,9 @@ func serverSummary(clients []*linClient) string {
 		st, err := lc.c.ServerStats(ctx)
 		cancel()
 		if err == nil {
-			return fmt.Sprintf("%d invalidations (%d acknowledged, %d expired), %d recalls, %d renewals",
-				st.InvalidationsSent, st.InvalidationsAcked, st.InvalidationsExpired, st.Recalls, st.MessagesIn["renew"])
+			return fmt.Sprintf("%d invalidations (%d acknowledged, %d expired), %d recalls, %d renewals; TTL leases: %d revoked, %d of them on expiry, %d keys deleted, %d renewed, %d live",
+				st.InvalidationsSent, st.InvalidationsAcked, st.InvalidationsExpired, st.Recalls, st.MessagesIn["renew"],
+				st.TTLRevoked, st.TTLExpired, st.TTLKeysDeleted, st.TTLKeepAlives, st.TTLLeases)
 		}
 	}
 	return "no answer"
@@ -575,7 +622,7 @@ func pace(rng *rand.Rand, stop <-chan struct{}) bool {
 func runReader(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(seed, uint64(2*lc.id+2)))
 	for pace(rng, stop) {
-		key := fmt.Sprintf("k%d", rng.IntN(sc.keys))
+		key := sc.readKeyOf(rng)
 		ctx, cancel := context.WithTimeout(context.Background(), sc.term/4)
 		readKey(ctx, 2*lc.id+1, lc.kv, rec, key)
 		cancel()
@@ -617,7 +664,11 @@ func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 		}
 		switch {
 		case p < 40:
-			if it, ok := readKey(ctx, id, lc.kv, rec, key); ok {
+			if sc.holders > 0 && rng.IntN(3) == 0 {
+				// The holders' keys are theirs to write; the
+				// workers only read them.
+				readKey(ctx, id, lc.kv, rec, ttlKey(rng.IntN(sc.holders)))
+			} else if it, ok := readKey(ctx, id, lc.kv, rec, key); ok {
 				seen[key] = it.Version
 			}
 		case p < 64:

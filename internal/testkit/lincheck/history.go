@@ -85,19 +85,27 @@ func (s Summary) String() string {
 // outcome whose value no read returned is left out: leaving
 // it out is the same as choosing that it never took effect, which the model
 // always allows, and it spares the checker an operation concurrent with all
-// that follow. Deletes, whose effect carries no value, are always kept.
+// that follow. Deletes, whose effect carries no value, are always kept, and
+// so are the writes of a key with TTL leases: a write there also attaches
+// the key to a lease or detaches it, which shows when the lease ends
+// (the key deleted, or not, and the revocation's revision), though nobody
+// read its value.
 func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 	r.mu.Lock()
 	ops := append([]porcupine.Operation(nil), r.ops...)
 	r.mu.Unlock()
 	type kv struct{ key, value string }
 	seen := make(map[kv]bool)
+	leased := make(map[string]bool) // keys with TTL leases
 	var end int64
 	for _, op := range ops {
 		end = max(end, op.Return, op.Call)
 		in, out := op.Input.(Input), op.Output.(Output)
 		if out.Outcome == OK && out.Found && in.Kind == Get {
 			seen[kv{in.Key, out.Value}] = true
+		}
+		if in.Kind >= Grant {
+			leased[in.Key] = true
 		}
 	}
 	var s Summary
@@ -110,7 +118,9 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 			s.Writes++
 		case out.Outcome == Unknown:
 			s.Unknown++
-			if in.Kind != Delete && in.Kind != FencedDelete && in.Kind != Acquire && in.Kind != Revoke && !seen[kv{in.Key, in.Value}] {
+			valued := in.Kind == Put || in.Kind == CAS || in.Kind == FencedPut || in.Kind == LeasePut
+			if in.Kind != Delete && in.Kind != FencedDelete && in.Kind != Acquire && in.Kind != Revoke &&
+				!seen[kv{in.Key, in.Value}] && !(valued && leased[in.Key]) {
 				s.Unneeded++
 				continue
 			}

@@ -262,6 +262,48 @@ func TestRecorderHistory(t *testing.T) {
 	}
 }
 
+// TestRecorderHistoryTTL checks that the writes of unknown outcome on a
+// key with TTL leases stay in the history, read or not: whether one took
+// effect shows when the lease ends. Left out, the first history would
+// read the key deleted at a revision that nothing deleted it at, and the
+// second would revoke a lease the key was still attached to without
+// deleting it. Grants and keep-alives of unknown outcome, which change no
+// key, are still left out.
+func TestRecorderHistoryTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ops      []porcupine.Operation
+		unneeded int
+	}{
+		{"attached, unread, deleted by the revocation", []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "lost", 5), outcome(Unknown)),
+			op(0, 40, 50, revoke("a", 5), revoked(2)),
+			op(1, 60, 70, get("a"), absent(2)),
+			op(0, 80, 90, grantTTL("a"), outcome(Unknown)),
+		}, 1},
+		{"detached, unread, so the revocation deletes nothing", []porcupine.Operation{
+			op(0, 0, 10, grantTTL("a"), leaseGranted(5)),
+			op(0, 20, 30, leasePut("a", "x", 5), wrote(1)),
+			op(0, 40, 50, put("a", "lost"), outcome(Unknown)),
+			op(0, 55, 58, keepAlive("a", 5), outcome(Unknown)),
+			op(0, 60, 70, revoke("a", 5), revoked(0)),
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecorder()
+			r.ops = tc.ops
+			h, s := r.History()
+			if s.Unneeded != tc.unneeded {
+				t.Errorf("%d operations left out, want %d", s.Unneeded, tc.unneeded)
+			}
+			if res, err := Check(h, time.Minute, filepath.Join(t.TempDir(), "viz.html")); res != porcupine.Ok {
+				t.Errorf("Check = %s, %v; want Ok", res, err)
+			}
+		})
+	}
+}
+
 // TestRecorderConcurrent records from many goroutines, under -race.
 func TestRecorderConcurrent(t *testing.T) {
 	r := NewRecorder()
