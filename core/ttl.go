@@ -162,6 +162,12 @@ type revocation struct {
 	readyAt time.Time // when the last became ready
 	queued  bool      // its OpRevokeTTL is queued: it can no longer be abandoned
 	expiry  bool      // expiry started it
+	// stalled: an expiry's revocation failed or was abandoned; it stays
+	// recorded, its lease still being revoked, until the Lessor hands the
+	// lease out again (lessor Config.RevokeRetry) and it is launched
+	// again. Keep-alives and writes that name the lease wait meanwhile, as
+	// its keys are still there.
+	stalled bool
 	// waiters are the revocations clients asked for, answered with its
 	// outcome. after are what waits for it to end, applied or abandoned:
 	// keep-alives and writes naming the lease, run again then. Both are
@@ -465,7 +471,7 @@ func (c *Core) TTLLeases(limit int) ([]TTLLeaseInfo, bool) {
 	now := c.clock.Now()
 	c.ttl.mu.Lock()
 	var out []TTLLeaseInfo
-	for id := range c.ttl.ls.Leases(now) {
+	for id := range c.ttl.ls.Leases() {
 		if c.ttl.revoking[id] == nil {
 			left, _, _ := c.ttl.ls.TimeToLive(id, now)
 			out = append(out, TTLLeaseInfo{ID: id, Remaining: left})
@@ -512,18 +518,37 @@ func (c *Core) submitRevoke(r *Request) error {
 	return nil
 }
 
-// revoke starts the revocation of lease id, for r (nil: it expired), or
-// adds r to the waiters of the one under way.
+// revoke starts the revocation of lease id for r, or adds r to the
+// waiters of the one under way.
 func (c *Core) revoke(id uint64, r *Request) {
 	c.ttl.mu.Lock()
+	rv := c.revocationLocked(id, r)
+	c.ttl.mu.Unlock()
+	if rv != nil {
+		c.launch(rv)
+	}
+}
+
+// revocationLocked records the revocation of lease id for r (nil: it
+// expired) and returns it, for the caller to launch once it has released
+// ttl.mu; or adds r to the revocation under way, and returns nil. From
+// then on, the lease is being revoked for keep-alives, writes and
+// TTLLease. The caller holds ttl.mu.
+func (c *Core) revocationLocked(id uint64, r *Request) *revocation {
 	if rv := c.ttl.revoking[id]; rv != nil {
 		if r != nil {
 			rv.waiters = append(rv.waiters, r)
 		} else {
 			rv.expiry = true
 		}
-		c.ttl.mu.Unlock()
-		return
+		if !rv.stalled {
+			return nil
+		}
+		rv.stalled, rv.timeout = false, 0
+		if r != nil {
+			rv.timeout = r.Timeout
+		}
+		return rv
 	}
 	rv := &revocation{id: id, expiry: r == nil}
 	if r != nil {
@@ -531,8 +556,7 @@ func (c *Core) revoke(id uint64, r *Request) {
 		rv.timeout = r.Timeout
 	}
 	c.ttl.revoking[id] = rv
-	c.ttl.mu.Unlock()
-	c.launch(rv)
+	return rv
 }
 
 // launch reads the keys attached to rv's lease and submits a delete of
@@ -616,11 +640,7 @@ func (c *Core) abandonRevocation(rv *revocation, why error) bool {
 		effs = append(effs, eff)
 	}
 	c.mu.Unlock()
-	c.ttl.mu.Lock()
-	delete(c.ttl.revoking, rv.id)
-	waiters, after := rv.waiters, rv.after
-	rv.waiters, rv.after = nil, nil
-	c.ttl.mu.Unlock()
+	waiters, after := c.settleRevocation(rv, false)
 	for _, eff := range effs {
 		c.carryOut(eff)
 	}
@@ -631,6 +651,27 @@ func (c *Core) abandonRevocation(rv *revocation, why error) bool {
 		f()
 	}
 	return true
+}
+
+// settleRevocation ends rv's part in the revocations under way, applied
+// (gone: its lease is no more) or not, and returns its waiters and what
+// waits for it to end. An expiry's revocation that was not applied stays
+// recorded, stalled (see revocation), and what waits for it goes on
+// waiting. The caller holds no lock.
+func (c *Core) settleRevocation(rv *revocation, gone bool) (waiters []*Request, after []func()) {
+	c.ttl.mu.Lock()
+	defer c.ttl.mu.Unlock()
+	waiters, rv.waiters = rv.waiters, nil
+	if rv.expiry && !gone {
+		rv.stalled = true
+		return waiters, nil
+	}
+	delete(c.ttl.revoking, rv.id)
+	after, rv.after = rv.after, nil
+	if gone {
+		c.ttl.ls.Revoke(rv.id)
+	}
+	return waiters, after
 }
 
 // cancelRevoke abandons the revocation r waits for, if r is its only
@@ -684,14 +725,9 @@ func (c *Core) endRevocation(rv *revocation, res store.Result, err error) {
 	if !rv.readyAt.IsZero() {
 		waited = max(0, rv.readyAt.Sub(rv.started))
 	}
-	c.ttl.mu.Lock()
-	delete(c.ttl.revoking, rv.id)
-	waiters, after := rv.waiters, rv.after
-	rv.waiters, rv.after = nil, nil
 	gone := err == nil && (res.Err == nil || errors.Is(res.Err, store.ErrLeaseNotFound))
-	if gone {
-		c.ttl.ls.Revoke(rv.id)
-	}
+	waiters, after := c.settleRevocation(rv, gone)
+	c.ttl.mu.Lock()
 	if err == nil && res.Err == nil {
 		c.ttl.stats.Revoked++
 		if rv.expiry {
@@ -736,10 +772,19 @@ func (c *Core) ttlTick(now time.Time) {
 		}
 		c.queue.push(jobs...)
 	}
-	expired := c.ttl.ls.Expired(now, 0)
+	// Recorded as being revoked under the same hold of ttl.mu as Expired
+	// hands them out: the Lessor refuses their keep-alives from then on,
+	// and those must wait for the revocation, as the keys are still
+	// there.
+	var start []*revocation
+	for _, id := range c.ttl.ls.Expired(now, 0) {
+		if rv := c.revocationLocked(id, nil); rv != nil {
+			start = append(start, rv)
+		}
+	}
 	c.ttl.mu.Unlock()
-	for _, id := range expired {
-		c.revoke(id, nil)
+	for _, rv := range start {
+		c.launch(rv)
 	}
 }
 

@@ -529,3 +529,108 @@ func TestTTLRevocationInProgress(t *testing.T) {
 		}
 	})
 }
+
+// TestTTLExpiredLeaseLivesUntilRevoked: leases past their expiry that the
+// revocation budget holds back still exist, as their keys do: their time
+// to live is zero, a keep-alive renews them, and a write may attach to
+// them. A lease reported gone while its keys are still served would tell
+// its holder a falsehood.
+func TestTTLExpiredLeaseLivesUntilRevoked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := store.NewMemory()
+		c, _ := newTTLCore(t, st, TTLConfig{MaxRevokesPerSecond: 1})
+		defer c.Close()
+		c.OpenSession(1)
+		ids := make([]uint64, 3)
+		for i := range ids {
+			ids[i] = grant(t, c, 1, time.Second)
+			putWith(t, c, 1, fmt.Sprintf("k%d", i), ids[i])
+		}
+		c.Relinquish(1, []string{"k0", "k1", "k2"})
+		time.Sleep(time.Second + eps + time.Millisecond)
+		synctest.Wait()
+		if n := c.Stats().TTL.Expired; n != 1 {
+			t.Fatalf("%d leases revoked at once with a budget of one a second, want 1", n)
+		}
+		var held []int
+		for i, id := range ids {
+			left, _, _, ok, _ := c.TTLLease(id, false)
+			if !exists(t, st, fmt.Sprintf("k%d", i)) {
+				if ok {
+					t.Fatalf("lease %d revoked, yet TTLLease finds it", id)
+				}
+				continue
+			}
+			held = append(held, i)
+			if !ok || left != 0 {
+				t.Fatalf("lease %d held back, its key there: TTLLease %v left (%v), want 0 left", id, left, ok)
+			}
+		}
+		if len(held) != 2 {
+			t.Fatalf("%d leases held back, want 2", len(held))
+		}
+		renewed, key := ids[held[1]], fmt.Sprintf("k%d", held[1])
+		if o := keepAlive(t, c, renewed); o.Err != nil || len(o.Renewed) != 1 {
+			t.Fatalf("keep-alive of a lease past its expiry, not yet revoked: %+v, want renewed", o)
+		}
+		w := put(1, key, "again")
+		w.Lease = renewed
+		submit(t, c, w).must(t)
+		c.Relinquish(1, []string{key})
+		// The budget's next token revokes the other one; the renewed one
+		// lives its TTL + ε from the keep-alive.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := c.Stats().TTL.Expired; n != 2 {
+			t.Fatalf("%d leases revoked a second later, want 2", n)
+		}
+		if _, _, _, ok, _ := c.TTLLease(renewed, false); !ok || !exists(t, st, key) {
+			t.Fatal("the lease renewed past its expiry was revoked before its TTL had passed again")
+		}
+	})
+}
+
+// TestTTLStalledExpiryKeepsTheLeaseRevoking: an expiry whose revocation
+// fails (the store is down) stays under way: keep-alives wait rather than
+// hear that a lease whose keys are still there is gone, and once the store
+// is back the revocation is made again and answers them.
+func TestTTLStalledExpiryKeepsTheLeaseRevoking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := store.NewMemory()
+		fs := faultstore.New(mem)
+		c, _ := newTTLCore(t, fs, TTLConfig{})
+		defer c.Close()
+		c.OpenSession(1)
+		id := grant(t, c, 1, time.Second)
+		putWith(t, c, 1, "k", id)
+		c.Relinquish(1, []string{"k"})
+		fs.Fail(errors.New("disk on fire"))
+		time.Sleep(time.Second + eps + time.Millisecond)
+		synctest.Wait()
+		if !exists(t, mem, "k") {
+			t.Fatal("key deleted while the store was failing")
+		}
+		out := make(chan KeepAliveOutcome, 1)
+		c.KeepAlive([]uint64{id}, func(o KeepAliveOutcome) { out <- o })
+		synctest.Wait()
+		select {
+		case o := <-out:
+			t.Fatalf("keep-alive answered while the failed revocation's keys are there: %+v", o)
+		default:
+		}
+		fs.Heal()
+		time.Sleep(5 * time.Second) // the store reopens, and the Lessor hands the lease out again
+		synctest.Wait()
+		select {
+		case o := <-out:
+			if o.Err != nil || len(o.Unknown) != 1 {
+				t.Fatalf("keep-alive after the revocation: %+v, want the lease unknown", o)
+			}
+		default:
+			t.Fatal("keep-alive still unanswered after the store came back")
+		}
+		if exists(t, mem, "k") {
+			t.Fatal("key still there after the revocation was made again")
+		}
+	})
+}

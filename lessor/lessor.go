@@ -276,10 +276,15 @@ func (ls *Lessor) schedule(l *lease, now int64) {
 
 // KeepAlive renews each lease in ids to now + ttl + ε, now being when the
 // keep-alive arrived. It returns the leases renewed; the ids it does not
-// track, or that have expired (at now + ε past their holder's TTL: a
-// keep-alive cannot revive them; the server answers them as not found); and
-// mark, the renewed leases whose mark since their last checkpoint is not
-// known to be applied (see Marked).
+// track, or that Expired has handed out (their revocation is under way:
+// a keep-alive cannot revive them, and the server answers them as not
+// found once the revocation is applied); and mark, the renewed leases
+// whose mark since their last checkpoint is not known to be applied (see
+// Marked). A lease past its expiry that Expired has not handed out yet
+// (the revocation budget holds it back) is renewed: it lives, and its keys
+// exist, until it is revoked, and ending it earlier in the answers to a
+// keep-alive than in the store would tell its holder its keys are gone
+// while they are still served.
 //
 // The caller must write a mark record for the leases in mark (one record
 // for all of them), acknowledge their renewals only after it is applied,
@@ -296,7 +301,7 @@ func (ls *Lessor) KeepAlive(ids []uint64, now time.Time) (renewed []Renewal, unk
 	renewed = make([]Renewal, 0, len(ids))
 	for _, id := range ids {
 		l := ls.leases[id]
-		if l == nil || l.revoking || n >= l.expiry {
+		if l == nil || l.revoking {
 			unknown = append(unknown, id)
 			continue
 		}
@@ -484,23 +489,24 @@ func (ls *Lessor) checkpointNow(l *lease, now int64) {
 
 // TimeToLive returns the remaining TTL of lease id as its holder should see
 // it (expiry - now - ε, never negative) and its granted TTL. ok is false if
-// the Lessor does not track it or it has expired.
+// the Lessor does not track it or Expired has handed it out; a lease past
+// its expiry that waits for the revocation budget has 0 left.
 func (ls *Lessor) TimeToLive(id uint64, now time.Time) (remaining, granted time.Duration, ok bool) {
 	n := ls.at(now)
 	l := ls.leases[id]
-	if l == nil || l.revoking || n >= l.expiry {
+	if l == nil || l.revoking {
 		return 0, 0, false
 	}
 	return time.Duration(max(l.expiry-ls.eps-n, 0)), l.ttl, true
 }
 
-// Leases yields the id and the granted TTL of every lease not expired at
-// now, in no particular order. The Lessor must not change while it runs.
-func (ls *Lessor) Leases(now time.Time) iter.Seq2[uint64, time.Duration] {
-	n := ls.at(now)
+// Leases yields the id and the granted TTL of every lease that Expired has
+// not handed out, in no particular order. The Lessor must not change while
+// it runs.
+func (ls *Lessor) Leases() iter.Seq2[uint64, time.Duration] {
 	return func(yield func(uint64, time.Duration) bool) {
 		for id, l := range ls.leases {
-			if !l.revoking && n < l.expiry && !yield(id, l.ttl) {
+			if !l.revoking && !yield(id, l.ttl) {
 				return
 			}
 		}

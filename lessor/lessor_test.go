@@ -33,9 +33,10 @@ func grant(t testing.TB, ls *Lessor, id uint64, ttl time.Duration, now time.Time
 	}
 }
 
-// expiresAt asserts that lease id is live a nanosecond before at and expired
-// at at, for TimeToLive, KeepAlive and Expired alike. It leaves the lease
-// handed out by Expired.
+// expiresAt asserts that lease id expires at at: a nanosecond before, it
+// has time left and Expired does not hand it out; at at, it has none, and
+// Expired hands it out, after which TimeToLive and KeepAlive refuse it. It
+// leaves the lease handed out by Expired.
 func expiresAt(t *testing.T, ls *Lessor, id uint64, at time.Time) {
 	t.Helper()
 	before := at.Add(-time.Nanosecond)
@@ -45,14 +46,17 @@ func expiresAt(t *testing.T, ls *Lessor, id uint64, at time.Time) {
 	if got := ls.Expired(before, 0); slices.Contains(got, id) {
 		t.Fatalf("Expired a nanosecond before %v handed out %d", at, id)
 	}
-	if _, _, ok := ls.TimeToLive(id, at); ok {
-		t.Fatalf("lease %d still live at %v", id, at)
-	}
-	if r, unknown, _ := ls.KeepAlive([]uint64{id}, at); len(r) != 0 || !slices.Equal(unknown, []uint64{id}) {
-		t.Fatalf("KeepAlive at expiry: renewed %v, unknown %v; want it refused", r, unknown)
+	if left, _, ok := ls.TimeToLive(id, at); !ok || left != 0 {
+		t.Fatalf("lease %d at its expiry %v: %v left (%v), want none", id, at, left, ok)
 	}
 	if got := ls.Expired(at, 0); !slices.Contains(got, id) {
 		t.Fatalf("Expired at %v = %v, want %d in it", at, got, id)
+	}
+	if _, _, ok := ls.TimeToLive(id, at); ok {
+		t.Fatalf("lease %d handed out by Expired, still live", id)
+	}
+	if r, unknown, _ := ls.KeepAlive([]uint64{id}, at); len(r) != 0 || !slices.Equal(unknown, []uint64{id}) {
+		t.Fatalf("KeepAlive once handed out: renewed %v, unknown %v; want it refused", r, unknown)
 	}
 }
 
@@ -198,21 +202,34 @@ func TestKeepAliveNeverShortens(t *testing.T) {
 	}
 }
 
+// TestExpiredLeaseIsNotRevived: a lease past its expiry lives until
+// Expired hands it out, as its keys do until its revocation is applied: a
+// keep-alive before then renews it, with no time left in between. Once
+// handed out, nothing revives it.
 func TestExpiredLeaseIsNotRevived(t *testing.T) {
+	end := t0.Add(ttl + eps)
+	// Expired, not handed out yet (the revocation budget may hold it
+	// back): it has no time left, and a keep-alive renews it.
+	early := newLessor(t, Config{Epsilon: eps})
+	grant(t, early, 2, ttl, t0)
+	if left, granted, ok := early.TimeToLive(2, end.Add(time.Minute)); !ok || left != 0 || granted != ttl {
+		t.Fatalf("TimeToLive past the expiry = %v of %v (%v), want 0 of %v", left, granted, ok, ttl)
+	}
+	if r, unknown, _ := early.KeepAlive([]uint64{2}, end.Add(time.Minute)); len(r) != 1 || len(unknown) != 0 {
+		t.Fatalf("KeepAlive past the expiry, before the revocation: renewed %v, unknown %v", r, unknown)
+	}
+	expiresAt(t, early, 2, end.Add(time.Minute+ttl+eps))
+
 	ls := newLessor(t, Config{Epsilon: eps, RevokeRetry: time.Second})
 	grant(t, ls, 1, ttl, t0)
-	end := t0.Add(ttl + eps)
-	// Expired, not handed out yet: a keep-alive is refused.
-	for _, at := range []time.Time{end, end.Add(time.Minute)} {
-		if r, unknown, mark := ls.KeepAlive([]uint64{1}, at); len(r) != 0 || len(mark) != 0 || !slices.Equal(unknown, []uint64{1}) {
-			t.Fatalf("KeepAlive at %v: renewed %v, unknown %v, mark %v", at, r, unknown, mark)
-		}
-	}
-	// Handed out for revocation, and its retry time passes: still refused,
-	// still not listed, and handed out again.
+	// Handed out for revocation, and its retry time passes: refused, not
+	// listed, and handed out again.
 	at := end.Add(time.Minute)
 	if got := ls.Expired(at, 0); !slices.Equal(got, []uint64{1}) {
 		t.Fatalf("Expired = %v", got)
+	}
+	if r, unknown, mark := ls.KeepAlive([]uint64{1}, at); len(r) != 0 || len(mark) != 0 || !slices.Equal(unknown, []uint64{1}) {
+		t.Fatalf("KeepAlive once handed out: renewed %v, unknown %v, mark %v", r, unknown, mark)
 	}
 	later := at.Add(time.Second)
 	if r, _, _ := ls.KeepAlive([]uint64{1}, later.Add(-time.Nanosecond)); len(r) != 0 {
@@ -224,7 +241,7 @@ func TestExpiredLeaseIsNotRevived(t *testing.T) {
 	if _, _, ok := ls.TimeToLive(1, later); ok {
 		t.Fatal("TimeToLive ok for a lease being revoked")
 	}
-	for range ls.Leases(later) {
+	for range ls.Leases() {
 		t.Fatal("Leases lists a lease being revoked")
 	}
 	if got := ls.Expired(later, 0); !slices.Equal(got, []uint64{1}) {
@@ -440,7 +457,7 @@ func TestFailoverResumesInTheHoldersFavour(t *testing.T) {
 			}
 		}
 	}
-	if _, _, ok := old.TimeToLive(1, now); ok {
+	if left, _, _ := old.TimeToLive(1, now); left > 0 {
 		t.Fatal("the dead holder's lease never expired")
 	}
 }
@@ -534,8 +551,11 @@ func TestLeasesListsLiveLeases(t *testing.T) {
 	ls := newLessor(t, Config{})
 	grant(t, ls, 1, ttl, t0)
 	grant(t, ls, 2, 2*ttl, t0)
+	if got := ls.Expired(t0.Add(ttl), 0); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("Expired = %v", got)
+	}
 	got := map[uint64]time.Duration{}
-	for id, d := range ls.Leases(t0.Add(ttl)) {
+	for id, d := range ls.Leases() {
 		got[id] = d
 	}
 	if want := map[uint64]time.Duration{2: 2 * ttl}; !reflect.DeepEqual(got, want) {

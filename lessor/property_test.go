@@ -47,7 +47,7 @@ type shadowLease struct {
 }
 
 func (s *shadow) live(l *shadowLease, now time.Time) bool {
-	return l != nil && !l.revoking && now.Before(l.expiry)
+	return l != nil && !l.revoking
 }
 
 func (s *shadow) schedule(l *shadowLease, now time.Time) {
