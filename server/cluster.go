@@ -245,6 +245,7 @@ func (s *Server) takeLead() error {
 	}
 	s.core, s.leadTerm = c, term
 	s.smu.Unlock()
+	s.metrics.leaderChanges.Add(1)
 	s.log.Info("leading the cluster", "node", s.cfg.Cluster.Name, "writes_held_for", c.WritesAllowedIn())
 	return nil
 }
@@ -252,6 +253,7 @@ func (s *Server) takeLead() error {
 // dropLead stops serving after this node lost the lead: it closes the
 // sessions of core c, whose clients go to the new leader, and stops c.
 func (s *Server) dropLead(c *core.Core) {
+	s.metrics.leaderChanges.Add(1)
 	s.smu.Lock()
 	s.core = nil
 	var gone []*session

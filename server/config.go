@@ -221,6 +221,15 @@ type Config struct {
 	// a walk of its files: for tests that fill a disk by decree, and
 	// embedders with their own accounting. Unused with Store.
 	DiskUsage diskguard.Meter
+	// MetricsListen, if set, is the TCP address of the operator's
+	// listener: Prometheus metrics on /metrics, liveness on /healthz and
+	// readiness on /readyz (a leader is known and the store takes
+	// writes). Plain HTTP on a loopback address; HTTPS with the server's
+	// certificate on any other. Empty: none.
+	MetricsListen string
+	// MetricsPprof serves Go's profiles on the operator's listener, under
+	// /debug/pprof/. It needs MetricsListen.
+	MetricsPprof bool
 	// TTL bounds and paces TTL leases (DESIGN §14): the shortest and
 	// longest TTL a grant may ask for (core.DefaultMinTTL, 5 s, and
 	// core.DefaultMaxTTL, 24 h), the most TTL leases held at once
@@ -388,6 +397,13 @@ func (c Config) validate() error {
 		return fmt.Errorf("horizon step %v is shorter than %v: the horizon would be persisted for almost every lease", c.HorizonStep, MinHorizonStep)
 	case c.FrameTimeout < 0 || c.FrameTimeout > MaxIdleTimeout:
 		return fmt.Errorf("frame timeout %v is outside 0..%v", c.FrameTimeout, MaxIdleTimeout)
+	case c.MetricsPprof && c.MetricsListen == "":
+		return errors.New("profiles (MetricsPprof) are served on the metrics listener: set MetricsListen too")
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return fmt.Errorf("metrics listener %q: %w", c.MetricsListen, err)
+		}
 	}
 	if c.Cluster != nil {
 		if c.Store != nil {

@@ -64,6 +64,8 @@ func TestConfigDefaults(t *testing.T) {
 		"Clock":                    {clock.Clock(fc), "real"},
 		"BootClock":                {clock.Boot(clock.NewFakeBoot(fc)), clock.RealBoot()},
 		"Logger":                   {logger, slog.Default()},
+		"MetricsListen":            {"127.0.0.1:0", nil},
+		"MetricsPprof":             {true, nil},
 		"TTL": {core.TTLConfig{MinTTL: time.Second, MaxTTL: time.Hour, MaxLeases: 10, CheckpointInterval: time.Minute, MaxRevokesPerSecond: 5},
 			core.TTLConfig{MinTTL: core.DefaultMinTTL, MaxTTL: core.DefaultMaxTTL, MaxLeases: core.DefaultMaxTTLLeases,
 				CheckpointInterval: lessor.DefaultCheckpointInterval, MaxRevokesPerSecond: lessor.DefaultMaxRevokesPerSecond}},
@@ -78,6 +80,9 @@ func TestConfigDefaults(t *testing.T) {
 		}
 		var set Config
 		reflect.ValueOf(&set).Elem().Field(i).Set(reflect.ValueOf(f.set))
+		if name == "MetricsPprof" {
+			set.MetricsListen = "127.0.0.1:0" // profiles are served there
+		}
 		got := reflect.ValueOf(set.withDefaults()).Field(i).Interface()
 		if !reflect.DeepEqual(got, f.set) {
 			t.Errorf("Config.%s = %v became %v", name, f.set, got)
@@ -113,6 +118,8 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{Config{LeaseTerm: -time.Second}, "lease term"},
 		{Config{Epsilon: -time.Second}, "epsilon"},
+		{Config{MetricsPprof: true}, "set MetricsListen too"},
+		{Config{MetricsListen: "9090"}, "metrics listener \"9090\""},
 		{Config{MaxValueSize: 65 << 20}, "max value size"},
 		{Config{MaxValueSize: -1}, "max value size"},
 		{Config{MaxInflight: -1}, "max inflight"},

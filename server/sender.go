@@ -16,6 +16,7 @@ import (
 type sender struct {
 	w        io.Writer
 	counts   *[protocol.NumTypes]atomic.Uint64
+	metrics  *metrics // counts the error replies sent, if not nil
 	overflow func()
 
 	mu        sync.Mutex // guards buf, writing, closed, finishing, flushed
@@ -61,6 +62,9 @@ func (s *sender) send(m protocol.Message) bool {
 		return false
 	}
 	s.counts[m.Type()].Add(1)
+	if e, ok := m.(*protocol.Error); ok && s.metrics != nil {
+		s.metrics.countError(e.Code)
+	}
 	select {
 	case s.wake <- struct{}{}:
 	default:

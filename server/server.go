@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,12 @@ type Server struct {
 
 	msgsIn  [protocol.NumTypes]atomic.Uint64
 	msgsOut [protocol.NumTypes]atomic.Uint64
+	// metrics are the operator's instruments, and metricsLn and
+	// metricsSrv its listener (metrics.go); nil without
+	// Config.MetricsListen.
+	metrics    *metrics
+	metricsLn  net.Listener
+	metricsSrv *http.Server
 
 	stop      chan struct{} // closed by Close and Shutdown
 	stopOnce  sync.Once
@@ -212,6 +219,14 @@ func open(cfg Config) (_ *Server, handed bool, err error) {
 		closeUDP()
 		stopStore()
 		return nil, true, fmt.Errorf("leased: listen: %w", err)
+	}
+	s.metrics = newMetrics(s)
+	if err := s.startMetrics(tlsConf); err != nil {
+		s.ln.Close()
+		s.tr.Close()
+		closeUDP()
+		stopStore()
+		return nil, true, fmt.Errorf("leased: %w", err)
 	}
 	if s.node != nil {
 		s.leadDone = make(chan struct{})
@@ -537,6 +552,7 @@ func (s *Server) Close() error {
 			s.closeStep.Store("closing raft, its log and the database")
 			errs = append(errs, s.node.Close())
 		}
+		s.stopMetrics()
 		if s.guard != nil {
 			s.guard.Close()
 		}

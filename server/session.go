@@ -114,6 +114,7 @@ func (ss *session) run() {
 	replies := newSender(stream, &s.msgsOut, func() {
 		ss.closeWith(fmt.Errorf("%w: client is not reading its replies", errResourceExhausted))
 	})
+	replies.metrics = s.metrics
 	ss.mu.Lock() // goAway reads it from another goroutine
 	ss.replies = replies
 	ss.mu.Unlock()
@@ -262,7 +263,9 @@ func (ss *session) handle(m protocol.Message) bool {
 	}
 	switch m := m.(type) {
 	case *protocol.Get:
+		start := time.Now()
 		ss.replies.send(ss.get(m))
+		s.metrics.read.Observe(time.Since(start).Seconds())
 	case *protocol.Write:
 		if err := ss.submitWrite(m); err != nil {
 			ss.replies.send(errorReply(m.ID, err))
@@ -442,7 +445,16 @@ func (ss *session) submit(id uint64, req *core.Request) error {
 	s := ss.srv
 	p := &pendingOp{reqID: id, req: req, size: len(req.Key) + len(req.Value)}
 	req.Session = ss.id
-	req.Done = func(o core.Outcome) { ss.finishOp(p, opReply(id, req, o)) }
+	start := time.Now()
+	req.Done = func(o core.Outcome) {
+		if !req.Acquire && (req.Op == store.OpPut || req.Op == store.OpDelete || req.Op == store.OpCAS) {
+			s.metrics.write.Observe(time.Since(start).Seconds())
+			if o.Err == nil && !o.Duplicate {
+				s.metrics.wait.Observe(o.Waited.Seconds())
+			}
+		}
+		ss.finishOp(p, opReply(id, req, o))
+	}
 	ss.mu.Lock()
 	switch {
 	case ss.ops[id] != nil:

@@ -526,3 +526,30 @@ func TestTableText(t *testing.T) {
 		t.Errorf("jsonValue(0xff) = %v, %v", s, b)
 	}
 }
+
+// TestEndpointHealth: endpoint health says a running server is healthy, and
+// an endpoint that does not answer is not, with exit status 3.
+func TestEndpointHealth(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), "--lease-term", "1s")
+	var h struct {
+		Endpoints []struct {
+			Endpoint string `json:"endpoint"`
+			Health   bool   `json:"health"`
+			Error    string `json:"error"`
+		} `json:"endpoints"`
+	}
+	decode(t, srv.Ctl(t, "-o", "json", "endpoint", "health"), &h)
+	if len(h.Endpoints) != 1 || !h.Endpoints[0].Health || h.Endpoints[0].Error != "" {
+		t.Fatalf("endpoint health of a running server: %+v", h)
+	}
+	port, err := clitest.FreeUDPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "127.0.0.1:" + strconv.Itoa(port)
+	r := clitest.Cmd{}.Run(t, bins.Leasectl, "--endpoints", srv.Addr+","+dead, "--cacert", srv.CA, "--timeout", "1s", "endpoint", "health")
+	if r.Code != exitUnavailable || !strings.Contains(r.Stdout, srv.Addr) || !strings.Contains(r.Stderr, "1 of 2 endpoints unhealthy") || !strings.Contains(r.Stderr, dead) {
+		t.Fatalf("endpoint health with one dead endpoint: status %d\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -202,7 +203,63 @@ unreachable, the error is printed on stderr, and leasectl exits with status 3.`,
 			return &cliError{code: exitUnavailable, err: fmt.Errorf("%w: %d of %d unreachable:%s", errSomeUnreachable, failed, len(sts), why)}
 		},
 	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "health",
+		Short: "Check that each endpoint answers, knows a leader, and takes writes",
+		Long: `Ask every node given with --endpoints, each directly, whether it is healthy:
+it answers within --timeout, it knows the leader of its cluster (a server
+alone leads itself), and it has no NOSPACE alarm, which would refuse writes.
+Each endpoint's line says how long its answer took, or why it is unhealthy.
+leasectl exits with status 3 if any endpoint is unhealthy.`,
+		Example: `  leasectl --endpoints 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 endpoint health`,
+		Args:    argsExactly(),
+		RunE:    func(cmd *cobra.Command, args []string) error { return a.endpointHealth() },
+	})
 	return cmd
+}
+
+// healthJSON is one endpoint's answer in endpoint health.
+type healthJSON struct {
+	Endpoint    string  `json:"endpoint"`
+	Health      bool    `json:"health"`
+	TookSeconds float64 `json:"took_seconds"`
+	// Error says why the endpoint is unhealthy.
+	Error string `json:"error,omitempty"`
+}
+
+// endpointHealth runs endpoint health.
+func (a *app) endpointHealth() error {
+	start := time.Now()
+	sts := a.eachStatus()
+	took := time.Since(start)
+	out := make([]healthJSON, len(sts))
+	rows := make([][]string, len(sts))
+	var why []string
+	for i, st := range sts {
+		h := healthJSON{Endpoint: st.Endpoint, Health: true, TookSeconds: took.Seconds(), Error: st.Error}
+		switch {
+		case st.Error != "":
+		case st.Alarm != "":
+			h.Error = st.Alarm
+		case st.Leader == "" && st.Role != "leader":
+			h.Error = "it knows no leader"
+		}
+		if h.Error != "" {
+			h.Health = false
+			why = append(why, st.Endpoint+": "+h.Error)
+		}
+		out[i] = h
+		rows[i] = []string{h.Endpoint, strconv.FormatBool(h.Health), took.Round(time.Millisecond).String(), cmp.Or(h.Error, "-")}
+	}
+	if err := a.emit(struct {
+		Endpoints []healthJSON `json:"endpoints"`
+	}{out}, []string{"ENDPOINT", "HEALTH", "TOOK", "ERROR"}, rows...); err != nil {
+		return err
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return &cliError{code: exitUnavailable, err: fmt.Errorf("%d of %d endpoints unhealthy:\n  %s", len(why), len(sts), strings.Join(why, "\n  "))}
 }
 
 // leaderRetry is how long leaderAdmin waits before it asks the endpoints

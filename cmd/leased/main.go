@@ -94,6 +94,8 @@ type options struct {
 	maxTTLLeases          int
 	ttlCheckpoint         time.Duration
 	ttlRevokeRate         int
+	metricsListen         string
+	metricsPprof          bool
 	maxTotalInflightBytes int64
 	frameTimeout          time.Duration
 	retryHandshakes       int
@@ -217,6 +219,8 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.IntVar(&o.maxTTLLeases, "max-ttl-leases", core.DefaultMaxTTLLeases, "most TTL leases held at once; a grant past it is refused (resource exhausted)")
 	f.DurationVar(&o.ttlCheckpoint, "ttl-checkpoint-interval", lessor.DefaultCheckpointInterval, "how often the remaining TTL of a TTL lease longer than it is recorded in the log, so that a failover resumes it from there")
 	f.IntVar(&o.ttlRevokeRate, "ttl-revoke-rate", lessor.DefaultMaxRevokesPerSecond, "most expired TTL leases revoked per second, so that a mass expiry does not stall other writes")
+	f.StringVar(&o.metricsListen, "metrics-listen", "", "TCP address (host:port) of the operator's listener: Prometheus metrics on /metrics, /healthz and /readyz; plain HTTP on loopback, HTTPS with the server's certificate elsewhere; empty: off")
+	f.BoolVar(&o.metricsPprof, "metrics-pprof", false, "serve Go's profiles on the metrics listener under /debug/pprof/ (needs --metrics-listen)")
 	f.Int64Var(&o.maxTotalInflightBytes, "max-total-inflight-bytes", server.DefaultMaxTotalInflightBytes, "most bytes of keys and values that the waiting writes of all sessions hold; a write past it is refused (resource exhausted)")
 	f.DurationVar(&o.frameTimeout, "frame-timeout", server.DefaultFrameTimeout, "how long a request may take to arrive once it has begun; a client that stalls mid-request is disconnected")
 	f.IntVar(&o.retryHandshakes, "retry-handshakes", server.DefaultRetryHandshakes, "QUIC handshakes in progress past which new connections must prove their source address (a Retry); -1: always")
@@ -496,6 +500,8 @@ func (o *options) validate() error {
 		return usagef("--ttl-checkpoint-interval %v: must be positive", o.ttlCheckpoint)
 	case o.ttlRevokeRate <= 0 || o.ttlRevokeRate > 1e9:
 		return usagef("--ttl-revoke-rate %d: must be from 1 to 1e9", o.ttlRevokeRate)
+	case o.metricsPprof && o.metricsListen == "":
+		return usagef("--metrics-pprof: profiles are served on the metrics listener; give --metrics-listen too")
 	case o.maxTotalInflightBytes < int64(o.maxValueSize)+server.MaxKeySize:
 		return usagef("--max-total-inflight-bytes %d: must be at least --max-value-size plus the largest key (%d bytes)", o.maxTotalInflightBytes, int64(o.maxValueSize)+server.MaxKeySize)
 	case o.frameTimeout <= 0 || o.frameTimeout > server.MaxIdleTimeout:
@@ -710,6 +716,8 @@ func (o *options) config(log *slog.Logger) server.Config {
 		TTL: core.TTLConfig{MinTTL: o.ttlMin, MaxTTL: o.ttlMax, MaxLeases: o.maxTTLLeases,
 			CheckpointInterval: o.ttlCheckpoint, MaxRevokesPerSecond: o.ttlRevokeRate},
 		MaxTotalInflightBytes: o.maxTotalInflightBytes,
+		MetricsListen:         o.metricsListen,
+		MetricsPprof:          o.metricsPprof,
 		FrameTimeout:          o.frameTimeout,
 		RetryHandshakes:       o.retryHandshakes,
 		RetryWindow:           o.retryWindow,

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,6 +276,7 @@ func TestValidate(t *testing.T) {
 		{func(o *options) { o.maxTTLLeases = 0 }, "--max-ttl-leases"},
 		{func(o *options) { o.ttlCheckpoint = 0 }, "--ttl-checkpoint-interval"},
 		{func(o *options) { o.ttlRevokeRate = 0 }, "--ttl-revoke-rate"},
+		{func(o *options) { o.metricsPprof = true }, "--metrics-pprof"},
 		{func(o *options) { o.maxTotalInflightBytes = 100 }, "--max-total-inflight-bytes"},
 		{func(o *options) { o.frameTimeout = 0 }, "--frame-timeout"},
 		{func(o *options) { o.retryHandshakes = 0 }, "--retry-handshakes"},
@@ -375,5 +378,42 @@ func TestExecuteUsage(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := execute([]string{"--help"}, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "--lease-term") {
 		t.Errorf("--help: status %d, %q", code, stdout.String())
+	}
+}
+
+// TestMetricsListener: leased --metrics-listen serves metrics, liveness and
+// readiness on a real process, and profiles with --metrics-pprof.
+func TestMetricsListener(t *testing.T) {
+	t.Parallel()
+	port, err := clitest.FreeTCPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), "--lease-term", "1s", "--metrics-listen", addr, "--metrics-pprof")
+	ok := func(r clitest.Result) {
+		t.Helper()
+		if r.Code != 0 {
+			t.Fatalf("leasectl: %d %s", r.Code, r.Stderr)
+		}
+	}
+	ok(srv.Ctl(t, "put", "k", "v"))
+	ok(srv.Ctl(t, "get", "k"))
+	hc := http.Client{Timeout: 10 * time.Second}
+	for path, want := range map[string]string{
+		"/healthz":      "ok",
+		"/readyz":       "ok",
+		"/metrics":      `leased_requests_total{type="write"} 1`,
+		"/debug/pprof/": "goroutine",
+	} {
+		resp, err := hc.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s: %d, want %q in\n%.500s", path, resp.StatusCode, want, b)
+		}
 	}
 }
