@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/replica"
 )
 
 // The operator's listener (Config.MetricsListen): Prometheus metrics on
@@ -127,8 +128,8 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descReplies, s.msgsOut[t].Load(), typ.String())
 	}
 	for code := range s.metrics.errors {
-		if n := s.metrics.errors[code].Load(); n > 0 {
-			counter(descErrors, n, strings.ReplaceAll(protocol.Code(code).String(), " ", "_"))
+		if c := protocol.Code(code); c.Valid() && c != protocol.CodeOK {
+			counter(descErrors, s.metrics.errors[code].Load(), strings.ReplaceAll(c.String(), " ", "_"))
 		}
 	}
 	gauge(descSessions, float64(st.Sessions))
@@ -164,14 +165,26 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		leads = 1
 	}
 	gauge(descLeader, leads)
-	if s.node != nil {
-		r := s.node.Raft()
+	// A node of a cluster, or a server alone on its own one-node raft
+	// (not one over Config.Store).
+	if n := cmpNode(s.node, s.solo); n != nil {
+		r := n.Raft()
 		stats := r.Stats()
 		gauge(descTerm, parseStat(stats["term"]))
 		gauge(descCommit, float64(r.CommitIndex()))
 		gauge(descApplied, float64(r.AppliedIndex()))
 	}
 	counter(descLeaderChanges, s.metrics.leaderChanges.Load())
+}
+
+// cmpNode returns the first node that is not nil.
+func cmpNode(nodes ...*replica.Node) *replica.Node {
+	for _, n := range nodes {
+		if n != nil {
+			return n
+		}
+	}
+	return nil
 }
 
 // parseStat reads a number from raft's Stats, 0 if it is not one.

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +136,62 @@ func TestMetricsTLSOffLoopback(t *testing.T) {
 		if got := isLoopback(a); got != loop {
 			t.Errorf("isLoopback(%s) = %v, want %v", addr, got, loop)
 		}
+	}
+}
+
+// TestDashboardMetricsExist: every metric that the Grafana dashboard in
+// docs/grafana queries is one the server exports, so that no panel stays
+// empty after a rename.
+func TestDashboardMetricsExist(t *testing.T) {
+	raw, err := os.ReadFile("../docs/grafana/leased-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	srv, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: quietLogger(), MetricsListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, srv)
+	_, body := scrape(t, srv, "/metrics")
+	exported := map[string]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, kind, _ := strings.Cut(name, " ")
+			exported[name] = true
+			if kind == "histogram" {
+				for _, s := range []string{"_bucket", "_sum", "_count"} {
+					exported[name+s] = true
+				}
+			}
+		}
+	}
+	metric := regexp.MustCompile(`\b(leased_[a-z_]+|process_[a-z_]+|go_[a-z_]+)\b`)
+	n := 0
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q queries nothing", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, m := range metric.FindAllString(tg.Expr, -1) {
+				n++
+				if !exported[m] {
+					t.Errorf("panel %q queries %s, which the server does not export", p.Title, m)
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d metric references in the dashboard", n)
 	}
 }
