@@ -349,6 +349,14 @@ func (d *downState) keepEnd(n leasetable.Notice) {
 	d.mu.Unlock()
 }
 
+// StoreErr returns why the store takes no change, since a commit failed,
+// until it is reopened; nil while it is up. For health checks.
+func (c *Core) StoreErr() error {
+	c.down.mu.Lock()
+	defer c.down.mu.Unlock()
+	return c.down.err
+}
+
 // retryTime reports when the next reopen is due, if the store is down.
 func (d *downState) retryTime() (time.Time, bool) {
 	d.mu.Lock()

@@ -210,6 +210,11 @@ func (s *Server) ready() error {
 	} else if !s.Leads() {
 		return errors.New("not serving")
 	}
+	if c := s.currentCore(); c != nil {
+		if err := c.StoreErr(); err != nil {
+			return err
+		}
+	}
 	if st := s.Stats(); st.Alarm != "" {
 		return errors.New(st.Alarm)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/diskguard"
+	"github.com/leased/leased/internal/testkit/faultstore"
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/store"
 )
 
 // scrape GETs path from the operator's listener of srv and returns the
@@ -193,5 +196,26 @@ func TestDashboardMetricsExist(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("only %d metric references in the dashboard", n)
+	}
+}
+
+// TestReadyzStoreDown: after a commit failed, the node is not ready until
+// its store is reopened.
+func TestReadyzStoreDown(t *testing.T) {
+	fs := faultstore.New(store.NewMemory())
+	srv, err := New(Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Logger: quietLogger(), MetricsListen: "127.0.0.1:0",
+		Store: fs, Clock: clock.NewFake(), HorizonStep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, srv)
+	if code, _ := scrape(t, srv, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz: %d", code)
+	}
+	fs.Fail(errors.New("disk on fire"))
+	c := dialRaw(t, srv)
+	wantCode(t, "put while the store fails", writeOp(t, c, protocol.OpPut, "k", "v", 0), protocol.CodeInternal)
+	if code, body := scrape(t, srv, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "disk on fire") {
+		t.Fatalf("/readyz with the store down: %d %q", code, body)
 	}
 }
