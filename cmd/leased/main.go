@@ -865,6 +865,8 @@ func absPath(p string) string {
 func describe(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "leased: ")
 	switch {
+	case errors.Is(err, diskguard.ErrLocked):
+		msg += " (is another leased already running on this folder?)"
 	case errors.Is(err, syscall.EADDRINUSE):
 		msg += " (is another leased already running? choose another address with --listen)"
 	case errors.Is(err, syscall.EACCES) || errors.Is(err, os.ErrPermission):

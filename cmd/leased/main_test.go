@@ -377,3 +377,29 @@ func TestExecuteUsage(t *testing.T) {
 		t.Errorf("--help: status %d, %q", code, stdout.String())
 	}
 }
+
+// TestSecondServerSameFolder checks that a second leased on the data folder
+// of a running one exits with status 1 and asks whether another leased runs
+// on that folder, instead of the lock's own error, and that the first one
+// goes on serving.
+func TestSecondServerSameFolder(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	srv := clitest.StartServer(t, bins, "", data, "--lease-term", "1s")
+	if r := srv.Ctl(t, "put", "k", "v"); r.Code != 0 {
+		t.Fatalf("put: %s", r.Stderr)
+	}
+	port, err := clitest.FreeUDPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := clitest.Cmd{}.Run(t, bins.Leased, "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "--data", data)
+	expectError(t, r, 1, "is another leased already running on this folder?")
+	if !strings.Contains(r.Stderr, "leased.lock") {
+		t.Errorf("the error does not name the lock file: %s", r.Stderr)
+	}
+	if r := srv.Ctl(t, "get", "k"); r.Code != 0 || !strings.Contains(r.Stdout, "v") {
+		t.Fatalf("the first server stopped serving: status %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	srv.Stop(t)
+}
