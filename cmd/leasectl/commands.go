@@ -64,19 +64,40 @@ func (a *app) readValue(arg string) ([]byte, error) {
 }
 
 func (a *app) getCmd() *cobra.Command {
-	return &cobra.Command{
+	var valueOnly bool
+	cmd := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print the value of a key",
 		Long: `Print the value, version and presence of KEY.
 
 A missing key: with table output, leasectl prints "key not found" on stderr
 and exits with status 4; with -o json it prints the answer with
-"found": false (and the version of the deletion, or 0) and exits 0.`,
+"found": false (and the version of the deletion, or 0) and exits 0.
+
+With --print-value-only, leasectl writes the value's bytes to stdout exactly
+as stored, with no newline added (etcdctl adds one): "get --print-value-only
+KEY > FILE" gives back the file that "put KEY - < FILE" stored. A missing key
+writes nothing and exits with status 4; it does not go with -o json.
+
+--prefix and --keys-only are not supported yet: leased reads one key at a
+time, and refuses them as a bad command line (status 2).`,
 		Example: `  leasectl get greeting
-  leasectl -o json get greeting | jq -r .value`,
+  leasectl -o json get greeting | jq -r .value
+  leasectl get --print-value-only config/app > app.json`,
 		Args: argsExactly("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, name := range []string{"prefix", "keys-only"} {
+				if cmd.Flags().Changed(name) {
+					return usagef("get --%s is not supported yet: leased reads one key at a time", name)
+				}
+			}
+			if valueOnly && a.output == "json" {
+				return usagef("get --print-value-only writes the raw value; it does not go with -o json")
+			}
 			key := args[0]
+			if err := checkKey(key); err != nil {
+				return err
+			}
 			return a.withClient(func(ctx context.Context, c *client.Client) error {
 				it, err := c.Get(ctx, key)
 				if err != nil {
@@ -84,6 +105,10 @@ and exits with status 4; with -o json it prints the answer with
 				}
 				if !it.Found && a.output != "json" {
 					return fmt.Errorf("%w: %q", errKeyNotFound, key)
+				}
+				if valueOnly {
+					_, err := a.stdout.Write(it.Value)
+					return err
 				}
 				out := getJSON{Key: key, Version: it.Version, Found: it.Found}
 				if it.Found {
@@ -94,6 +119,20 @@ and exits with status 4; with -o json it prints the answer with
 			})
 		},
 	}
+	f := cmd.Flags()
+	f.BoolVar(&valueOnly, "print-value-only", false, "write only the value's bytes, as stored, with no newline added")
+	// Refused until leased reads ranges, rather than taken silently.
+	f.Bool("prefix", false, "not supported yet: refused")
+	f.Bool("keys-only", false, "not supported yet: refused")
+	return cmd
+}
+
+// checkKey refuses an empty key as a bad command line, before connecting.
+func checkKey(key string) error {
+	if key == "" {
+		return usagef("KEY must not be empty")
+	}
+	return nil
 }
 
 func (a *app) putCmd() *cobra.Command {

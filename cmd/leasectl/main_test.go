@@ -402,6 +402,11 @@ func TestExecuteUsage(t *testing.T) {
 		{[]string{"cas", "k", "1.5", "v"}, "not a version number"},
 		{[]string{"cas", "k", "-3", "v"}, "unknown shorthand flag"},
 		{[]string{"stats", "extra"}, "stats wants "},
+		{[]string{"get", "--prefix", "/svc"}, "get --prefix is not supported yet"},
+		{[]string{"get", "--prefix=false", "/svc"}, "get --prefix is not supported yet"},
+		{[]string{"get", "--keys-only", "/svc"}, "get --keys-only is not supported yet"},
+		{[]string{"-o", "json", "get", "--print-value-only", "k"}, "does not go with -o json"},
+		{[]string{"get", ""}, "KEY must not be empty"},
 	} {
 		a, stdout, stderr := newTestApp(nil)
 		if code := a.execute(tc.args); code != exitUsage || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
@@ -525,4 +530,34 @@ func TestTableText(t *testing.T) {
 	if s, b := jsonValue([]byte{0xff}); s != nil || b == nil || *b != "/w==" {
 		t.Errorf("jsonValue(0xff) = %v, %v", s, b)
 	}
+}
+
+// TestPrintValueOnly checks that get --print-value-only writes the stored
+// bytes and nothing else, binary bytes and trailing newlines included, and
+// that a missing key writes nothing and exits with status 4.
+func TestPrintValueOnly(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), "--lease-term", "1s")
+	for _, tc := range []struct {
+		key   string
+		value []byte
+	}{
+		{"bin", []byte{0, 0xff, 0xfe, '\n', 'a', 0x1b, '\r', '\n'}},
+		{"text", []byte("10.0.0.8:5432")},
+		{"empty", nil},
+	} {
+		r := clitest.Cmd{Stdin: bytes.NewReader(tc.value)}.Run(t, bins.Leasectl,
+			"--endpoint", srv.Addr, "--cacert", srv.CA, "put", tc.key, "-")
+		ok(t, r)
+		r = ok(t, srv.Ctl(t, "get", "--print-value-only", tc.key))
+		if !bytes.Equal([]byte(r.Stdout), tc.value) {
+			t.Errorf("get --print-value-only %s: stdout %q, want %q", tc.key, r.Stdout, tc.value)
+		}
+	}
+	r := srv.Ctl(t, "get", "--print-value-only", "missing")
+	fails(t, r, exitNotFound, "key not found")
+	if r.Stdout != "" {
+		t.Errorf("a missing key wrote %q to stdout", r.Stdout)
+	}
+	srv.Stop(t)
 }
