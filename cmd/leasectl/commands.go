@@ -158,6 +158,9 @@ A VALUE that starts with "-" must follow "--", which ends the flags.`,
 		Args: argsExactly("KEY", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
+			if err := checkKey(key); err != nil {
+				return err
+			}
 			var opts []client.WriteOption
 			if cmd.Flags().Changed("lease") {
 				id, err := parseLease(lease)
@@ -170,7 +173,7 @@ A VALUE that starts with "-" must follow "--", which ends the flags.`,
 			if err != nil {
 				return err
 			}
-			return a.withClient(func(ctx context.Context, c *client.Client) error {
+			return a.withWrite(fmt.Sprintf("the write to %q", key), func(ctx context.Context, c *client.Client) error {
 				ver, err := c.Put(ctx, key, value, opts...)
 				if err != nil {
 					if len(opts) > 0 {
@@ -194,7 +197,10 @@ func (a *app) delCmd() *cobra.Command {
 		Args:    argsExactly("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
-			return a.withClient(func(ctx context.Context, c *client.Client) error {
+			if err := checkKey(key); err != nil {
+				return err
+			}
+			return a.withWrite(fmt.Sprintf("the deletion of %q", key), func(ctx context.Context, c *client.Client) error {
 				ver, err := c.Delete(ctx, key)
 				if err != nil {
 					return err
@@ -219,6 +225,9 @@ If the version differs, nothing changes and leasectl exits with status 5.`,
 		Args: argsExactly("KEY", "OLD_VERSION", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
+			if err := checkKey(key); err != nil {
+				return err
+			}
 			old, err := strconv.ParseUint(args[1], 10, 64)
 			if err != nil {
 				return usagef("OLD_VERSION %q is not a version number (0 or more)", args[1])
@@ -227,7 +236,7 @@ If the version differs, nothing changes and leasectl exits with status 5.`,
 			if err != nil {
 				return err
 			}
-			return a.withClient(func(ctx context.Context, c *client.Client) error {
+			return a.withWrite(fmt.Sprintf("the write to %q", key), func(ctx context.Context, c *client.Client) error {
 				ver, err := c.CompareAndSwap(ctx, key, old, value)
 				if err != nil {
 					return err
@@ -266,6 +275,9 @@ client or lost while held, leasectl exits with status 5.`,
 				return usagef("--hold %v: must not be negative", hold)
 			}
 			key := args[0]
+			if err := checkKey(key); err != nil {
+				return err
+			}
 			var value []byte
 			if len(args) == 2 {
 				var err error
@@ -285,13 +297,22 @@ client or lost while held, leasectl exits with status 5.`,
 func (a *app) writeLease(key string, value []byte, write bool, hold time.Duration) error {
 	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
 	defer cancel()
+	a.limit = a.timeout
 	c, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if !a.timeoutSet {
+		// As withWrite: the acquisition waits for the key's holders.
+		a.limit = a.writeLimit(c)
+		ctx, cancel = context.WithTimeout(a.ctx, a.limit)
+		defer cancel()
+	}
+	stop := a.noticeWaiting(fmt.Sprintf("the write lease on %q", key), c)
 	wl, err := c.AcquireWriteLease(ctx, key)
 	if err != nil {
+		stop()
 		return err
 	}
 	// Release on a context of its own: it must run after Ctrl-C too.
@@ -306,10 +327,12 @@ func (a *app) writeLease(key string, value []byte, write bool, hold time.Duratio
 	var version uint64
 	if write {
 		if version, err = wl.Put(ctx, value); err != nil {
+			stop()
 			release()
 			return err
 		}
 	}
+	stop()
 	header := []string{"KEY", "TOKEN", "TERM"}
 	row := []string{key, strconv.FormatUint(wl.Token(), 10), fmtDur(wl.Term())}
 	if write {

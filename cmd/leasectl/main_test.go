@@ -18,6 +18,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -407,6 +408,13 @@ func TestExecuteUsage(t *testing.T) {
 		{[]string{"get", "--keys-only", "/svc"}, "get --keys-only is not supported yet"},
 		{[]string{"-o", "json", "get", "--print-value-only", "k"}, "does not go with -o json"},
 		{[]string{"get", ""}, "KEY must not be empty"},
+		{[]string{"put", "", "v"}, "KEY must not be empty"},
+		{[]string{"del", ""}, "KEY must not be empty"},
+		{[]string{"cas", "", "0", "v"}, "KEY must not be empty"},
+		{[]string{"write-lease", ""}, "KEY must not be empty"},
+		{[]string{"--endpoint", "127.0.0.1:abc", "status"}, `port "abc" is not a number`},
+		{[]string{"--endpoint", "127.0.0.1:70000", "status"}, `port "70000" is not a number`},
+		{[]string{"--endpoint", ":7400", "status"}, "want host:port"},
 	} {
 		a, stdout, stderr := newTestApp(nil)
 		if code := a.execute(tc.args); code != exitUsage || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
@@ -440,7 +448,7 @@ func TestNormalizeEndpoint(t *testing.T) {
 			t.Errorf("normalizeEndpoint(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "quic://x:1", "a:b:c"} {
+	for _, in := range []string{"", "quic://x:1", "a:b:c", "127.0.0.1:abc", "127.0.0.1:0", "127.0.0.1:65536", ":7400", "[::1]:x"} {
 		if got, err := normalizeEndpoint(in); err == nil {
 			t.Errorf("normalizeEndpoint(%q) = %q, want an error", in, got)
 		}
@@ -559,5 +567,66 @@ func TestPrintValueOnly(t *testing.T) {
 	if r.Stdout != "" {
 		t.Errorf("a missing key wrote %q to stdout", r.Stdout)
 	}
+	srv.Stop(t)
+}
+
+// TestWriteOutlastsSilentHolder checks that leasectl's default time limit
+// fits a write held up by a holder that never answers, on a server with
+// the default term (10s): the write commits after the term plus ε, longer
+// than the default --timeout, and says once on stderr that it is waiting.
+// Given --timeout, the write gives up within it.
+func TestWriteOutlastsSilentHolder(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"))
+	ok(t, srv.Ctl(t, "put", "k", "v1"))
+
+	// A holder that reads k, taking a lease for a term, and never
+	// acknowledges its invalidation.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	holder, err := protoclient.Dial(ctx, srv.Addr, protoclient.Options{CAFile: srv.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	leased := time.Now()
+	reply, err := holder.Call(ctx, &protocol.Get{Key: []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, isGet := reply.(*protocol.GetReply); !isGet || g.Term <= 0 {
+		t.Fatalf("holder's get: %#v, want a lease", reply)
+	}
+
+	// With --timeout 1s, the write gives up within it (plus the time to
+	// start and connect), and says why.
+	start := time.Now()
+	r := srv.Ctl(t, "--timeout", "1s", "put", "k", "v2")
+	fails(t, r, exitUnavailable, "No answer within 1s")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("put --timeout 1s took %v", d)
+	}
+
+	// By default it waits out the holder's lease, 10s + 100ms from the
+	// holder's read, longer than --timeout's default.
+	start = time.Now()
+	r = ok(t, srv.Ctl(t, "put", "k", "v3"))
+	if d := time.Since(leased); d < 10*time.Second {
+		t.Fatalf("the write committed %v after the holder's read, before its lease ran out", d)
+	}
+	t.Logf("the write committed %v after the holder's read, after waiting %v", time.Since(leased), time.Since(start))
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("the write committed after %v: it did not wait for the holder", d)
+	}
+	if n := strings.Count(r.Stderr, "is waiting for lease holders to let go"); n != 1 {
+		t.Fatalf("want one notice of the wait on stderr, got %d:\n%s", n, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, `the write to "k"`) || !strings.Contains(r.Stderr, "at most 10.1s") {
+		t.Fatalf("the notice does not name the write and its bound:\n%s", r.Stderr)
+	}
+	if r := ok(t, srv.Ctl(t, "get", "--print-value-only", "k")); r.Stdout != "v3" {
+		t.Fatalf("after the write: %q", r.Stdout)
+	}
+	holder.Close()
 	srv.Stop(t)
 }
