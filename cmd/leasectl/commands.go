@@ -64,19 +64,40 @@ func (a *app) readValue(arg string) ([]byte, error) {
 }
 
 func (a *app) getCmd() *cobra.Command {
-	return &cobra.Command{
+	var valueOnly bool
+	cmd := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print the value of a key",
 		Long: `Print the value, version and presence of KEY.
 
 A missing key: with table output, leasectl prints "key not found" on stderr
 and exits with status 4; with -o json it prints the answer with
-"found": false (and the version of the deletion, or 0) and exits 0.`,
+"found": false (and the version of the deletion, or 0) and exits 0.
+
+With --print-value-only, leasectl writes the value's bytes to stdout exactly
+as stored, with no newline added (etcdctl adds one): "get --print-value-only
+KEY > FILE" gives back the file that "put KEY - < FILE" stored. A missing key
+writes nothing and exits with status 4; it does not go with -o json.
+
+--prefix and --keys-only are not supported yet: leased reads one key at a
+time, and refuses them as a bad command line (status 2).`,
 		Example: `  leasectl get greeting
-  leasectl -o json get greeting | jq -r .value`,
+  leasectl -o json get greeting | jq -r .value
+  leasectl get --print-value-only config/app > app.json`,
 		Args: argsExactly("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, name := range []string{"prefix", "keys-only"} {
+				if cmd.Flags().Changed(name) {
+					return usagef("get --%s is not supported yet: leased reads one key at a time", name)
+				}
+			}
+			if valueOnly && a.output == "json" {
+				return usagef("get --print-value-only writes the raw value; it does not go with -o json")
+			}
 			key := args[0]
+			if err := checkKey(key); err != nil {
+				return err
+			}
 			return a.withClient(func(ctx context.Context, c *client.Client) error {
 				it, err := c.Get(ctx, key)
 				if err != nil {
@@ -84,6 +105,10 @@ and exits with status 4; with -o json it prints the answer with
 				}
 				if !it.Found && a.output != "json" {
 					return fmt.Errorf("%w: %q", errKeyNotFound, key)
+				}
+				if valueOnly {
+					_, err := a.stdout.Write(it.Value)
+					return err
 				}
 				out := getJSON{Key: key, Version: it.Version, Found: it.Found}
 				if it.Found {
@@ -94,6 +119,20 @@ and exits with status 4; with -o json it prints the answer with
 			})
 		},
 	}
+	f := cmd.Flags()
+	f.BoolVar(&valueOnly, "print-value-only", false, "write only the value's bytes, as stored, with no newline added")
+	// Refused until leased reads ranges, rather than taken silently.
+	f.Bool("prefix", false, "not supported yet: refused")
+	f.Bool("keys-only", false, "not supported yet: refused")
+	return cmd
+}
+
+// checkKey refuses an empty key as a bad command line, before connecting.
+func checkKey(key string) error {
+	if key == "" {
+		return usagef("KEY must not be empty")
+	}
+	return nil
 }
 
 func (a *app) putCmd() *cobra.Command {
@@ -119,6 +158,9 @@ A VALUE that starts with "-" must follow "--", which ends the flags.`,
 		Args: argsExactly("KEY", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
+			if err := checkKey(key); err != nil {
+				return err
+			}
 			var opts []client.WriteOption
 			if cmd.Flags().Changed("lease") {
 				id, err := parseLease(lease)
@@ -131,7 +173,7 @@ A VALUE that starts with "-" must follow "--", which ends the flags.`,
 			if err != nil {
 				return err
 			}
-			return a.withClient(func(ctx context.Context, c *client.Client) error {
+			return a.withWrite(fmt.Sprintf("the write to %q", key), func(ctx context.Context, c *client.Client) error {
 				ver, err := c.Put(ctx, key, value, opts...)
 				if err != nil {
 					if len(opts) > 0 {
@@ -155,7 +197,10 @@ func (a *app) delCmd() *cobra.Command {
 		Args:    argsExactly("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
-			return a.withClient(func(ctx context.Context, c *client.Client) error {
+			if err := checkKey(key); err != nil {
+				return err
+			}
+			return a.withWrite(fmt.Sprintf("the deletion of %q", key), func(ctx context.Context, c *client.Client) error {
 				ver, err := c.Delete(ctx, key)
 				if err != nil {
 					return err
@@ -180,6 +225,9 @@ If the version differs, nothing changes and leasectl exits with status 5.`,
 		Args: argsExactly("KEY", "OLD_VERSION", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
+			if err := checkKey(key); err != nil {
+				return err
+			}
 			old, err := strconv.ParseUint(args[1], 10, 64)
 			if err != nil {
 				return usagef("OLD_VERSION %q is not a version number (0 or more)", args[1])
@@ -188,7 +236,7 @@ If the version differs, nothing changes and leasectl exits with status 5.`,
 			if err != nil {
 				return err
 			}
-			return a.withClient(func(ctx context.Context, c *client.Client) error {
+			return a.withWrite(fmt.Sprintf("the write to %q", key), func(ctx context.Context, c *client.Client) error {
 				ver, err := c.CompareAndSwap(ctx, key, old, value)
 				if err != nil {
 					return err
@@ -227,6 +275,9 @@ client or lost while held, leasectl exits with status 5.`,
 				return usagef("--hold %v: must not be negative", hold)
 			}
 			key := args[0]
+			if err := checkKey(key); err != nil {
+				return err
+			}
 			var value []byte
 			if len(args) == 2 {
 				var err error
@@ -246,13 +297,22 @@ client or lost while held, leasectl exits with status 5.`,
 func (a *app) writeLease(key string, value []byte, write bool, hold time.Duration) error {
 	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
 	defer cancel()
+	a.limit = a.timeout
 	c, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if !a.timeoutSet {
+		// As withWrite: the acquisition waits for the key's holders.
+		a.limit = a.writeLimit(c)
+		ctx, cancel = context.WithTimeout(a.ctx, a.limit)
+		defer cancel()
+	}
+	stop := a.noticeWaiting(fmt.Sprintf("the write lease on %q", key), c)
 	wl, err := c.AcquireWriteLease(ctx, key)
 	if err != nil {
+		stop()
 		return err
 	}
 	// Release on a context of its own: it must run after Ctrl-C too.
@@ -267,10 +327,12 @@ func (a *app) writeLease(key string, value []byte, write bool, hold time.Duratio
 	var version uint64
 	if write {
 		if version, err = wl.Put(ctx, value); err != nil {
+			stop()
 			release()
 			return err
 		}
 	}
+	stop()
 	header := []string{"KEY", "TOKEN", "TERM"}
 	row := []string{key, strconv.FormatUint(wl.Token(), 10), fmtDur(wl.Term())}
 	if write {

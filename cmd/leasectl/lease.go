@@ -172,7 +172,7 @@ that does not exist exits with status 4.`,
 			if err != nil {
 				return err
 			}
-			return a.withClient(func(ctx context.Context, c *client.Client) error {
+			return a.withWrite(fmt.Sprintf("the revocation of lease %s", id), func(ctx context.Context, c *client.Client) error {
 				r, err := c.Revoke(ctx, id)
 				if err != nil {
 					return leaseExit(err)

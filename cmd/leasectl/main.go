@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +60,12 @@ const (
 	defaultEndpoint = "127.0.0.1:7400"
 	defaultPort     = "7400"
 	defaultTimeout  = 10 * time.Second
+	// writeMargin is added to the longest wait a write can meet on a
+	// server (see writeLimit) to make the default time limit of writes.
+	writeMargin = 5 * time.Second
+	// waitNotice is how long a write waits before leasectl says, once,
+	// on stderr, that it is still waiting.
+	waitNotice = time.Second
 	// envCACert names the CA file when --cacert is not given and no local
 	// data folder has one.
 	envCACert = layout.EnvCACert
@@ -81,6 +88,11 @@ type app struct {
 	data     string
 	output   string
 	timeout  time.Duration
+	// timeoutSet says that --timeout was given: it then bounds writes too,
+	// instead of the limit fitted to the server (writeLimit).
+	timeoutSet bool
+	// limit is the time limit of the last request, for its error message.
+	limit time.Duration
 
 	// usedCA is the CA file the connection was verified with.
 	usedCA string
@@ -185,6 +197,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			a.timeoutSet = cmd.Flags().Changed("timeout")
 			return a.validate()
 		},
 		SuggestionsMinimumDistance: 2,
@@ -211,7 +224,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 	f.StringVar(&a.cacert, "cacert", "", "PEM file of the CA that signed the server's certificate (default: see above)")
 	f.StringVar(&a.data, "data", layout.DefaultDir, "the server's data folder, to find its CA for a local endpoint")
 	f.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
-	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "time limit for connecting and each request; raise it for writes that may wait out a lease")
+	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "time limit for connecting and each request; by default a write may also wait twice the server's term plus ε, plus 5s, for lease holders")
 	root.AddCommand(
 		a.getCmd(),
 		a.putCmd(),
@@ -270,7 +283,13 @@ func normalizeEndpoint(ep string) (string, error) {
 	if strings.Contains(ep, "://") {
 		return "", usagef("--endpoint %q: want host:port, without a scheme", ep)
 	}
-	if _, _, err := net.SplitHostPort(ep); err == nil {
+	if host, port, err := net.SplitHostPort(ep); err == nil {
+		if host == "" {
+			return "", usagef("--endpoint %q: want host:port, such as %s", ep, defaultEndpoint)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "", usagef("--endpoint %q: port %q is not a number from 1 to 65535", ep, port)
+		}
 		return ep, nil
 	}
 	// A bare host or IP: add the default port.
@@ -334,12 +353,81 @@ func (e *dialError) Unwrap() error { return e.err }
 func (a *app) withClient(fn func(ctx context.Context, c *client.Client) error) error {
 	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
 	defer cancel()
+	a.limit = a.timeout
 	c, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	return fn(ctx, c)
+}
+
+// withWrite is withClient for a request that may wait for lease holders,
+// what (such as `the write to "k"`). Connecting is bounded by --timeout.
+// Given --timeout, it bounds the request too, counted from the start;
+// otherwise the request gets writeLimit from the time it is sent. Once the
+// request has waited waitNotice, withWrite says so on stderr, once.
+func (a *app) withWrite(what string, fn func(ctx context.Context, c *client.Client) error) error {
+	cctx, ccancel := context.WithTimeout(a.ctx, a.timeout)
+	defer ccancel()
+	a.limit = a.timeout
+	c, err := a.connect(cctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx := cctx
+	if !a.timeoutSet {
+		a.limit = a.writeLimit(c)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(a.ctx, a.limit)
+		defer cancel()
+	}
+	stop := a.noticeWaiting(what, c)
+	defer stop()
+	return fn(ctx, c)
+}
+
+// writeLimit is the default time limit of a write to c's server: the
+// longest wait it can meet, twice the server's default term plus ε (a
+// holder that does not answer costs a term plus ε; a restarted server holds
+// writes until the leases it may have granted before have run out, up to a
+// term plus ε and a quarter), plus writeMargin; never less than --timeout.
+// Keys under a --term prefix longer than the default term may need more:
+// the error message then says to raise --timeout.
+func (a *app) writeLimit(c *client.Client) time.Duration {
+	info, ok := c.Session()
+	if !ok {
+		return a.timeout
+	}
+	return max(a.timeout, 2*(info.DefaultTerm+info.Epsilon)+writeMargin)
+}
+
+// noticeWaiting prints, once, on stderr, that what is still waiting, if it
+// has not ended within waitNotice. The returned stop must be called when
+// it ends; it returns once nothing more will be printed.
+func (a *app) noticeWaiting(what string, c *client.Client) (stop func()) {
+	term := "a lease term"
+	if info, ok := c.Session(); ok {
+		term = fmt.Sprintf("%v, a term plus ε,", info.DefaultTerm+info.Epsilon)
+	}
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTimer(waitNotice)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			fmt.Fprintf(a.stderr, "leasectl: %s is waiting for lease holders to let go, or for their leases to run out "+
+				"(at most %s; after a server restart, until the leases it granted before have run out); time limit %v\n",
+				what, term, a.limit)
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }
 
 // exitCode returns the exit status for err.
@@ -431,7 +519,7 @@ func (a *app) describe(err error) string {
 	case isDial && (errors.Is(err, client.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)):
 		return fmt.Sprintf("%s\nIs leased running at %s?", msg, a.endpoint)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrCanceled):
-		return fmt.Sprintf("%s\nNo answer within --timeout %v. A write waits until lease holders drop their leases or the leases run out (at most one lease term), and writes are held for a term after a server restart: raise --timeout if needed.", msg, a.timeout)
+		return fmt.Sprintf("%s\nNo answer within %v. A write waits until lease holders drop their leases or the leases run out (at most one lease term), and writes are held for a term after a server restart: raise --timeout if needed.", msg, a.limit)
 	}
 	return msg
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -402,6 +403,18 @@ func TestExecuteUsage(t *testing.T) {
 		{[]string{"cas", "k", "1.5", "v"}, "not a version number"},
 		{[]string{"cas", "k", "-3", "v"}, "unknown shorthand flag"},
 		{[]string{"stats", "extra"}, "stats wants "},
+		{[]string{"get", "--prefix", "/svc"}, "get --prefix is not supported yet"},
+		{[]string{"get", "--prefix=false", "/svc"}, "get --prefix is not supported yet"},
+		{[]string{"get", "--keys-only", "/svc"}, "get --keys-only is not supported yet"},
+		{[]string{"-o", "json", "get", "--print-value-only", "k"}, "does not go with -o json"},
+		{[]string{"get", ""}, "KEY must not be empty"},
+		{[]string{"put", "", "v"}, "KEY must not be empty"},
+		{[]string{"del", ""}, "KEY must not be empty"},
+		{[]string{"cas", "", "0", "v"}, "KEY must not be empty"},
+		{[]string{"write-lease", ""}, "KEY must not be empty"},
+		{[]string{"--endpoint", "127.0.0.1:abc", "status"}, `port "abc" is not a number`},
+		{[]string{"--endpoint", "127.0.0.1:70000", "status"}, `port "70000" is not a number`},
+		{[]string{"--endpoint", ":7400", "status"}, "want host:port"},
 	} {
 		a, stdout, stderr := newTestApp(nil)
 		if code := a.execute(tc.args); code != exitUsage || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
@@ -435,7 +448,7 @@ func TestNormalizeEndpoint(t *testing.T) {
 			t.Errorf("normalizeEndpoint(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "quic://x:1", "a:b:c"} {
+	for _, in := range []string{"", "quic://x:1", "a:b:c", "127.0.0.1:abc", "127.0.0.1:0", "127.0.0.1:65536", ":7400", "[::1]:x"} {
 		if got, err := normalizeEndpoint(in); err == nil {
 			t.Errorf("normalizeEndpoint(%q) = %q, want an error", in, got)
 		}
@@ -552,4 +565,95 @@ func TestEndpointHealth(t *testing.T) {
 	if r.Code != exitUnavailable || !strings.Contains(r.Stdout, srv.Addr) || !strings.Contains(r.Stderr, "1 of 2 endpoints unhealthy") || !strings.Contains(r.Stderr, dead) {
 		t.Fatalf("endpoint health with one dead endpoint: status %d\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)
 	}
+}
+
+// TestPrintValueOnly checks that get --print-value-only writes the stored
+// bytes and nothing else, binary bytes and trailing newlines included, and
+// that a missing key writes nothing and exits with status 4.
+func TestPrintValueOnly(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"), "--lease-term", "1s")
+	for _, tc := range []struct {
+		key   string
+		value []byte
+	}{
+		{"bin", []byte{0, 0xff, 0xfe, '\n', 'a', 0x1b, '\r', '\n'}},
+		{"text", []byte("10.0.0.8:5432")},
+		{"empty", nil},
+	} {
+		r := clitest.Cmd{Stdin: bytes.NewReader(tc.value)}.Run(t, bins.Leasectl,
+			"--endpoint", srv.Addr, "--cacert", srv.CA, "put", tc.key, "-")
+		ok(t, r)
+		r = ok(t, srv.Ctl(t, "get", "--print-value-only", tc.key))
+		if !bytes.Equal([]byte(r.Stdout), tc.value) {
+			t.Errorf("get --print-value-only %s: stdout %q, want %q", tc.key, r.Stdout, tc.value)
+		}
+	}
+	r := srv.Ctl(t, "get", "--print-value-only", "missing")
+	fails(t, r, exitNotFound, "key not found")
+	if r.Stdout != "" {
+		t.Errorf("a missing key wrote %q to stdout", r.Stdout)
+	}
+	srv.Stop(t)
+}
+
+// TestWriteOutlastsSilentHolder checks that leasectl's default time limit
+// fits a write held up by a holder that never answers, on a server with
+// the default term (10s): the write commits after the term plus ε, longer
+// than the default --timeout, and says once on stderr that it is waiting.
+// Given --timeout, the write gives up within it.
+func TestWriteOutlastsSilentHolder(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, bins, "", filepath.Join(t.TempDir(), "data"))
+	ok(t, srv.Ctl(t, "put", "k", "v1"))
+
+	// A holder that reads k, taking a lease for a term, and never
+	// acknowledges its invalidation.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	holder, err := protoclient.Dial(ctx, srv.Addr, protoclient.Options{CAFile: srv.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	leased := time.Now()
+	reply, err := holder.Call(ctx, &protocol.Get{Key: []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, isGet := reply.(*protocol.GetReply); !isGet || g.Term <= 0 {
+		t.Fatalf("holder's get: %#v, want a lease", reply)
+	}
+
+	// With --timeout 1s, the write gives up within it (plus the time to
+	// start and connect), and says why.
+	start := time.Now()
+	r := srv.Ctl(t, "--timeout", "1s", "put", "k", "v2")
+	fails(t, r, exitUnavailable, "No answer within 1s")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("put --timeout 1s took %v", d)
+	}
+
+	// By default it waits out the holder's lease, 10s + 100ms from the
+	// holder's read, longer than --timeout's default.
+	start = time.Now()
+	r = ok(t, srv.Ctl(t, "put", "k", "v3"))
+	if d := time.Since(leased); d < 10*time.Second {
+		t.Fatalf("the write committed %v after the holder's read, before its lease ran out", d)
+	}
+	t.Logf("the write committed %v after the holder's read, after waiting %v", time.Since(leased), time.Since(start))
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("the write committed after %v: it did not wait for the holder", d)
+	}
+	if n := strings.Count(r.Stderr, "is waiting for lease holders to let go"); n != 1 {
+		t.Fatalf("want one notice of the wait on stderr, got %d:\n%s", n, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, `the write to "k"`) || !strings.Contains(r.Stderr, "at most 10.1s") {
+		t.Fatalf("the notice does not name the write and its bound:\n%s", r.Stderr)
+	}
+	if r := ok(t, srv.Ctl(t, "get", "--print-value-only", "k")); r.Stdout != "v3" {
+		t.Fatalf("after the write: %q", r.Stdout)
+	}
+	holder.Close()
+	srv.Stop(t)
 }

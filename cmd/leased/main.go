@@ -800,8 +800,16 @@ func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
 		"ca", ca,
 		"lease_term", o.leaseTerm,
 		"epsilon", o.epsilon)
-	log.Info("clients must trust the CA", "ca", ca,
-		"example", fmt.Sprintf("leasectl --endpoint %s --cacert %s status", srv.Addr(), ca))
+	// The listen flag's host, which says the address family, and the port
+	// bound, in case the flag asked for any.
+	listenHost, _, _ := net.SplitHostPort(o.listen)
+	_, port, _ := net.SplitHostPort(srv.Addr().String())
+	local, remote := exampleEndpoints(net.JoinHostPort(listenHost, port), o.tlsHosts, os.Hostname)
+	attrs := []any{"ca", ca, "example", fmt.Sprintf("leasectl --endpoint %s --cacert %s status", local, ca)}
+	if remote != "" {
+		attrs = append(attrs, "remote_example", fmt.Sprintf("leasectl --endpoint %s --cacert <a copy of %s> status", remote, ca))
+	}
+	log.Info("clients must trust the CA", attrs...)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(context.Background()) }()
@@ -850,6 +858,37 @@ func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
 	return nil
 }
 
+// exampleEndpoints returns the endpoints that the start-up log suggests to
+// clients of a server listening on addr. local is addr itself, or, when
+// addr's host is unspecified (0.0.0.0, :: or empty), which no client can
+// dial, the loopback address of its family (127.0.0.1 for an empty host). remote is set only for an unspecified
+// host: the endpoint other machines dial, by the first --tls-host that is
+// not a wildcard, else by the host name (both are in the server's
+// certificate); it is empty if neither is known. hostname is os.Hostname.
+func exampleEndpoints(addr string, tlsHosts []string, hostname func() (string, error)) (local, remote string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, ""
+	}
+	ip := net.ParseIP(host)
+	if host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return addr, ""
+	}
+	local = net.JoinHostPort("127.0.0.1", port)
+	if ip != nil && ip.To4() == nil {
+		local = net.JoinHostPort("::1", port)
+	}
+	for _, h := range tlsHosts {
+		if !strings.HasPrefix(h, "*") {
+			return local, net.JoinHostPort(h, port)
+		}
+	}
+	if name, err := hostname(); err == nil && name != "" {
+		return local, net.JoinHostPort(name, port)
+	}
+	return local, ""
+}
+
 // stopWithin shuts srv down, waiting at most timeout (Shutdown logs what
 // it gave up waiting for).
 func stopWithin(log *slog.Logger, srv *server.Server, timeout time.Duration) {
@@ -873,6 +912,8 @@ func absPath(p string) string {
 func describe(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "leased: ")
 	switch {
+	case errors.Is(err, diskguard.ErrLocked):
+		msg += " (is another leased already running on this folder?)"
 	case errors.Is(err, syscall.EADDRINUSE):
 		msg += " (is another leased already running? choose another address with --listen)"
 	case errors.Is(err, syscall.EACCES) || errors.Is(err, os.ErrPermission):

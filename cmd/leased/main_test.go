@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -416,4 +417,83 @@ func TestMetricsListener(t *testing.T) {
 			t.Errorf("GET %s: %d, want %q in\n%.500s", path, resp.StatusCode, want, b)
 		}
 	}
+}
+
+// TestSecondServerSameFolder checks that a second leased on the data folder
+// of a running one exits with status 1 and asks whether another leased runs
+// on that folder, instead of the lock's own error, and that the first one
+// goes on serving.
+func TestSecondServerSameFolder(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	srv := clitest.StartServer(t, bins, "", data, "--lease-term", "1s")
+	if r := srv.Ctl(t, "put", "k", "v"); r.Code != 0 {
+		t.Fatalf("put: %s", r.Stderr)
+	}
+	port, err := clitest.FreeUDPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := clitest.Cmd{}.Run(t, bins.Leased, "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "--data", data)
+	expectError(t, r, 1, "is another leased already running on this folder?")
+	if !strings.Contains(r.Stderr, "leased.lock") {
+		t.Errorf("the error does not name the lock file: %s", r.Stderr)
+	}
+	if r := srv.Ctl(t, "get", "k"); r.Code != 0 || !strings.Contains(r.Stdout, "v") {
+		t.Fatalf("the first server stopped serving: status %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	srv.Stop(t)
+}
+
+// TestExampleEndpoints checks the endpoints the start-up log suggests: a
+// listen address that no client can dial (0.0.0.0, ::) becomes loopback,
+// and other machines are shown the --tls-host or the host name.
+func TestExampleEndpoints(t *testing.T) {
+	host := func() (string, error) { return "db1", nil }
+	noHost := func() (string, error) { return "", errors.New("no host name") }
+	for _, tc := range []struct {
+		addr                string
+		tlsHosts            []string
+		hostname            func() (string, error)
+		wantLocal, wantRemo string
+	}{
+		{"127.0.0.1:7400", nil, host, "127.0.0.1:7400", ""},
+		{"[::1]:7400", nil, host, "[::1]:7400", ""},
+		{"10.0.0.7:7400", nil, host, "10.0.0.7:7400", ""},
+		{"0.0.0.0:7400", nil, host, "127.0.0.1:7400", "db1:7400"},
+		{"0.0.0.0:7400", []string{"*.example.com", "db1.example.com"}, host, "127.0.0.1:7400", "db1.example.com:7400"},
+		{"[::]:7401", nil, host, "[::1]:7401", "db1:7401"},
+		{":7400", nil, host, "127.0.0.1:7400", "db1:7400"},
+		{"0.0.0.0:7400", nil, noHost, "127.0.0.1:7400", ""},
+	} {
+		local, remote := exampleEndpoints(tc.addr, tc.tlsHosts, tc.hostname)
+		if local != tc.wantLocal || remote != tc.wantRemo {
+			t.Errorf("exampleEndpoints(%q, %q) = %q, %q; want %q, %q", tc.addr, tc.tlsHosts, local, remote, tc.wantLocal, tc.wantRemo)
+		}
+	}
+}
+
+// TestStartLogExampleWorks runs the leasectl command that the start-up log
+// suggests, as written, and checks that it reaches the server.
+func TestStartLogExampleWorks(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	srv := clitest.StartServer(t, bins, "", data, "--log-format", "json")
+	var example string
+	sc := bufio.NewScanner(strings.NewReader(srv.Stderr.String()))
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "clients must trust the CA" {
+			example, _ = m["example"].(string)
+		}
+	}
+	args := strings.Fields(example)
+	if len(args) < 2 || args[0] != "leasectl" {
+		t.Fatalf("no leasectl example in the start-up log:\n%s", srv.Stderr.String())
+	}
+	r := clitest.Cmd{Dir: t.TempDir()}.Run(t, bins.Leasectl, args[1:]...)
+	if r.Code != 0 || !strings.Contains(r.Stdout, srv.Addr) {
+		t.Fatalf("%s: status %d\nstdout: %s\nstderr: %s", example, r.Code, r.Stdout, r.Stderr)
+	}
+	srv.Stop(t)
 }
