@@ -44,6 +44,7 @@ import (
 	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/internal/tlsfiles"
+	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/lessor"
 	"github.com/leased/leased/server"
 )
@@ -190,10 +191,13 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 		},
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// --version prints the build (package internal/version) and exits.
+		Version: version.Long(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return run(o, stderr, sigs)
 		},
 	}
+	cmd.SetVersionTemplate("leased {{.Version}}\n")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	// The subcommands are cert's; leased itself still takes only flags,
 	// and a completion command is not worth the change.
@@ -787,6 +791,7 @@ func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
 		log.Info("node of a cluster", "name", o.name, "peer_listen", o.peerListen, "initial_cluster", o.initialCluster)
 	}
 	log.Info("leased started",
+		"version", version.String(),
 		"listen", srv.Addr().String(),
 		"data", data,
 		"ca", ca,
