@@ -400,12 +400,12 @@ func TestExecuteUsage(t *testing.T) {
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := execute(args, &stdout, &stderr, nil); code != exitUsage || !strings.HasPrefix(stderr.String(), "Error: ") {
+		if code := execute(args, nil, &stdout, &stderr, nil); code != exitUsage || !strings.HasPrefix(stderr.String(), "Error: ") {
 			t.Errorf("%q: status %d, stderr %q", args, code, stderr.String())
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := execute([]string{"--help"}, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "--lease-term") {
+	if code := execute([]string{"--help"}, nil, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "--lease-term") {
 		t.Errorf("--help: status %d, %q", code, stdout.String())
 	}
 }
