@@ -414,7 +414,7 @@ func TestRestartKeepsValue(t *testing.T) {
 		t.Fatalf("status after restart: %+v", st)
 	}
 	rows := table(t, ok(t, srv.Ctl(t, "status")).Stdout)
-	if !strings.HasPrefix(strings.Join(rows[1][7:], " "), "held for") {
+	if !strings.HasPrefix(strings.Join(rows[1][8:], " "), "held for") {
 		t.Fatalf("status table after restart: %q", rows)
 	}
 	srv.Stop(t)
