@@ -53,6 +53,17 @@ func tinyConfig(t *testing.T) Config {
 func TestTinySweep(t *testing.T) {
 	leaktest.Check(t)
 	cfg := tinyConfig(t)
+	// A machine that is idle at the start and busy from then on.
+	loads := []float64{0.5}
+	cfg.LoadAverage = func() (float64, error) {
+		if len(loads) == 0 {
+			return 3, nil
+		}
+		l := loads[0]
+		loads = loads[1:]
+		return l, nil
+	}
+	cfg.CPUs = 2
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
@@ -64,6 +75,20 @@ func TestTinySweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", table.String())
+
+	// The load is sampled at the start and after each sweep and
+	// experiment, and each busy sample is a warning, in the table too.
+	var whens []string
+	for _, s := range rep.Load {
+		whens = append(whens, s.When)
+	}
+	wantWhens := []string{"at the start", "during the sweep S=1", "during the sweep S=4", "during the added-delay sweep", "during the slow-holder experiment"}
+	if !slices.Equal(whens, wantWhens) || rep.Load[0].Busy || len(rep.Warnings()) != 4 {
+		t.Errorf("load samples %+v, warnings %q; want %q, busy after the start", rep.Load, rep.Warnings(), wantWhens)
+	}
+	if strings.Count(table.String(), "WARNING: the machine was busy") != 4 {
+		t.Errorf("the table does not give the 4 warnings")
+	}
 
 	if len(rep.Sweeps) != 2 || rep.Delay == nil || len(rep.Slow) != 4 {
 		t.Fatalf("report has %d sweeps, delay sweep %v, %d slow-holder points; want 2, one, 4", len(rep.Sweeps), rep.Delay != nil, len(rep.Slow))

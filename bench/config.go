@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -73,6 +74,13 @@ type Config struct {
 	Seed uint64
 	// Logger receives the run's logs. Nil means none.
 	Logger *slog.Logger `json:"-"`
+	// LoadAverage reads the machine's load average, which the run samples
+	// at its start and after each sweep and experiment to warn when the
+	// machine is busy (Report.Warnings). Nil means ReadLoadAverage.
+	LoadAverage LoadReader `json:"-"`
+	// CPUs is the number of cores the load average is compared with. 0
+	// means runtime.NumCPU.
+	CPUs int `json:"-"`
 }
 
 // Quick returns the default run: S = 1 and 10 over the paper's terms,
@@ -173,6 +181,15 @@ func (c Config) validate() (Config, error) {
 	}
 	if c.Margin < 0 {
 		bad("margin %v: must not be negative", c.Margin)
+	}
+	if c.CPUs < 0 {
+		bad("cpus %d: must not be negative (0: the machine's)", c.CPUs)
+	}
+	if c.LoadAverage == nil {
+		c.LoadAverage = ReadLoadAverage
+	}
+	if c.CPUs == 0 {
+		c.CPUs = runtime.NumCPU()
 	}
 	c.Terms = withZero(c.Terms)
 	c.DelayTerms = withZero(c.DelayTerms)

@@ -45,6 +45,10 @@ type Report struct {
 	// SlowViolations counts the writes with a slow holder that waited
 	// longer than term + ε + margin.
 	SlowViolations int `json:"slow_violations"`
+	// Load holds the machine's load at the start and after each sweep and
+	// experiment; empty where it cannot be read. Warnings names the busy
+	// ones.
+	Load []LoadSample `json:"load,omitempty"`
 }
 
 // Sweep is one sweep over terms, with its calibration.
@@ -271,7 +275,16 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		p("writes that waited beyond term + ε + %s: %d\n", fmtMS(rep.Slow[0].MarginMS), rep.SlowViolations)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Outside the table, so that the tab writer does not align them.
+	for _, warning := range rep.Warnings() {
+		if _, err := fmt.Fprintf(w, "\nWARNING: %s\n", warning); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fmtMS formats milliseconds with three significant digits and a unit.

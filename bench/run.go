@@ -39,6 +39,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
+	// The load before anything starts: other processes' alone.
+	startLoad, startOK := sampleLoad(cfg.LoadAverage, cfg.CPUs, "at the start")
 	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
@@ -56,6 +58,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		InProcess:  cfg.Endpoint == "",
 		Config:     cfg,
 	}
+	sample := func(when string) {
+		if s, ok := sampleLoad(cfg.LoadAverage, cfg.CPUs, when); ok {
+			rep.Load = append(rep.Load, s)
+			if s.Busy {
+				r.log.Warn(s.Warning())
+			}
+		}
+	}
+	if startOK {
+		rep.Load = append(rep.Load, startLoad)
+		if startLoad.Busy {
+			r.log.Warn(startLoad.Warning())
+		}
+	}
 	r.progress = newProgress(cfg.Progress, r.plan())
 	ok := false
 	defer func() { r.progress.finish(ok) }()
@@ -65,6 +81,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		rep.Sweeps = append(rep.Sweeps, sw)
+		sample("during the sweep S=" + strconv.Itoa(s))
 	}
 	if len(cfg.DelayTerms) > 0 {
 		sw, err := r.sweep(ctx, fmt.Sprintf("S=1, +%v each way", cfg.Delay), 1, cfg.DelayTerms, cfg.DelayScale, cfg.Delay)
@@ -72,6 +89,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		rep.Delay = &sw
+		sample("during the added-delay sweep")
 	}
 	for _, t := range cfg.SlowTerms {
 		for _, slow := range []bool{false, true} {
@@ -82,6 +100,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Slow = append(rep.Slow, sp)
 			rep.SlowViolations += sp.Violations
 		}
+	}
+	if len(cfg.SlowTerms) > 0 {
+		sample("during the slow-holder experiment")
 	}
 	rep.Finished = time.Now().UTC()
 	ok = true

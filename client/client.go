@@ -227,6 +227,9 @@ type SessionInfo struct {
 	Epsilon      time.Duration
 	DefaultTerm  time.Duration
 	MaxValueSize int
+	// ServerVersion is the server's build, as its hello reply gave it;
+	// empty from a server that does not send it.
+	ServerVersion string
 }
 
 // fetch tracks reads and writes of one key in flight. An invalidation of
@@ -440,7 +443,8 @@ func (c *Client) Session() (SessionInfo, bool) {
 		return SessionInfo{}, false
 	}
 	h := cn.hello
-	return SessionInfo{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize}, true
+	return SessionInfo{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize,
+		ServerVersion: h.ServerVersion}, true
 }
 
 // conn returns the current connection, or an error saying why there is

@@ -196,6 +196,11 @@ type HelloReply struct {
 	// keeps the outcomes of its writes: a write sent again within it is
 	// applied once (Hello.ClientID). 0: writes are not de-duplicated.
 	RetryWindow time.Duration `msgpack:"rw,omitempty"`
+	// ServerVersion is the server's build, for display only: a module
+	// version such as v1.2.0, or for a development build "devel" with its
+	// commit time and revision (package internal/version). Empty from a
+	// server that predates it.
+	ServerVersion string `msgpack:"sv,omitempty"`
 }
 
 // Get reads a key. If Revalidate is set and Known is still the key's version,

@@ -61,6 +61,11 @@ func samples() []sample {
 			Version: protocol.Version, SessionID: math.MaxUint64,
 			Epsilon: 250 * time.Millisecond, DefaultTerm: 10 * time.Second,
 			MaxKeySize: protocol.MaxKeySize, MaxValueSize: 1 << 20, MaxFrameSize: protocol.DefaultMaxFrameSize, MaxInflight: 1000,
+			RetryWindow: time.Minute, ServerVersion: "v1.2.0",
+		}},
+		{name: "hello_reply/devel version", msg: &protocol.HelloReply{
+			Version: protocol.Version, SessionID: 2,
+			ServerVersion: "devel-20261125030739-3ba5826a1b2c+dirty ✓\xff",
 		}},
 		{name: "hello_reply/extremes", msg: &protocol.HelloReply{
 			Version: 1, SessionID: 1,
@@ -1134,5 +1139,57 @@ func TestStalledFrameHoldsWhatArrived(t *testing.T) {
 	m, err := fr.ReadMessage()
 	if w, ok := m.(*protocol.Write); err != nil || !ok || w.ID != 7 || len(w.Value) != 300<<10 {
 		t.Fatalf("ReadMessage of a frame in one-byte pieces: %v, %v", m, err)
+	}
+}
+
+// oldHelloReply is HelloReply as a peer from before ServerVersion knows it.
+type oldHelloReply struct {
+	Version      uint16        `msgpack:"v"`
+	SessionID    uint64        `msgpack:"s"`
+	Epsilon      time.Duration `msgpack:"e"`
+	DefaultTerm  time.Duration `msgpack:"t"`
+	MaxKeySize   int           `msgpack:"mk"`
+	MaxValueSize int           `msgpack:"mv"`
+	MaxFrameSize int           `msgpack:"mf"`
+	MaxInflight  int           `msgpack:"mi"`
+	RetryWindow  time.Duration `msgpack:"rw,omitempty"`
+}
+
+// TestHelloReplyServerVersionCompat checks that ServerVersion costs older
+// peers nothing: an older client reads a new reply's other fields, a new
+// client reads an older server's reply with an empty ServerVersion, and an
+// empty ServerVersion is not sent at all.
+func TestHelloReplyServerVersionCompat(t *testing.T) {
+	newReply := &protocol.HelloReply{Version: protocol.Version, SessionID: 9, Epsilon: time.Second, DefaultTerm: 10 * time.Second,
+		MaxKeySize: 4096, MaxValueSize: 1 << 20, MaxFrameSize: 2 << 20, MaxInflight: 100, RetryWindow: time.Minute, ServerVersion: "v1.2.0"}
+	frame := appendFrame(t, nil, newReply)
+	var old oldHelloReply
+	if err := msgpack.Unmarshal(frame[5:], &old); err != nil {
+		t.Fatalf("an older peer cannot read the new reply: %v", err)
+	}
+	want := oldHelloReply{newReply.Version, newReply.SessionID, newReply.Epsilon, newReply.DefaultTerm,
+		newReply.MaxKeySize, newReply.MaxValueSize, newReply.MaxFrameSize, newReply.MaxInflight, newReply.RetryWindow}
+	if old != want {
+		t.Errorf("an older peer read %+v, want %+v", old, want)
+	}
+
+	body, err := msgpack.Marshal(&want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := protocol.Decode(protocol.TypeHelloReply, body)
+	if err != nil {
+		t.Fatalf("Decode of an older server's reply: %v", err)
+	}
+	got := m.(*protocol.HelloReply)
+	if got.ServerVersion != "" || got.SessionID != want.SessionID || got.RetryWindow != want.RetryWindow {
+		t.Errorf("older server's reply decoded as %+v", got)
+	}
+
+	withVersion := appendFrame(t, nil, newReply)
+	newReply.ServerVersion = ""
+	without := appendFrame(t, nil, newReply)
+	if bytes.Contains(without, []byte("\xa2sv")) || !bytes.Contains(withVersion, []byte("\xa2sv")) {
+		t.Errorf("an empty ServerVersion must be omitted and a set one sent: with % x, without % x", withVersion, without)
 	}
 }

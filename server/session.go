@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/core"
+	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
@@ -82,6 +83,8 @@ func (ss *session) helloReply() *protocol.HelloReply {
 		MaxFrameSize: cfg.maxFrameSize(),
 		MaxInflight:  cfg.MaxInflight,
 		RetryWindow:  cfg.RetryWindow,
+
+		ServerVersion: version.String(),
 	}
 }
 

@@ -245,6 +245,11 @@ func run(ctx context.Context, cfg bench.Config, o options, stdout, stderr io.Wri
 		level = slog.LevelDebug
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Warn before the run, so that one can stop it and run it later; the
+	// report repeats the warnings of every busy moment at its end.
+	if s, ok := bench.CheckLoad(cfg.LoadAverage, cfg.CPUs); ok && s.Busy {
+		fmt.Fprintf(stderr, "leasebench: warning: %s\n", s.Warning())
+	}
 	rep, err := bench.Run(ctx, cfg)
 	var ce *bench.ConfigError
 	switch {
@@ -262,6 +267,9 @@ func run(ctx context.Context, cfg bench.Config, o options, stdout, stderr io.Wri
 	}
 	if o.out != "" {
 		fmt.Fprintf(stdout, "\nfiles in %s: %s\n", o.out, strings.Join(rep.Files(), ", "))
+	}
+	for _, warning := range rep.Warnings() {
+		fmt.Fprintf(stderr, "leasebench: warning: %s\n", warning)
 	}
 	var errs int
 	for _, sw := range rep.AllSweeps() {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/version"
 )
 
 // maxStdinValue bounds a value read from stdin: the largest value any
@@ -482,7 +483,8 @@ func (a *app) statusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Print the server's status and the round-trip time of one request",
-		Long: `Print the endpoint, this session's id, the server's clock allowance ε and
+		Long: `Print the endpoint, the server's version (its build, as "leased --version"
+prints it), this session's id, the server's clock allowance ε and
 default lease term, its revision, number of sessions and uptime, whether it
 still holds writes after a restart (WRITES: "held for ..." until the leases
 granted before the restart have run out) or refuses them (WRITES: "refused:
@@ -509,6 +511,7 @@ leader, with the role, raft term and indexes of those that --endpoints names.`,
 				}
 				out := statusJSON{
 					Endpoint:               a.endpoint,
+					ServerVersion:          sess.ServerVersion,
 					CAFile:                 absPath(a.usedCA),
 					SessionID:              sess.ID,
 					EpsilonSeconds:         seconds(st.Epsilon),
@@ -526,8 +529,8 @@ leader, with the role, raft term and indexes of those that --endpoints names.`,
 					return err
 				}
 				if err := a.emit(out,
-					[]string{"ENDPOINT", "SESSION", "EPSILON", "TERM", "REVISION", "SESSIONS", "UPTIME", "WRITES", "RTT"},
-					[]string{a.endpoint, strconv.FormatUint(sess.ID, 10), fmtDur(st.Epsilon), fmtDur(st.DefaultTerm),
+					[]string{"ENDPOINT", "VERSION", "SESSION", "EPSILON", "TERM", "REVISION", "SESSIONS", "UPTIME", "WRITES", "RTT"},
+					[]string{a.endpoint, orUnknown(sess.ServerVersion), strconv.FormatUint(sess.ID, 10), fmtDur(st.Epsilon), fmtDur(st.DefaultTerm),
 						strconv.FormatUint(st.Revision, 10), strconv.Itoa(st.Sessions), fmtDur(st.Uptime), writes, fmtDur(rtt)}); err != nil {
 					return err
 				}
@@ -536,6 +539,34 @@ leader, with the role, raft term and indexes of those that --endpoints names.`,
 				}
 				return a.printClusterStatus(out.Members)
 			})
+		},
+	}
+}
+
+// orUnknown returns v, or "unknown" for the empty version of a server that
+// does not send one.
+func orUnknown(v string) string {
+	if v == "" {
+		return version.Unknown
+	}
+	return v
+}
+
+// versionCmd builds "leasectl version", which prints leasectl's own build;
+// "leasectl status" shows the server's.
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print leasectl's version and the Go toolchain that built it",
+		Long: `Print leasectl's version: the module version it was built as, such as
+v1.2.0, or for a development build "(devel)" with the VCS revision, its
+commit time and "modified" when the work tree had changes; and the Go
+toolchain that built it. It connects to no server: "leasectl status" shows
+the server's version.`,
+		Args: argsExactly(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.emit(versionJSON{Version: version.String(), GoVersion: version.Go()},
+				[]string{"VERSION", "GO"}, []string{version.String(), version.Go()})
 		},
 	}
 }

@@ -41,6 +41,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/protocol"
 )
 
@@ -201,6 +202,8 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 			return a.validate()
 		},
 		SuggestionsMinimumDistance: 2,
+		// --version prints the build, as the version command does.
+		Version: version.Long(),
 		// The root command runs only without a command, or with an unknown
 		// one, which is a usage error.
 		Args: cobra.ArbitraryArgs,
@@ -215,6 +218,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 			return usagef("%s", msg)
 		},
 	}
+	root.SetVersionTemplate("leasectl {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &cliError{code: exitUsage, err: err}
 	})
@@ -237,6 +241,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 		a.memberCmd(),
 		a.endpointCmd(),
 		a.snapshotCmd(),
+		a.versionCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit/clitest"
 	"github.com/leased/leased/internal/testkit/protoclient"
+	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -74,7 +76,7 @@ func fails(t *testing.T, r clitest.Result, code int, want string) {
 	}
 }
 
-func version(t *testing.T, s string) uint64 {
+func parseVersion(t *testing.T, s string) uint64 {
 	t.Helper()
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
@@ -95,7 +97,7 @@ func TestCommands(t *testing.T) {
 	if strings.Join(rows[0], " ") != "KEY VERSION" || rows[1][0] != "greeting" {
 		t.Fatalf("put table: %q", rows)
 	}
-	v1 := version(t, rows[1][1])
+	v1 := parseVersion(t, rows[1][1])
 	var pj writeJSON
 	decode(t, ctl("-o", "json", "put", "greeting", "hello world"), &pj)
 	if pj.Key != "greeting" || pj.Version <= v1 {
@@ -145,7 +147,7 @@ func TestCommands(t *testing.T) {
 
 	// cas: a match commits, a mismatch exits 5 and changes nothing.
 	rows = table(t, ok(t, ctl("cas", "greeting", strconv.FormatUint(v2, 10), "swapped")).Stdout)
-	v3 := version(t, rows[1][1])
+	v3 := parseVersion(t, rows[1][1])
 	if v3 <= v2 {
 		t.Fatalf("cas version %d after %d", v3, v2)
 	}
@@ -162,7 +164,7 @@ func TestCommands(t *testing.T) {
 
 	// del, table and JSON.
 	rows = table(t, ok(t, ctl("del", "greeting")).Stdout)
-	vd := version(t, rows[1][1])
+	vd := parseVersion(t, rows[1][1])
 	fails(t, ctl("get", "greeting"), exitNotFound, "key not found")
 	decode(t, ctl("-o", "json", "del", "fresh"), &pj)
 	if pj.Key != "fresh" || pj.Version <= vd {
@@ -174,7 +176,7 @@ func TestCommands(t *testing.T) {
 	if strings.Join(rows[0], " ") != "KEY TOKEN TERM VERSION" || rows[1][0] != "wl" || rows[1][2] != "1s" {
 		t.Fatalf("write-lease table: %q", rows)
 	}
-	tok1, wv1 := version(t, rows[1][1]), version(t, rows[1][3])
+	tok1, wv1 := parseVersion(t, rows[1][1]), parseVersion(t, rows[1][3])
 	var wj writeLeaseJSON
 	decode(t, ctl("-o", "json", "write-lease", "wl", "two"), &wj)
 	if wj.Key != "wl" || wj.Token <= tok1 || wj.TermSeconds != 1 || wj.Version <= wv1 {
@@ -216,13 +218,14 @@ func TestCommands(t *testing.T) {
 
 	// status, table and JSON.
 	rows = table(t, ok(t, ctl("status")).Stdout)
-	if strings.Join(rows[0], " ") != "ENDPOINT SESSION EPSILON TERM REVISION SESSIONS UPTIME WRITES RTT" ||
-		rows[1][0] != srv.Addr || rows[1][2] != "100ms" || rows[1][3] != "1s" || rows[1][7] != "allowed" {
-		t.Fatalf("status table: %q", rows)
+	serverVersion := binaryVersion(t, bins.Leased)
+	if strings.Join(rows[0], " ") != "ENDPOINT VERSION SESSION EPSILON TERM REVISION SESSIONS UPTIME WRITES RTT" ||
+		rows[1][0] != srv.Addr || rows[1][1] != serverVersion || rows[1][3] != "100ms" || rows[1][4] != "1s" || rows[1][8] != "allowed" {
+		t.Fatalf("status table: %q, want server version %q", rows, serverVersion)
 	}
 	var st statusJSON
 	decode(t, ctl("-o", "json", "status"), &st)
-	if st.Endpoint != srv.Addr || st.SessionID == 0 || st.EpsilonSeconds != 0.1 || st.DefaultTermSeconds != 1 ||
+	if st.Endpoint != srv.Addr || st.ServerVersion != serverVersion || st.SessionID == 0 || st.EpsilonSeconds != 0.1 || st.DefaultTermSeconds != 1 ||
 		st.Revision < wj.Version || st.Sessions < 1 || st.WritesHeld || st.RTTSeconds <= 0 ||
 		st.MaxValueSize != server.DefaultMaxValueSize || st.CAFile != srv.CA {
 		t.Fatalf("status json: %+v", st)
@@ -238,6 +241,49 @@ func TestCommands(t *testing.T) {
 	fails(t, ctl("frobnicate"), exitUsage, "unknown command")
 	// Errors from the server keep their message.
 	fails(t, ctl("put", strings.Repeat("k", server.MaxKeySize+1), "v"), exitError, "too large")
+}
+
+// binaryVersion is the version the binary at path reports of itself: the
+// one its build information gives.
+func binaryVersion(t *testing.T, path string) string {
+	t.Helper()
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Fatalf("build information of %s: %v", path, err)
+	}
+	return version.From(bi, true)
+}
+
+// TestVersion checks that leasectl version and --version print the
+// binary's own build, in table and JSON output, without a server.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	bi, err := buildinfo.ReadFile(bins.Leasectl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := version.From(bi, true)
+	if want == version.Unknown || strings.ContainsAny(want, " \t") {
+		t.Fatalf("leasectl's version %q: want a known version of one word", want)
+	}
+	// An endpoint that nobody serves: version must not connect.
+	ctl := func(args ...string) clitest.Result {
+		t.Helper()
+		return clitest.Cmd{}.Run(t, bins.Leasectl, append([]string{"--endpoint", "127.0.0.1:1", "--timeout", "1s"}, args...)...)
+	}
+	rows := table(t, ok(t, ctl("version")).Stdout)
+	if strings.Join(rows[0], " ") != "VERSION GO" || rows[1][0] != want || rows[1][1] != bi.GoVersion {
+		t.Fatalf("version table: %q, want %s %s", rows, want, bi.GoVersion)
+	}
+	var vj versionJSON
+	decode(t, ctl("-o", "json", "version"), &vj)
+	if vj.Version != want || vj.GoVersion != bi.GoVersion {
+		t.Fatalf("version json: %+v, want %s %s", vj, want, bi.GoVersion)
+	}
+	if r := ok(t, ctl("--version")); r.Stdout != "leasectl "+want+" "+bi.GoVersion+"\n" {
+		t.Fatalf("--version printed %q, want leasectl %s %s", r.Stdout, want, bi.GoVersion)
+	}
+	fails(t, ctl("version", "extra"), exitUsage, "version")
 }
 
 // TestWriteLeaseHoldInterrupt checks that Ctrl-C ends --hold, releases the
@@ -369,7 +415,7 @@ func TestRestartKeepsValue(t *testing.T) {
 		t.Fatalf("status after restart: %+v", st)
 	}
 	rows := table(t, ok(t, srv.Ctl(t, "status")).Stdout)
-	if !strings.HasPrefix(strings.Join(rows[1][7:], " "), "held for") {
+	if !strings.HasPrefix(strings.Join(rows[1][8:], " "), "held for") {
 		t.Fatalf("status table after restart: %q", rows)
 	}
 	srv.Stop(t)

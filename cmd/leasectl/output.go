@@ -133,7 +133,10 @@ type statsJSON struct {
 
 // statusJSON is the JSON answer of status.
 type statusJSON struct {
-	Endpoint           string  `json:"endpoint"`
+	Endpoint string `json:"endpoint"`
+	// ServerVersion is the server's build; absent from a server that does
+	// not send it.
+	ServerVersion      string  `json:"server_version,omitempty"`
 	CAFile             string  `json:"ca_file"`
 	SessionID          uint64  `json:"session_id"`
 	EpsilonSeconds     float64 `json:"epsilon_seconds"`
@@ -152,4 +155,10 @@ type statusJSON struct {
 	// Members, for a node of a cluster, are the members from the leader,
 	// each with its own status if one of --endpoints is that member.
 	Members []memberJSON `json:"members,omitempty"`
+}
+
+// versionJSON is the JSON answer of version.
+type versionJSON struct {
+	Version   string `json:"version"`
+	GoVersion string `json:"go_version"`
 }

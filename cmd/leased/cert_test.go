@@ -18,7 +18,7 @@ import (
 // stdout and stderr. The cert commands start no server, so no signals.
 func runLeased(args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
-	code = execute(args, &out, &errOut, nil)
+	code = execute(args, nil, &out, &errOut, nil)
 	return code, out.String(), errOut.String()
 }
 

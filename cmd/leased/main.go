@@ -44,6 +44,7 @@ import (
 	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/internal/tlsfiles"
+	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/lessor"
 	"github.com/leased/leased/server"
 )
@@ -129,13 +130,14 @@ func usagef(format string, args ...any) error {
 func main() {
 	sigs := make(chan os.Signal, 3)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr, sigs))
+	os.Exit(execute(os.Args[1:], os.Environ(), os.Stdout, os.Stderr, sigs))
 }
 
-// execute runs leased with args and returns the exit status. Errors are
+// execute runs leased with args and the environment environ (KEY=VALUE,
+// as os.Environ returns it), and returns the exit status. Errors are
 // printed to stderr as "Error: ...".
-func execute(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
-	cmd := newRootCmd(stderr, sigs)
+func execute(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+	cmd := newRootCmd(stderr, sigs, environ)
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
@@ -157,8 +159,9 @@ func execute(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int
 }
 
 // newRootCmd builds the leased command. Log output goes to stderr; sigs
-// delivers SIGINT and SIGTERM.
-func newRootCmd(stderr io.Writer, sigs <-chan os.Signal) *cobra.Command {
+// delivers SIGINT and SIGTERM; environ (KEY=VALUE) holds the LEASED_
+// variables that flags not on the command line are taken from.
+func newRootCmd(stderr io.Writer, sigs <-chan os.Signal, environ []string) *cobra.Command {
 	o := &options{}
 	cmd := &cobra.Command{
 		Use:   "leased",
@@ -179,6 +182,8 @@ says that clients must trust the new ca.pem.
 SIGINT or SIGTERM shuts down gracefully (at most --shutdown-timeout); a second
 signal closes at once.
 
+` + envHelp + `
+
 Exit status: 0 after a signal, 1 when the server cannot start or fails,
 2 for a bad command line.`,
 		Example: `  leased
@@ -192,10 +197,17 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 		},
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// --version prints the build (package internal/version) and exits.
+		Version: version.Long(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return run(o, stderr, sigs)
+			ef, err := applyEnv(cmd.Flags(), environ)
+			if err != nil {
+				return err
+			}
+			return ef.explain(run(o, ef, stderr, sigs))
 		},
 	}
+	cmd.SetVersionTemplate("leased {{.Version}}\n")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	// The subcommands are cert's; leased itself still takes only flags,
 	// and a completion command is not worth the change.
@@ -243,6 +255,7 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.StringVar(&o.key, "key", "", "this node's private key (PEM)")
 	o.peer.addFlags(f)
 	o.memberFlags(f)
+	noteEnvInUsage(f)
 	return cmd
 }
 
@@ -741,8 +754,9 @@ func noneIfZero(n int64) int64 {
 
 // run starts the server and serves until a signal arrives on sigs. The
 // first signal shuts down gracefully within o.shutdownTimeout; a second one
-// closes at once. A third one stops waiting for Close.
-func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
+// closes at once. A third one stops waiting for Close. ef says which flags
+// came from the environment, for the log.
+func run(o *options, ef envFlags, stderr io.Writer, sigs <-chan os.Signal) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -751,6 +765,12 @@ func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
 		return err
 	}
 	slog.SetDefault(log)
+	if names := ef.names(); len(names) > 0 {
+		log.Info("flags from the environment", "vars", strings.Join(names, ","))
+	}
+	for _, name := range ef.unknown {
+		log.Warn("environment variable names no flag of leased; ignored", "var", name)
+	}
 	cfg := o.config(log)
 	cl, clientTLS, clusterCA, err := o.cluster()
 	if err != nil {
@@ -795,6 +815,7 @@ func run(o *options, stderr io.Writer, sigs <-chan os.Signal) error {
 		log.Info("node of a cluster", "name", o.name, "peer_listen", o.peerListen, "initial_cluster", o.initialCluster)
 	}
 	log.Info("leased started",
+		"version", version.String(),
 		"listen", srv.Addr().String(),
 		"data", data,
 		"ca", ca,

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/leased/leased/internal/testkit/clitest"
 	"github.com/leased/leased/internal/testkit/wait"
+	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/server"
 )
 
@@ -57,7 +59,8 @@ func TestSIGTERM(t *testing.T) {
 	if started == nil {
 		t.Fatalf("no start-up log line in:\n%s", srv.Stderr.String())
 	}
-	if started["listen"] != srv.Addr || started["data"] != data || started["ca"] != server.CAPath(data) {
+	if started["listen"] != srv.Addr || started["data"] != data || started["ca"] != server.CAPath(data) ||
+		started["version"] != binaryVersion(t, bins.Leased) {
 		t.Fatalf("start-up log: %v", started)
 	}
 	if !strings.Contains(srv.Stderr.String(), `"msg":"stopped"`) {
@@ -363,6 +366,35 @@ func TestValidate(t *testing.T) {
 
 // TestExecuteUsage checks the exit status of bad command lines, in
 // process: validation fails before a server starts.
+// binaryVersion is the version the binary at path reports of itself: the
+// one its build information gives.
+func binaryVersion(t *testing.T, path string) string {
+	t.Helper()
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Fatalf("build information of %s: %v", path, err)
+	}
+	return version.From(bi, true)
+}
+
+// TestVersionFlag checks that leased --version prints the binary's own
+// build and the toolchain, exits 0 and starts no server.
+func TestVersionFlag(t *testing.T) {
+	t.Parallel()
+	bi, err := buildinfo.ReadFile(bins.Leased)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := clitest.Cmd{Dir: dir}.Run(t, bins.Leased, "--version")
+	if want := "leased " + version.From(bi, true) + " " + bi.GoVersion + "\n"; r.Code != 0 || r.Stdout != want {
+		t.Fatalf("--version: status %d, stdout %q, want %q; stderr %q", r.Code, r.Stdout, want, r.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, server.DefaultDir)); !os.IsNotExist(err) {
+		t.Fatalf("--version made a data folder: %v", err)
+	}
+}
+
 func TestExecuteUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--lease-term", "soon"},
@@ -372,12 +404,12 @@ func TestExecuteUsage(t *testing.T) {
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := execute(args, &stdout, &stderr, nil); code != exitUsage || !strings.HasPrefix(stderr.String(), "Error: ") {
+		if code := execute(args, nil, &stdout, &stderr, nil); code != exitUsage || !strings.HasPrefix(stderr.String(), "Error: ") {
 			t.Errorf("%q: status %d, stderr %q", args, code, stderr.String())
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := execute([]string{"--help"}, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "--lease-term") {
+	if code := execute([]string{"--help"}, nil, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "--lease-term") {
 		t.Errorf("--help: status %d, %q", code, stdout.String())
 	}
 }
