@@ -292,22 +292,29 @@ type LeaseStatus struct {
 }
 
 // Leases lists the live TTL leases of the server, of every client, in id
-// order, with the time each has left. It fails with ErrUnavailable while
-// the client is disconnected.
+// order, with the time each has left. The server sends them a page at a
+// time, as many as fit in a frame; Leases asks for every page. It fails
+// with ErrUnavailable while the client is disconnected.
 func (c *Client) Leases(ctx context.Context) ([]LeaseStatus, error) {
-	m, err := c.callNow(ctx, &protocol.LeaseList{})
-	if err != nil {
-		return nil, err
+	var out []LeaseStatus
+	var after uint64
+	for {
+		m, err := c.callNow(ctx, &protocol.LeaseList{After: after})
+		if err != nil {
+			return nil, err
+		}
+		r, ok := m.(*protocol.LeaseListReply)
+		if !ok {
+			return nil, unexpected(m)
+		}
+		for _, l := range r.Leases {
+			out = append(out, LeaseStatus{ID: LeaseID(l.Lease), TTL: l.TTL})
+		}
+		if !r.More || len(r.Leases) == 0 || r.Leases[len(r.Leases)-1].Lease <= after {
+			return out, nil
+		}
+		after = r.Leases[len(r.Leases)-1].Lease
 	}
-	r, ok := m.(*protocol.LeaseListReply)
-	if !ok {
-		return nil, unexpected(m)
-	}
-	out := make([]LeaseStatus, 0, len(r.Leases))
-	for _, l := range r.Leases {
-		out = append(out, LeaseStatus{ID: LeaseID(l.Lease), TTL: l.TTL})
-	}
-	return out, nil
 }
 
 // KeepAliveResponse is one renewal of a TTL lease.

@@ -204,3 +204,33 @@ func TestE2ETTLLeaseExpires(t *testing.T) {
 		t.Errorf("Close of a session whose lease is gone: %v", err)
 	}
 }
+
+// TestE2ETTLLeasesAllPages: Leases lists every lease, though the server
+// sends them a page at a time (a small frame limit makes several pages).
+func TestE2ETTLLeasesAllPages(t *testing.T) {
+	srv := startServer(t, server.Config{LeaseTerm: time.Second, MaxValueSize: 1024})
+	c := dial(t, srv, client.Config{Name: "lister"})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	const n = 600 // about three pages with a frame of 1 KiB of value
+	want := map[client.LeaseID]bool{}
+	for range n {
+		g, err := c.Grant(ctx, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[g.ID] = true
+	}
+	ls, err := c.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != n {
+		t.Fatalf("Leases listed %d, want %d", len(ls), n)
+	}
+	for i, l := range ls {
+		if !want[l.ID] || i > 0 && l.ID <= ls[i-1].ID {
+			t.Fatalf("lease %d (%s) not granted, or out of order", i, l.ID)
+		}
+	}
+}

@@ -465,14 +465,15 @@ type TTLLeaseInfo struct {
 	Remaining time.Duration
 }
 
-// TTLLeases returns the live TTL leases in id order, at most limit of
-// them (limit <= 0: all), and whether there were more.
-func (c *Core) TTLLeases(limit int) ([]TTLLeaseInfo, bool) {
+// TTLLeases returns the live TTL leases with an id above after, in id
+// order, at most limit of them (limit <= 0: all), and whether there were
+// more.
+func (c *Core) TTLLeases(after uint64, limit int) ([]TTLLeaseInfo, bool) {
 	now := c.clock.Now()
 	c.ttl.mu.Lock()
 	var out []TTLLeaseInfo
 	for id := range c.ttl.ls.Leases() {
-		if c.ttl.revoking[id] == nil {
+		if id > after && c.ttl.revoking[id] == nil {
 			left, _, _ := c.ttl.ls.TimeToLive(id, now)
 			out = append(out, TTLLeaseInfo{ID: id, Remaining: left})
 		}
@@ -480,7 +481,9 @@ func (c *Core) TTLLeases(limit int) ([]TTLLeaseInfo, bool) {
 	// A lease being revoked is listed, with no time left, until its
 	// revocation is applied (TTLLease).
 	for id := range c.ttl.revoking {
-		out = append(out, TTLLeaseInfo{ID: id})
+		if id > after {
+			out = append(out, TTLLeaseInfo{ID: id})
+		}
 	}
 	c.ttl.mu.Unlock()
 	slices.SortFunc(out, func(a, b TTLLeaseInfo) int {

@@ -188,6 +188,8 @@ func samples() []sample {
 			{Lease: 1, TTL: time.Second}, {Lease: 0x694d71ddacfda227, TTL: minDuration}}}},
 		{name: "lease_list_reply/nil leases", msg: &protocol.LeaseListReply{ID: 72}},
 		{name: "lease_list_reply/empty leases", msg: &protocol.LeaseListReply{ID: 73, Leases: []protocol.LeaseTTL{}}},
+		{name: "lease_list/after", msg: &protocol.LeaseList{ID: 74, After: math.MaxUint64}},
+		{name: "lease_list_reply/more", msg: &protocol.LeaseListReply{ID: 75, Leases: []protocol.LeaseTTL{{Lease: 9, TTL: time.Minute}}, More: true}},
 	}
 }
 

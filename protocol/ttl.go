@@ -94,16 +94,21 @@ type LeaseTimeToLiveReply struct {
 	Keys       [][]byte      `msgpack:"k,omitempty"`
 }
 
-// LeaseList asks for the live TTL leases.
+// LeaseList asks for the live TTL leases with an id above After (0: from
+// the first), a page at a time.
 type LeaseList struct {
-	ID uint64 `msgpack:"i"`
+	ID    uint64 `msgpack:"i"`
+	After uint64 `msgpack:"a,omitempty"`
 }
 
-// LeaseListReply lists the live TTL leases with their remaining TTL, in
-// id order.
+// LeaseListReply lists live TTL leases with their remaining TTL, in id
+// order: as many as fit in a frame. More says that there are others, with
+// ids above the last one listed: the client asks again with After set to
+// it.
 type LeaseListReply struct {
 	ID     uint64     `msgpack:"i"`
 	Leases []LeaseTTL `msgpack:"l"`
+	More   bool       `msgpack:"m,omitempty"`
 }
 
 func (*LeaseGrant) Type() Type           { return TypeLeaseGrant }

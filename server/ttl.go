@@ -8,9 +8,9 @@ import (
 	"github.com/leased/leased/store"
 )
 
-// maxLeaseList bounds the leases of one LeaseListReply, so that it stays
-// well within the frame limit: each takes at most about 20 bytes.
-const maxLeaseList = 100_000
+// leaseListEntry bounds the bytes of one lease in a LeaseListReply: a
+// msgpack map of two keys of one letter, a uint64 and an int64.
+const leaseListEntry = 24
 
 // handleTTL serves the requests of TTL leases (DESIGN §14). Grants and
 // revocations are ops, like writes: they count against the session's
@@ -57,8 +57,10 @@ func (ss *session) handleTTL(m protocol.Message) {
 		}
 		ss.replies.send(r)
 	case *protocol.LeaseList:
-		infos, _ := ss.core.TTLLeases(maxLeaseList)
-		r := &protocol.LeaseListReply{ID: m.ID, Leases: make([]protocol.LeaseTTL, len(infos))}
+		// A page fits in a frame, with room for the reply's own fields.
+		page := max((ss.srv.cfg.maxFrameSize()-1024)/leaseListEntry, 1)
+		infos, more := ss.core.TTLLeases(m.After, page)
+		r := &protocol.LeaseListReply{ID: m.ID, Leases: make([]protocol.LeaseTTL, len(infos)), More: more}
 		for i, l := range infos {
 			r.Leases[i] = protocol.LeaseTTL{Lease: l.ID, TTL: l.Remaining}
 		}

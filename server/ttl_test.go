@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +204,53 @@ func wantCode(t *testing.T, what string, reply protocol.Message, code protocol.C
 		t.Fatalf("%s: %#v, want an error with code %s", what, reply, code)
 	}
 	return e
+}
+
+// TestTTLLeaseListPages: the list of leases comes a page at a time, as
+// many as fit in a frame, with More until the last page; asking again after
+// the last id of a page gives the next, and every lease is listed once.
+func TestTTLLeaseListPages(t *testing.T) {
+	fc := clock.NewFake()
+	srv := serve(t, newServerWith(t, Config{Dir: t.TempDir(), Addr: "127.0.0.1:0", Clock: fc, Logger: quietLogger(),
+		MaxValueSize: 1024, TTL: core.TTLConfig{MinTTL: time.Second}}))
+	c := dialRaw(t, srv)
+	page := (srv.cfg.maxFrameSize() - 1024) / leaseListEntry
+	// A full page of the largest ids and TTLs still fits in a frame.
+	worst := &protocol.LeaseListReply{ID: math.MaxUint64, Leases: make([]protocol.LeaseTTL, page), More: true}
+	for i := range worst.Leases {
+		worst.Leases[i] = protocol.LeaseTTL{Lease: math.MaxUint64, TTL: math.MinInt64}
+	}
+	if b, err := protocol.AppendFrame(nil, worst); err != nil || len(b) > srv.cfg.maxFrameSize() {
+		t.Fatalf("a full page of the largest values takes %d bytes (%v), over the frame limit %d", len(b), err, srv.cfg.maxFrameSize())
+	}
+	n := 2*page + 7
+	for range n {
+		grantTTL(t, c, time.Hour)
+	}
+	seen := map[uint64]bool{}
+	var after uint64
+	pages := 0
+	for {
+		r, ok := call(t, c, &protocol.LeaseList{After: after}).(*protocol.LeaseListReply)
+		if !ok {
+			t.Fatalf("page after %d: %#v", after, r)
+		}
+		pages++
+		for _, l := range r.Leases {
+			if l.Lease <= after || seen[l.Lease] {
+				t.Fatalf("lease %d listed out of order or twice (after %d)", l.Lease, after)
+			}
+			seen[l.Lease] = true
+		}
+		if !r.More {
+			break
+		}
+		if len(r.Leases) != page {
+			t.Fatalf("a page that says More has %d leases, want %d", len(r.Leases), page)
+		}
+		after = r.Leases[len(r.Leases)-1].Lease
+	}
+	if pages != 3 || len(seen) != n {
+		t.Fatalf("%d pages, %d leases listed; want 3 pages of all %d", pages, len(seen), n)
+	}
 }
