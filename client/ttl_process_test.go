@@ -275,7 +275,18 @@ func checkExpiry(t *testing.T, w *cacheWatch, stats func() bool, ttl, eps, delay
 	if latest := acked.Add(ttl + eps + delay); gone.After(latest.Add(250 * time.Millisecond)) {
 		t.Errorf("keys deleted only by %v, %v after ttl + ε + %v past the last acknowledgement", gone.Format(time.StampMicro), gone.Sub(latest), delay)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Enough reads begun after the expiry was applied to see a stale one.
+	wait.For(t, testTimeout, "reads after the expiry", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		after := 0
+		for _, r := range w.reads {
+			if r.begun.After(gone) {
+				after++
+			}
+		}
+		return after >= 20
+	})
 	w.end()
 	w.mu.Lock()
 	defer w.mu.Unlock()

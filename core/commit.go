@@ -124,7 +124,7 @@ func (c *Core) commit(batch []job) {
 		var eff leasetable.Effects
 		switch {
 		case j.rev != nil:
-			eff = c.revoked(j.rev, res, err, now)
+			effs = append(effs, c.revoked(j.rev, res, err, now)...)
 			ttls = append(ttls, settled{j, res, err})
 		case j.ttl != nil:
 			if err == nil && res.Err != nil {

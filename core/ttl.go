@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -486,15 +487,7 @@ func (c *Core) TTLLeases(after uint64, limit int) ([]TTLLeaseInfo, bool) {
 		}
 	}
 	c.ttl.mu.Unlock()
-	slices.SortFunc(out, func(a, b TTLLeaseInfo) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b TTLLeaseInfo) int { return cmp.Compare(a.ID, b.ID) })
 	if limit > 0 && len(out) > limit {
 		return out[:limit], true
 	}
@@ -690,21 +683,18 @@ func (c *Core) cancelRevoke(r *Request, why error) {
 	}
 }
 
-// revoked ends rv after its OpRevokeTTL was applied (res) or failed (err),
-// and returns the effects of ending its ops. The committer calls it under
+// revoked ends the ops of rv after its OpRevokeTTL was applied (res) or
+// failed (err), hands the ops they let go to the committer, and returns
+// their effects for the caller to carry out. The committer calls it under
 // c.mu.
-func (c *Core) revoked(rv *revocation, res store.Result, err error, now time.Time) leasetable.Effects {
-	var all leasetable.Effects
+func (c *Core) revoked(rv *revocation, res store.Result, err error, now time.Time) []leasetable.Effects {
 	committed := err == nil && res.Err == nil
+	effs := make([]leasetable.Effects, len(rv.ops))
 	for i := range rv.ops {
-		_, eff := c.table.Done(&rv.ops[i], committed, 0, now)
-		all.Invalidate = append(all.Invalidate, eff.Invalidate...)
-		all.Recall = append(all.Recall, eff.Recall...)
-		all.Ready = append(all.Ready, eff.Ready...)
-		all.Abandoned = append(all.Abandoned, eff.Abandoned...)
-		all.EndWrite = append(all.EndWrite, eff.EndWrite...)
+		_, effs[i] = c.table.Done(&rv.ops[i], committed, 0, now)
+		c.enqueueReady(effs[i])
 	}
-	return all
+	return effs
 }
 
 // afterRevoke settles rv once its ops are done: a lease that had keys

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -58,6 +59,18 @@ type Cluster struct {
 type Peer struct {
 	Name string
 	Addr string // its PeerAddr
+}
+
+// failoverTTL is the shortest TTL a TTL lease of the cluster may have:
+// three election timeouts (the default's if none is set), which a lease
+// must outlive, as no keep-alive gets through during a failover; 0 for an
+// election timeout out of bounds, which validate refuses.
+func (c *Cluster) failoverTTL() time.Duration {
+	e := cmp.Or(c.Replica.ElectionTimeout, replica.DefaultElectionTimeout)
+	if e < 0 || e > replica.MaxRaftTimeout {
+		return 0
+	}
+	return 3 * e
 }
 
 func (c *Cluster) validate() error {

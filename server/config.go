@@ -15,7 +15,6 @@ import (
 	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/protocol"
-	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
 
@@ -279,12 +278,8 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TTL.MinTTL == 0 && c.Cluster != nil {
 		// A TTL lease must outlive a failover (see TTL).
-		election := c.Cluster.Replica.ElectionTimeout
-		if election == 0 {
-			election = replica.DefaultElectionTimeout
-		}
-		if election > 0 && election <= replica.MaxRaftTimeout { // else Validate refuses it
-			c.TTL.MinTTL = max(core.DefaultMinTTL, 3*election)
+		if f := c.Cluster.failoverTTL(); f > 0 {
+			c.TTL.MinTTL = max(core.DefaultMinTTL, f)
 		}
 	}
 	c.TTL = c.TTL.WithDefaults()
@@ -412,13 +407,8 @@ func (c Config) validate() error {
 		if err := c.Cluster.validate(); err != nil {
 			return err
 		}
-		minTTL := c.TTL.MinTTL
-		election := c.Cluster.Replica.ElectionTimeout
-		if election == 0 {
-			election = replica.DefaultElectionTimeout
-		}
-		if minTTL < 3*election {
-			return fmt.Errorf("minimum TTL %v is shorter than three election timeouts (%v): a TTL lease must outlive a failover, during which no keep-alive gets through", minTTL, 3*election)
+		if f := c.Cluster.failoverTTL(); c.TTL.MinTTL < f {
+			return fmt.Errorf("minimum TTL %v is shorter than three election timeouts (%v): a TTL lease must outlive a failover, during which no keep-alive gets through", c.TTL.MinTTL, f)
 		}
 	}
 	if c.TLSConfig == nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -19,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leased/leased/protocol"
-	"github.com/leased/leased/replica"
 )
 
 // The operator's listener (Config.MetricsListen): Prometheus metrics on
@@ -167,7 +167,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeader, leads)
 	// A node of a cluster, or a server alone on its own one-node raft
 	// (not one over Config.Store).
-	if n := cmpNode(s.node, s.solo); n != nil {
+	if n := cmp.Or(s.node, s.solo); n != nil {
 		r := n.Raft()
 		stats := r.Stats()
 		gauge(descTerm, parseStat(stats["term"]))
@@ -175,16 +175,6 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descApplied, float64(r.AppliedIndex()))
 	}
 	counter(descLeaderChanges, s.metrics.leaderChanges.Load())
-}
-
-// cmpNode returns the first node that is not nil.
-func cmpNode(nodes ...*replica.Node) *replica.Node {
-	for _, n := range nodes {
-		if n != nil {
-			return n
-		}
-	}
-	return nil
 }
 
 // parseStat reads a number from raft's Stats, 0 if it is not one.
