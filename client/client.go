@@ -17,6 +17,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -68,9 +69,16 @@ type Config struct {
 	// such as the server's <data>/tls/ca.pem. Empty means the system's
 	// roots, unless TLSConfig is set. Certificates are always verified.
 	CAFile string
-	// TLSConfig, if set, is used instead of CAFile. The client sets
-	// MinVersion to TLS 1.3 and NextProtos to protocol.ALPN, and ServerName
-	// to the address's host if it is empty.
+	// CertFile and KeyFile are the client's certificate and its private
+	// key (PEM), such as `leased cert create-client` writes, for a server
+	// that requires client certificates: the certificate's CommonName is
+	// the client's identity, by which the server's access policy knows it.
+	// Both or neither; they are read once, by Dial. Empty means no
+	// certificate, unless TLSConfig carries one.
+	CertFile, KeyFile string
+	// TLSConfig, if set, is used instead of CAFile, CertFile and KeyFile.
+	// The client sets MinVersion to TLS 1.3 and NextProtos to
+	// protocol.ALPN, and ServerName to the address's host if it is empty.
 	TLSConfig *tls.Config
 	// Name names the client in the server's logs. Empty means none.
 	Name string
@@ -129,6 +137,12 @@ func (c Config) Validate() error {
 	}
 	if c.IdleTimeout < 0 || c.IdleTimeout > MaxIdleTimeout {
 		bad("IdleTimeout", "is %v; want 0 (the default) to %v", c.IdleTimeout, MaxIdleTimeout)
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		bad("CertFile", "and KeyFile go together; got only %s", cmp.Or(c.CertFile, c.KeyFile))
+	}
+	if c.TLSConfig != nil && (c.CAFile != "" || c.CertFile != "") {
+		bad("TLSConfig", "is set with CAFile or CertFile; put the CA and certificate in TLSConfig instead")
 	}
 	if c.MaxReconnectDelay < 0 || c.MaxReconnectDelay > MaxMaxReconnectDelay {
 		bad("MaxReconnectDelay", "is %v; want 0 (the default) to %v", c.MaxReconnectDelay, MaxMaxReconnectDelay)

@@ -450,6 +450,13 @@ func defaultTLS(cfg Config) (*tls.Config, error) {
 		}
 		t.RootCAs = pool
 	}
+	if cfg.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: client certificate %s with key %s: %v", ErrInvalidArgument, cfg.CertFile, cfg.KeyFile, err)
+		}
+		t.Certificates = []tls.Certificate{pair}
+	}
 	t.MinVersion = tls.VersionTLS13
 	t.NextProtos = []string{protocol.ALPN}
 	return t, nil

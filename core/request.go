@@ -39,6 +39,13 @@ type Request struct {
 	// Timeout abandons the request if it has not started to commit by then;
 	// 0 means never.
 	Timeout time.Duration
+	// Authorize, if set on a revocation (store.OpRevokeTTL), is asked
+	// whether its requester may delete the keys attached to the lease:
+	// with the keys the revocation deletes, before it deletes any, and
+	// again if keys are attached meanwhile. An error fails the request
+	// with that error and nothing of it applied. It is called under the
+	// core's locks and must not call the core.
+	Authorize func(keys []string) error
 	// Done receives the outcome, exactly once, unless Submit returned an
 	// error. The core calls it from one of its goroutines or the caller's,
 	// without its locks; it must not block.

@@ -178,6 +178,11 @@ type revocation struct {
 	// timeout, if not 0, abandons it if its keys are not all ready that
 	// long after it started: the first waiter's Timeout.
 	timeout time.Duration
+	// launched: its keys have been read, and are keys; a waiter that
+	// joins from then on is authorized against them at once (see
+	// Request.Authorize). Guarded by ttlState.mu.
+	launched bool
+	keys     []string
 }
 
 // markBatch is one keep-alive until it is answered: the mark records it
@@ -510,41 +515,49 @@ func (c *Core) submitRevoke(r *Request) error {
 		return fmt.Errorf("%w: the server is shutting down; no new revocations", ErrClosed)
 	}
 	r.received = c.clock.Now()
-	c.revoke(r.Lease, r)
-	return nil
+	return c.revoke(r.Lease, r)
 }
 
 // revoke starts the revocation of lease id for r, or adds r to the
-// waiters of the one under way.
-func (c *Core) revoke(id uint64, r *Request) {
+// waiters of the one under way; or returns why r may not join it
+// (Request.Authorize).
+func (c *Core) revoke(id uint64, r *Request) error {
 	c.ttl.mu.Lock()
-	rv := c.revocationLocked(id, r)
+	rv, err := c.revocationLocked(id, r)
 	c.ttl.mu.Unlock()
 	if rv != nil {
 		c.launch(rv)
 	}
+	return err
 }
 
 // revocationLocked records the revocation of lease id for r (nil: it
 // expired) and returns it, for the caller to launch once it has released
 // ttl.mu; or adds r to the revocation under way, and returns nil. From
 // then on, the lease is being revoked for keep-alives, writes and
-// TTLLease. The caller holds ttl.mu.
-func (c *Core) revocationLocked(id uint64, r *Request) *revocation {
+// TTLLease. A request that joins a revocation whose keys have been read
+// is authorized against them at once: if it is refused, nothing changes
+// and the error says why. The caller holds ttl.mu.
+func (c *Core) revocationLocked(id uint64, r *Request) (*revocation, error) {
 	if rv := c.ttl.revoking[id]; rv != nil {
 		if r != nil {
+			if rv.launched && !rv.stalled && r.Authorize != nil {
+				if err := r.Authorize(rv.keys); err != nil {
+					return nil, err
+				}
+			}
 			rv.waiters = append(rv.waiters, r)
 		} else {
 			rv.expiry = true
 		}
 		if !rv.stalled {
-			return nil
+			return nil, nil
 		}
 		rv.stalled, rv.timeout = false, 0
 		if r != nil {
 			rv.timeout = r.Timeout
 		}
-		return rv
+		return rv, nil
 	}
 	rv := &revocation{id: id, expiry: r == nil}
 	if r != nil {
@@ -552,7 +565,49 @@ func (c *Core) revocationLocked(id uint64, r *Request) *revocation {
 		rv.timeout = r.Timeout
 	}
 	c.ttl.revoking[id] = rv
-	return rv
+	return rv, nil
+}
+
+// authorizeRevokers records keys as the keys rv deletes, and fails each
+// of its waiters that may not delete them (Request.Authorize), with
+// nothing applied. If that leaves rv with no waiter, and expiry did not
+// start it, it ends rv and returns false: the lease stays as it was.
+// launch calls it with ttl.mu not held.
+func (c *Core) authorizeRevokers(rv *revocation, keys []string) bool {
+	type refusal struct {
+		r   *Request
+		err error
+	}
+	var refused []refusal
+	var after []func()
+	c.ttl.mu.Lock()
+	rv.launched, rv.keys = true, keys
+	kept := rv.waiters[:0]
+	for _, r := range rv.waiters {
+		if r.Authorize != nil {
+			if err := r.Authorize(keys); err != nil {
+				refused = append(refused, refusal{r, err})
+				continue
+			}
+		}
+		kept = append(kept, r)
+	}
+	clear(rv.waiters[len(kept):])
+	rv.waiters = kept
+	ended := len(refused) > 0 && len(kept) == 0 && !rv.expiry
+	if ended {
+		delete(c.ttl.revoking, rv.id)
+		after, rv.after = rv.after, nil
+	}
+	c.ttl.mu.Unlock()
+	now := c.clock.Now()
+	for _, f := range refused {
+		f.r.finish(Outcome{Err: f.err, Waited: max(0, now.Sub(f.r.received))})
+	}
+	for _, f := range after {
+		f()
+	}
+	return !ended
 }
 
 // launch reads the keys attached to rv's lease and submits a delete of
@@ -566,6 +621,8 @@ func (c *Core) launch(rv *revocation) {
 		return
 	case !ok:
 		c.endRevocation(rv, store.Result{Err: store.ErrLeaseNotFound}, nil)
+		return
+	case !c.authorizeRevokers(rv, keys):
 		return
 	}
 	now := c.clock.Now()
@@ -771,7 +828,7 @@ func (c *Core) ttlTick(now time.Time) {
 	// there.
 	var start []*revocation
 	for _, id := range c.ttl.ls.Expired(now, 0) {
-		if rv := c.revocationLocked(id, nil); rv != nil {
+		if rv, _ := c.revocationLocked(id, nil); rv != nil {
 			start = append(start, rv)
 		}
 	}

@@ -78,6 +78,10 @@ func (ss *session) serveAdmin(fr *protocol.FrameReader) {
 			return
 		}
 		id, _ := protocol.RequestID(m)
+		if err := ss.authorize(m); err != nil {
+			ss.replies.send(errorReply(id, err))
+			continue
+		}
 		var reply protocol.Message
 		switch m := m.(type) {
 		case *protocol.EndpointStatus:

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -261,6 +262,20 @@ type Config struct {
 	// allowed only as *.DOMAIN under a domain someone can own (not *.com
 	// or *.co.uk); Validate refuses other hosts.
 	TLSHosts []string
+	// ClientCAs, if set, makes the server require of every client a
+	// certificate signed by one of them (mutual TLS), such as those of
+	// `leased cert create-client`; the certificate's CommonName is the
+	// client's identity. Nil means clients present none, unless TLSConfig
+	// asks for them itself (its ClientAuth and ClientCAs): a verified
+	// certificate identifies a client either way.
+	ClientCAs *x509.CertPool
+	// PolicyFile, if set, is the access policy file (package auth): what
+	// each client identity may do to which keys. Requests it does not
+	// allow fail with a permission-denied error and change nothing.
+	// Server.ReloadPolicy reads it again. It needs client certificates
+	// (ClientCAs, or a TLSConfig that requires and verifies them). Empty
+	// means no policy: every client may do everything.
+	PolicyFile string
 	// Clock reads time for every lease decision. Nil means the system clock.
 	Clock clock.Clock
 	// BootClock reads the machine's boot clock, with which a restart in the
@@ -410,6 +425,9 @@ func (c Config) validate() error {
 		if f := c.Cluster.failoverTTL(); c.TTL.MinTTL < f {
 			return fmt.Errorf("minimum TTL %v is shorter than three election timeouts (%v): a TTL lease must outlive a failover, during which no keep-alive gets through", c.TTL.MinTTL, f)
 		}
+	}
+	if c.PolicyFile != "" && c.ClientCAs == nil && (c.TLSConfig == nil || c.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert) {
+		return fmt.Errorf("access policy %s: a policy knows clients by their certificates; require them (ClientCAs)", c.PolicyFile)
 	}
 	if c.TLSConfig == nil {
 		for _, h := range c.TLSHosts {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"unicode/utf8"
 
+	"github.com/leased/leased/auth"
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/leasetable"
@@ -33,6 +34,7 @@ var errorCodes = []struct {
 	err  error
 	code protocol.Code
 }{
+	{auth.ErrPermissionDenied, protocol.CodePermissionDenied},
 	{store.ErrVersionMismatch, protocol.CodeVersionMismatch},
 	{store.ErrAnswered, protocol.CodeInvalidArgument},
 	{leasetable.ErrFenced, protocol.CodeFenced},

@@ -789,6 +789,8 @@ type memConn struct {
 	closed   bool // by the server, with code and msg
 	code     protocol.Code
 	msg      string
+
+	identity string // the client certificate's CommonName, fixed before admit
 }
 
 func newMemConn() *memConn {
@@ -829,6 +831,9 @@ func (c *memConn) OpenUniStreamSync(ctx context.Context) (io.WriteCloser, error)
 	}
 	return nil, c.waitClosed(ctx)
 }
+
+// Identity is the CommonName of the certificate the client presented.
+func (c *memConn) Identity() string { return c.identity }
 
 // waitClosed waits for ctx or the connection to end, and says which did.
 func (c *memConn) waitClosed(ctx context.Context) error {

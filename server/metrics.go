@@ -39,6 +39,9 @@ type metrics struct {
 	errors [maxCode + 1]atomic.Uint64
 	// leaderChanges counts the times this node took or lost the lead.
 	leaderChanges atomic.Uint64
+	// policyReloads counts the reloads of the access policy file, by
+	// result: ok, or error (the policy in force stayed).
+	policyReloads *prometheus.CounterVec
 }
 
 // maxCode bounds the error codes counted: codes above it count as it.
@@ -56,7 +59,9 @@ func newMetrics(s *Server) *metrics {
 		Help: "Time from a write's arrival (Put, Delete, CompareAndSwap) to its outcome.", Buckets: latencyBuckets})
 	m.wait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "leased_write_wait_seconds",
 		Help: "Time a committed write waited for the holders of its key to let go.", Buckets: latencyBuckets})
-	m.reg.MustRegister(m.read, m.write, m.wait, serverCollector{s},
+	m.policyReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leased_auth_policy_reloads_total",
+		Help: "Reloads of the access policy file, by result: ok, or error (the policy in force stayed)."}, []string{"result"})
+	m.reg.MustRegister(m.read, m.write, m.wait, m.policyReloads, serverCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

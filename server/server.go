@@ -27,6 +27,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/leased/leased/auth"
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/diskguard"
@@ -77,6 +78,8 @@ type Server struct {
 	writesRefused   atomic.Uint64
 	sessionsRefused atomic.Uint64
 	retries         atomic.Uint64 // Initial packets verifySource had answered with a Retry
+	// policy is the access policy in force (SetPolicy); nil: none.
+	policy atomic.Pointer[auth.Policy]
 
 	nextSession atomic.Uint64
 	// left is what Serve returns once this node has left its cluster:
@@ -131,6 +134,16 @@ func open(cfg Config) (_ *Server, handed bool, err error) {
 	}
 	tlsConf.MinVersion = tls.VersionTLS13
 	tlsConf.NextProtos = []string{protocol.ALPN}
+	if cfg.ClientCAs != nil {
+		tlsConf.ClientAuth = tls.RequireAndVerifyClientCert
+		tlsConf.ClientCAs = cfg.ClientCAs
+	}
+	var policy *auth.Policy
+	if cfg.PolicyFile != "" {
+		if policy, err = auth.Load(cfg.PolicyFile); err != nil {
+			return nil, false, fmt.Errorf("leased: %w", err)
+		}
+	}
 
 	resetKey, err := loadOrCreateResetKey(cfg.Dir)
 	if err != nil {
@@ -169,6 +182,7 @@ func open(cfg Config) (_ *Server, handed bool, err error) {
 		perAddr:  make(map[string]int),
 		stop:     make(chan struct{}),
 	}
+	s.policy.Store(policy)
 	if cfg.Cluster != nil {
 		// The core starts when this node comes to lead (lead).
 		if s.node, err = openCluster(cfg); err != nil {

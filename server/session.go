@@ -49,9 +49,12 @@ type session struct {
 	// CodeNotLeader.
 	core *core.Core
 	// client is the identity of the client (clientIdentity of the one it
-	// gave in its hello; 0: none): its writes are applied once per request
-	// ID, and its write leases are its own.
+	// gave in its hello and of identity; 0: none): its writes are applied
+	// once per request ID, and its write leases are its own.
 	client uint64
+	// identity is the CommonName of the client's certificate ("" for
+	// none), by which the access policy knows it (auth.go).
+	identity string
 
 	replies *sender // on the request stream
 	notices *sender // invalidations and recalls, on their own stream
@@ -102,7 +105,11 @@ func (ss *session) closeWith(err error) {
 // run serves the session until its connection ends.
 func (ss *session) run() {
 	s := ss.srv
+	ss.identity = ss.conn.Identity()
 	log := s.log.With("session", uint64(ss.id), "remote", ss.conn.RemoteAddr().String())
+	if ss.identity != "" {
+		log = log.With("identity", ss.identity)
+	}
 	defer s.endSession(ss)
 
 	ctx, cancel := context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
@@ -173,7 +180,7 @@ func (ss *session) run() {
 		}
 		return
 	}
-	ss.client = clientIdentity(hello.ClientID)
+	ss.client = clientIdentity(hello.ClientID, ss.identity)
 	ss.core.SetClient(ss.id, ss.client)
 	stream.SetReadDeadline(time.Time{})
 	ctx, cancel = context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
@@ -264,6 +271,11 @@ func (ss *session) handle(m protocol.Message) bool {
 			return true
 		}
 	}
+	if err := ss.authorize(m); err != nil {
+		id, _ := protocol.RequestID(m)
+		ss.replies.send(errorReply(id, err))
+		return true
+	}
 	switch m := m.(type) {
 	case *protocol.Get:
 		start := time.Now()
@@ -283,7 +295,7 @@ func (ss *session) handle(m protocol.Message) bool {
 			ss.replies.send(errorReply(m.ID, err))
 			break
 		}
-		ss.replies.send(&protocol.RenewReply{ID: m.ID, Terms: ss.core.Renew(ss.id, keys)})
+		ss.replies.send(&protocol.RenewReply{ID: m.ID, Terms: ss.renew(keys)})
 	case *protocol.Release:
 		if err := ss.relinquish(m.Keys); err != nil {
 			ss.replies.send(errorReply(m.ID, err))
@@ -382,6 +394,32 @@ func (ss *session) relinquish(keys [][]byte) error {
 	}
 	ss.core.Relinquish(ss.id, ks)
 	return nil
+}
+
+// renew renews the session's leases on keys, as Core.Renew does, except
+// on keys the access policy no longer lets its client read: those get no
+// new term (0), and their leases end at their terms.
+func (ss *session) renew(keys []string) []time.Duration {
+	ok := ss.renewable(keys)
+	if ok == nil {
+		return ss.core.Renew(ss.id, keys)
+	}
+	allowed := make([]string, 0, len(keys))
+	for i, k := range keys {
+		if ok[i] {
+			allowed = append(allowed, k)
+		}
+	}
+	terms := ss.core.Renew(ss.id, allowed)
+	out := make([]time.Duration, len(keys))
+	j := 0
+	for i := range keys {
+		if ok[i] {
+			out[i] = terms[j]
+			j++
+		}
+	}
+	return out
 }
 
 // get answers a read, under a read lease when the core grants one.
@@ -582,14 +620,21 @@ func (ss *session) sendNotice(m protocol.Message) {
 // is another client, because its identity is the hash of that. The
 // ClientID itself, which a session of the same client may show to take over
 // its write leases, never leaves the client and the server's memory.
-func clientIdentity(id uint64) uint64 {
+//
+// A client that presented a certificate (cert: its CommonName, "" for
+// none) is known by the hash of both, so that a session with another
+// certificate, or none, is another client even if it shows the same
+// ClientID; without a certificate the hash is the one of the ClientID
+// alone, as before certificates were checked.
+func clientIdentity(id uint64, cert string) uint64 {
 	if id == 0 {
 		return 0
 	}
-	var b [len(clientIdentityDomain) + 8]byte
-	copy(b[:], clientIdentityDomain)
-	binary.BigEndian.PutUint64(b[len(clientIdentityDomain):], id)
-	sum := sha256.Sum256(b[:])
+	b := make([]byte, 0, len(clientIdentityDomain)+8+len(cert))
+	b = append(b, clientIdentityDomain...)
+	b = binary.BigEndian.AppendUint64(b, id)
+	b = append(b, cert...)
+	sum := sha256.Sum256(b)
 	return max(binary.BigEndian.Uint64(sum[:8]), 1)
 }
 

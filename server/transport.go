@@ -28,6 +28,10 @@ type conn interface {
 	// Context ends when the connection is closed.
 	Context() context.Context
 	RemoteAddr() net.Addr
+	// Identity is the client's identity: the CommonName of the
+	// certificate it presented, once the server verified it; "" if it
+	// presented none.
+	Identity() string
 }
 
 // requestStream is a bidirectional stream of requests and replies. Close
@@ -62,3 +66,4 @@ func (q quicConn) CloseWithError(code protocol.Code, msg string) {
 
 func (q quicConn) Context() context.Context { return q.c.Context() }
 func (q quicConn) RemoteAddr() net.Addr     { return q.c.RemoteAddr() }
+func (q quicConn) Identity() string         { return identityOf(q.c.ConnectionState().TLS) }

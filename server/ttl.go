@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 
+	"github.com/leased/leased/auth"
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
@@ -37,16 +38,43 @@ func (ss *session) handleTTL(m protocol.Message) {
 			return
 		}
 		req := &core.Request{Op: store.OpRevokeTTL, Lease: m.Lease, Timeout: m.Timeout}
+		if ss.srv.policy.Load() != nil {
+			// Revoking deletes the lease's keys: the client needs the
+			// right to write each, and to use it with TTL leases.
+			lease := m.Lease
+			req.Authorize = func(keys []string) error {
+				if err := ss.allowedKeys(keys, auth.TTLLease|auth.Write); err != nil {
+					return fmt.Errorf("revoke TTL lease %016x: %w", lease, err)
+				}
+				return nil
+			}
+		}
 		if err := ss.submit(m.ID, req); err != nil {
 			ss.replies.send(errorReply(m.ID, err))
 		}
 	case *protocol.LeaseKeepAlive:
 		ss.keepAlive(m)
 	case *protocol.LeaseTimeToLive:
-		left, granted, keys, ok, err := ss.core.TTLLease(m.Lease, m.Keys)
+		policy := ss.srv.policy.Load() != nil
+		left, granted, keys, ok, err := ss.core.TTLLease(m.Lease, m.Keys || policy)
+		if err == nil && policy {
+			// Its keys are what the lease is about: the client needs
+			// the TTL lease right on each, and to list them, the read
+			// right too.
+			need := auth.TTLLease
+			if m.Keys {
+				need |= auth.Read
+			}
+			if err = ss.allowedKeys(keys, need); err != nil {
+				err = fmt.Errorf("TTL lease %016x: %w", m.Lease, err)
+			}
+		}
 		if err != nil {
 			ss.replies.send(errorReply(m.ID, err))
 			return
+		}
+		if !m.Keys {
+			keys = nil
 		}
 		r := &protocol.LeaseTimeToLiveReply{ID: m.ID, Lease: m.Lease, TTL: -1}
 		if ok {
@@ -73,6 +101,12 @@ func (ss *session) handleTTL(m protocol.Message) {
 func (ss *session) keepAlive(m *protocol.LeaseKeepAlive) {
 	if len(m.Leases) > core.MaxKeepAliveLeases {
 		ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: %d leases in one keep-alive, the limit is %d", errInvalidArgument, len(m.Leases), core.MaxKeepAliveLeases)))
+		return
+	}
+	// Keeping a lease alive keeps its keys: the client needs the TTL
+	// lease right on each key of each lease, or none is renewed.
+	if err := ss.allowedLeases(m.Leases, auth.TTLLease); err != nil {
+		ss.replies.send(errorReply(m.ID, err))
 		return
 	}
 	p := &pendingOp{reqID: m.ID}

@@ -51,8 +51,8 @@ func acquireBeforeRestart(t *testing.T, key string) (*testkit.Server, uint64, ti
 	time.Sleep(time.Second)
 	srv.Restart(nil)
 	st, err := srv.Store.State()
-	if err != nil || len(st.WriteLeases) != 1 || st.WriteLeases[0].Token != r.Token || st.WriteLeases[0].Client != server.ClientIdentity(holderID) {
-		t.Fatalf("the stored write leases after the restart: %+v, %v; want the one of token %d, client %#x", st.WriteLeases, err, r.Token, server.ClientIdentity(holderID))
+	if err != nil || len(st.WriteLeases) != 1 || st.WriteLeases[0].Token != r.Token || st.WriteLeases[0].Client != server.ClientIdentity(holderID, "") {
+		t.Fatalf("the stored write leases after the restart: %+v, %v; want the one of token %d, client %#x", st.WriteLeases, err, r.Token, server.ClientIdentity(holderID, ""))
 	}
 	return srv, r.Token, granted, st
 }

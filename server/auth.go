@@ -1,0 +1,152 @@
+package server
+
+// This file holds who may do what (DESIGN.md §15): client certificates
+// identify clients, and an access policy (package auth) says what each may
+// do to which keys. Each request is checked before it changes anything.
+
+import (
+	"crypto/tls"
+	"fmt"
+
+	"github.com/leased/leased/auth"
+	"github.com/leased/leased/protocol"
+)
+
+// identityOf returns the identity of the client of a TLS connection: the
+// CommonName of the certificate it presented, if the server verified it,
+// and "" otherwise.
+func identityOf(cs tls.ConnectionState) string {
+	if len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return cs.VerifiedChains[0][0].Subject.CommonName
+}
+
+// SetPolicy replaces the access policy that requests are checked against
+// (nil: every client may do everything). Each request checked from then on
+// is checked against p. Leases granted before stay until they end, as
+// their holders were promised, but are renewed only if p allows it; the
+// recalls of those leases still reach their holders, so no session learns
+// through them of a key it was never allowed to read. Any goroutine may
+// call it.
+func (s *Server) SetPolicy(p *auth.Policy) { s.policy.Store(p) }
+
+// Policy returns the access policy requests are checked against, nil for
+// none. Any goroutine may call it.
+func (s *Server) Policy() *auth.Policy { return s.policy.Load() }
+
+// ReloadPolicy reads Config.PolicyFile again and, if it parses, makes it
+// the policy (SetPolicy); otherwise it keeps the policy in force and
+// returns why. leased calls it on SIGHUP. It logs and counts the outcome
+// (leased_auth_policy_reloads_total). Without a PolicyFile it returns an
+// error.
+func (s *Server) ReloadPolicy() error {
+	if s.cfg.PolicyFile == "" {
+		return fmt.Errorf("leased: no access policy file to reload (Config.PolicyFile)")
+	}
+	p, err := auth.Load(s.cfg.PolicyFile)
+	if err != nil {
+		s.metrics.policyReloads.WithLabelValues("error").Inc()
+		s.log.Error("access policy not reloaded; the one in force stays", "file", s.cfg.PolicyFile, "err", err)
+		return fmt.Errorf("leased: %w", err)
+	}
+	s.SetPolicy(p)
+	s.metrics.policyReloads.WithLabelValues("ok").Inc()
+	s.log.Info("access policy reloaded", "file", s.cfg.PolicyFile, "clients", len(p.Clients()))
+	return nil
+}
+
+// allowed returns nil if the session's client has right on key under the
+// policy in force, and otherwise an error wrapping auth.ErrPermissionDenied
+// that names the client, the key and the right.
+func (ss *session) allowed(key []byte, right auth.Right) error {
+	p := ss.srv.policy.Load()
+	if p == nil {
+		return nil
+	}
+	return p.Check(ss.identity, key, right)
+}
+
+// allowedAny returns nil if the session's client has right on some key.
+func (ss *session) allowedAny(right auth.Right) error {
+	p := ss.srv.policy.Load()
+	if p == nil {
+		return nil
+	}
+	return p.CheckAny(ss.identity, right)
+}
+
+// authorize returns nil if the session may make request m, and otherwise
+// why not, for the requests whose rights follow from the request alone.
+// Relinquishing (Release, Ack, ReleaseWrite, Cancel, Goodbye) needs no
+// right, nor do Stats, MemberList and EndpointStatus, which name no key.
+// Renew and the requests on an existing TTL lease are checked where they
+// are served: Renew key by key, the others against the lease's keys.
+func (ss *session) authorize(m protocol.Message) error {
+	switch m := m.(type) {
+	case *protocol.Get:
+		return ss.allowed(m.Key, auth.Read)
+	case *protocol.Write:
+		need := auth.Write
+		if m.Lease != 0 && m.Op != protocol.OpDelete {
+			need |= auth.TTLLease
+		}
+		return ss.allowed(m.Key, need)
+	case *protocol.Acquire:
+		return ss.allowed(m.Key, auth.WriteLease)
+	case *protocol.LeaseGrant, *protocol.LeaseList, *protocol.LeaseKeepAlive, *protocol.LeaseTimeToLive, *protocol.LeaseRevoke:
+		return ss.allowedAny(auth.TTLLease)
+	case *protocol.MemberAdd, *protocol.MemberRemove, *protocol.MemberTransfer, *protocol.SnapshotSave:
+		return ss.allowed(nil, auth.Admin)
+	}
+	return nil
+}
+
+// renewable returns, for each of keys, whether the session's client may
+// still read it: a Renew gives the others no new term.
+func (ss *session) renewable(keys []string) []bool {
+	p := ss.srv.policy.Load()
+	if p == nil {
+		return nil
+	}
+	ok := make([]bool, len(keys))
+	for i, k := range keys {
+		ok[i] = p.Rights(ss.identity, []byte(k))&auth.Read != 0
+	}
+	return ok
+}
+
+// allowedKeys returns nil if the session's client has right on each of
+// keys, and otherwise the error for the first it lacks it on.
+func (ss *session) allowedKeys(keys []string, right auth.Right) error {
+	p := ss.srv.policy.Load()
+	if p == nil {
+		return nil
+	}
+	for _, k := range keys {
+		if err := p.Check(ss.identity, []byte(k), right); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allowedLeases returns nil if the session's client has right on every key
+// attached to each of leases, and otherwise why not. Leases that do not
+// exist have no keys. It reads the keys from the store, and is called
+// only under a policy.
+func (ss *session) allowedLeases(leases []uint64, right auth.Right) error {
+	if ss.srv.policy.Load() == nil {
+		return nil
+	}
+	for _, id := range leases {
+		_, _, keys, _, err := ss.core.TTLLease(id, true)
+		if err != nil {
+			return err
+		}
+		if err := ss.allowedKeys(keys, right); err != nil {
+			return fmt.Errorf("TTL lease %016x: %w", id, err)
+		}
+	}
+	return nil
+}
