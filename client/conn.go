@@ -61,7 +61,7 @@ func dial(ctx context.Context, c *Client) (*conn, error) {
 		if err != nil && leader != "" && ctx.Err() == nil {
 			cn, _, err = dialAll(ctx, c, []string{leader})
 		}
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrUnauthenticated) {
 			return cn, err
 		}
 		c.log.Debug("no endpoint leads yet", "err", err, "retry_in", delay)
@@ -158,7 +158,7 @@ func dialOne(ctx context.Context, c *Client, addr string) (*conn, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: hello from %s: %w", ErrUnavailable, addr, ctx.Err())
 		}
-		return nil, fmt.Errorf("%w: hello from %s: %w", ErrUnavailable, addr, transportError(err))
+		return nil, connectError("hello from", addr, err)
 	}
 	hello, ok := m.(*protocol.HelloReply)
 	if !ok {
@@ -202,24 +202,55 @@ func openStream(ctx context.Context, tr *quic.Transport, tlsConf *tls.Config, id
 		qc, err = quic.DialAddr(ctx, addr, tlsConf, qconf)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, addr, transportError(err))
+		return nil, nil, connectError("connect to", addr, err)
 	}
 	stream, err := qc.OpenStreamSync(ctx)
 	if err != nil {
 		qc.CloseWithError(0, "")
-		return nil, nil, fmt.Errorf("%w: open stream to %s: %w", ErrUnavailable, addr, transportError(err))
+		return nil, nil, connectError("open stream to", addr, err)
 	}
 	return qc, stream, nil
 }
 
 // transportError turns a connection closed by the server with an
-// application code into that code's sentinel.
+// application code into that code's sentinel, and one it closed with a
+// TLS alert about the client's certificate into ErrUnauthenticated.
 func transportError(err error) error {
 	var ae *quic.ApplicationError
 	if errors.As(err, &ae) && ae.Remote {
 		return &ServerError{Code: protocol.Code(ae.ErrorCode), Message: ae.ErrorMessage}
 	}
+	var te *quic.TransportError
+	if errors.As(err, &te) && te.Remote && te.ErrorCode.IsCryptoError() {
+		alert := tls.AlertError(te.ErrorCode - 0x100)
+		if clientCertAlerts[uint8(alert)] {
+			return fmt.Errorf("%w: the server refused this client's certificate (TLS alert %q): it needs one signed by a CA it trusts (Config.CertFile and KeyFile)", ErrUnauthenticated, alert.Error())
+		}
+	}
 	return err
+}
+
+// clientCertAlerts are the TLS alerts (RFC 8446 §6.2) by which a server
+// refuses a client's certificate, or its lack of one.
+var clientCertAlerts = map[uint8]bool{
+	42:  true, // bad_certificate
+	43:  true, // unsupported_certificate
+	44:  true, // certificate_revoked
+	45:  true, // certificate_expired
+	46:  true, // certificate_unknown
+	48:  true, // unknown_ca
+	116: true, // certificate_required
+}
+
+// connectError is the error of a failure to connect to addr while doing
+// what: ErrUnavailable, which trying again may mend, unless the server
+// refused the client's certificate (ErrUnauthenticated).
+func connectError(what, addr string, err error) error {
+	err = transportError(err)
+	if errors.Is(err, ErrUnauthenticated) {
+		return fmt.Errorf("%s %s: %w", what, addr, err)
+	}
+	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, what, addr, err)
 }
 
 // fail records why the connection is gone and wakes its waiters.

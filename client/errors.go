@@ -25,6 +25,11 @@ var (
 	// ErrCanceled: a write was abandoned before it committed, and nothing
 	// changed. The write's context ended, or the server shut down.
 	ErrCanceled = errors.New("leased: write abandoned")
+	// ErrUnauthenticated: the server refused the connection for the
+	// client's certificate: it requires one and got none (set
+	// Config.CertFile and KeyFile), or it does not trust the one it got
+	// (signed by another CA, or expired). Trying again does not help.
+	ErrUnauthenticated = errors.New("leased: unauthenticated")
 )
 
 // codeErrors maps wire codes to sentinels: the one table of the client.

@@ -70,6 +70,10 @@ const (
 	// envCACert names the CA file when --cacert is not given and no local
 	// data folder has one.
 	envCACert = layout.EnvCACert
+	// envCert and envKey name the client certificate and key when --cert
+	// and --key are not given.
+	envCert = "LEASECTL_CERT"
+	envKey  = "LEASECTL_KEY"
 )
 
 const exitStatusHelp = `Exit status:
@@ -86,6 +90,8 @@ const exitStatusHelp = `Exit status:
 type app struct {
 	endpoint string
 	cacert   string
+	cert     string // the client certificate, for a server that requires one
+	key      string
 	data     string
 	output   string
 	timeout  time.Duration
@@ -178,6 +184,11 @@ this machine (localhost, 127.0.0.1, ::1), <--data>/tls/ca.pem if it exists,
 relative to the working directory (so running leasectl from the folder where
 leased keeps leased-data just works); then the file named by $` + envCACert + `.
 
+A server that requires client certificates (leased --client-ca, and any
+leased listening beyond loopback) needs --cert and --key, or $` + envCert + ` and
+$` + envKey + `: a certificate from 'leased cert create-client', whose name is
+the identity the server's access policy knows leasectl by.
+
 Output is a table, or with -o json one JSON object per command. In tables,
 values that are not printable text are shown quoted as Go string literals; in
 JSON, "value" holds a value that is valid UTF-8, and "value_base64" one that
@@ -226,6 +237,8 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 	f.StringVar(&a.endpoint, "endpoints", defaultEndpoint, "server address, host:port, or the nodes of a cluster, separated by commas (the leader is found)")
 	f.StringVar(&a.endpoint, "endpoint", defaultEndpoint, "the same as --endpoints")
 	f.StringVar(&a.cacert, "cacert", "", "PEM file of the CA that signed the server's certificate (default: see above)")
+	f.StringVar(&a.cert, "cert", "", "client certificate (PEM), from 'leased cert create-client', for a server that requires one (default $"+envCert+")")
+	f.StringVar(&a.key, "key", "", "private key (PEM) of --cert (default $"+envKey+")")
 	f.StringVar(&a.data, "data", layout.DefaultDir, "the server's data folder, to find its CA for a local endpoint")
 	f.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "time limit for connecting and each request; by default a write may also wait twice the server's term plus ε, plus 5s, for lease holders")
@@ -258,6 +271,12 @@ func (a *app) validate() error {
 	}
 	if a.timeout <= 0 {
 		return usagef("--timeout %v: must be positive", a.timeout)
+	}
+	if a.cert == "" && a.key == "" {
+		a.cert, a.key = a.getenv(envCert), a.getenv(envKey)
+	}
+	if (a.cert == "") != (a.key == "") {
+		return usagef("--cert and --key go together (or $%s and $%s)", envCert, envKey)
 	}
 	var eps []string
 	for _, ep := range strings.Split(a.endpoint, ",") {
@@ -333,15 +352,23 @@ func (a *app) connect(ctx context.Context) (*client.Client, error) {
 		return nil, err
 	}
 	a.usedCA = ca
-	c, err := client.Dial(ctx, a.endpoint, client.Config{
-		CAFile: ca,
-		Name:   "leasectl",
-		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	c, err := client.Dial(ctx, a.endpoint, a.clientConfig(ca))
 	if err != nil {
 		return nil, &dialError{ca: ca, err: err}
 	}
 	return c, nil
+}
+
+// clientConfig returns the client configuration of leasectl, verifying
+// the server with the CA file ca.
+func (a *app) clientConfig(ca string) client.Config {
+	return client.Config{
+		CAFile:   ca,
+		CertFile: a.cert,
+		KeyFile:  a.key,
+		Name:     "leasectl",
+		Logger:   slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
 }
 
 // dialError is a failure to connect, with the CA file that was used.
@@ -513,6 +540,10 @@ func (a *app) describe(err error) string {
 			ca = de.ca
 		}
 		return fmt.Sprintf("%s\nThe server's certificate is not signed by the CA in %s. Pass this server's CA with --cacert (it is <data>/tls/ca.pem where leased runs).", msg, ca)
+	case errors.Is(err, client.ErrUnauthenticated) && a.cert == "":
+		return fmt.Sprintf("%s\nThe server requires a client certificate: pass --cert and --key, from 'leased cert create-client --ca-dir CA --name NAME --out DIR' with the CA the server trusts (its --client-ca).", msg)
+	case errors.Is(err, client.ErrUnauthenticated):
+		return fmt.Sprintf("%s\nThe server does not accept the certificate in %s: it must be signed by the CA the server trusts for clients (its --client-ca), and not expired.", msg, a.cert)
 	case errors.As(err, &hostErr):
 		host, _, _ := net.SplitHostPort(a.firstEndpoint())
 		return fmt.Sprintf("%s\nThe server's certificate does not name %q: restart leased with --tls-host %s, or connect by a name it has.", msg, host, host)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -113,11 +112,7 @@ func (a *app) dialAdmin(ctx context.Context, addr string) (*client.Admin, error)
 		return nil, err
 	}
 	a.usedCA = ca
-	adm, err := client.DialAdmin(ctx, addr, client.Config{
-		CAFile: ca,
-		Name:   "leasectl",
-		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	adm, err := client.DialAdmin(ctx, addr, a.clientConfig(ca))
 	if err != nil {
 		return nil, &dialError{ca: ca, err: err}
 	}

@@ -112,6 +112,11 @@ type options struct {
 	key            string
 	peer           peerOptions
 
+	// Who may do what (DESIGN.md §15; auth.go).
+	clientCA         string
+	insecureNoClient bool
+	authPolicy       string
+
 	// Joining a running cluster, and raft's timeouts (members.go).
 	initialClusterState string // new or existing
 	raftTimeouts        raftTimeouts
@@ -129,7 +134,7 @@ func usagef(format string, args ...any) error {
 
 func main() {
 	sigs := make(chan os.Signal, 3)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	os.Exit(execute(os.Args[1:], os.Environ(), os.Stdout, os.Stderr, sigs))
 }
 
@@ -255,6 +260,7 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.StringVar(&o.key, "key", "", "this node's private key (PEM)")
 	o.peer.addFlags(f)
 	o.memberFlags(f)
+	o.authFlags(f)
 	noteEnvInUsage(f)
 	return cmd
 }
@@ -544,6 +550,9 @@ func (o *options) validate() error {
 	if err := o.validateMembership(); err != nil {
 		return err
 	}
+	if err := o.validateAuth(); err != nil {
+		return err
+	}
 	o.prefixTerms = nil
 	seen := make(map[string]bool)
 	for _, t := range o.terms {
@@ -754,7 +763,8 @@ func noneIfZero(n int64) int64 {
 
 // run starts the server and serves until a signal arrives on sigs. The
 // first signal shuts down gracefully within o.shutdownTimeout; a second one
-// closes at once. A third one stops waiting for Close. ef says which flags
+// closes at once. A third one stops waiting for Close. SIGHUP is not one
+// of them: it reloads the access policy (filterHUP). ef says which flags
 // came from the environment, for the log.
 func run(o *options, ef envFlags, stderr io.Writer, sigs <-chan os.Signal) error {
 	if err := o.validate(); err != nil {
@@ -765,6 +775,11 @@ func run(o *options, ef envFlags, stderr io.Writer, sigs <-chan os.Signal) error
 		return err
 	}
 	slog.SetDefault(log)
+	// SIGHUP reloads the access policy once the server runs; any other
+	// signal stops.
+	hup := filterHUP(log, sigs, o.authPolicy != "")
+	defer hup.stop()
+	sigs = hup.out
 	if names := ef.names(); len(names) > 0 {
 		log.Info("flags from the environment", "vars", strings.Join(names, ","))
 	}
@@ -777,6 +792,11 @@ func run(o *options, ef envFlags, stderr io.Writer, sigs <-chan os.Signal) error
 		return err
 	}
 	cfg.Cluster, cfg.TLSConfig = cl, clientTLS
+	if cfg.ClientCAs, err = o.clientCAs(clusterCA); err != nil {
+		return err
+	}
+	cfg.PolicyFile = o.authPolicy
+	o.warnAuth(log)
 	// A signal during the start (a database that takes long to open, a
 	// cluster that takes long to elect) ends it, within the timeout.
 	type started struct {
@@ -809,6 +829,7 @@ func run(o *options, ef envFlags, stderr io.Writer, sigs <-chan os.Signal) error
 		}
 		return nil
 	}
+	hup.serving(srv)
 	data, ca := absPath(o.data), absPath(server.CAPath(o.data))
 	if cl != nil {
 		ca = absPath(clusterCA)
@@ -826,9 +847,13 @@ func run(o *options, ef envFlags, stderr io.Writer, sigs <-chan os.Signal) error
 	listenHost, _, _ := net.SplitHostPort(o.listen)
 	_, port, _ := net.SplitHostPort(srv.Addr().String())
 	local, remote := exampleEndpoints(net.JoinHostPort(listenHost, port), o.tlsHosts, os.Hostname)
-	attrs := []any{"ca", ca, "example", fmt.Sprintf("leasectl --endpoint %s --cacert %s status", local, ca)}
+	certFlags := ""
+	if cfg.ClientCAs != nil {
+		certFlags = " --cert <client>.pem --key <client>-key.pem"
+	}
+	attrs := []any{"ca", ca, "example", fmt.Sprintf("leasectl --endpoint %s --cacert %s%s status", local, ca, certFlags)}
 	if remote != "" {
-		attrs = append(attrs, "remote_example", fmt.Sprintf("leasectl --endpoint %s --cacert <a copy of %s> status", remote, ca))
+		attrs = append(attrs, "remote_example", fmt.Sprintf("leasectl --endpoint %s --cacert <a copy of %s>%s status", remote, ca, certFlags))
 	}
 	log.Info("clients must trust the CA", attrs...)
 
