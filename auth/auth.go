@@ -206,8 +206,13 @@ func Load(path string) (*Policy, error) {
 	return Parse(data, path)
 }
 
-// Rights returns the rights client has on key.
+// Rights returns the rights client has on key. A client without a
+// certificate (identity "") has none: Anyone's grants are for clients
+// with one.
 func (p *Policy) Rights(client string, key []byte) Right {
+	if client == "" {
+		return 0
+	}
 	var r Right
 	for _, id := range []string{client, Anyone} {
 		g := p.clients[id]
@@ -235,21 +240,30 @@ func (p *Policy) Check(client string, key []byte, right Right) error {
 	case missing == 0:
 		return nil
 	case missing == Admin:
-		return fmt.Errorf("%w: client %q lacks the admin right", ErrPermissionDenied, client)
+		return fmt.Errorf("%w: %s lacks the admin right", ErrPermissionDenied, who(client))
 	}
-	return fmt.Errorf("%w: client %q lacks the %s right on key %q", ErrPermissionDenied, client, missing&^Admin, key)
+	return fmt.Errorf("%w: %s lacks the %s right on key %q", ErrPermissionDenied, who(client), missing&^Admin, key)
+}
+
+// who names client in errors.
+func who(client string) string {
+	if client == "" {
+		return "a client without a certificate"
+	}
+	return fmt.Sprintf("client %q", client)
 }
 
 // CheckAny returns nil if client has right on some key, and otherwise an
 // error wrapping ErrPermissionDenied naming the client and the right. It
 // is the check of requests that name no key, such as a TTL lease grant.
 func (p *Policy) CheckAny(client string, right Right) error {
+	// A client without a certificate has no rights (Rights).
 	for _, id := range []string{client, Anyone} {
-		if g := p.clients[id]; g != nil && slices.ContainsFunc(g.keys, func(gr grant) bool { return gr.rights&right == right }) {
+		if g := p.clients[id]; client != "" && g != nil && slices.ContainsFunc(g.keys, func(gr grant) bool { return gr.rights&right == right }) {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: client %q has the %s right on no key", ErrPermissionDenied, client, right)
+	return fmt.Errorf("%w: %s has the %s right on no key", ErrPermissionDenied, who(client), right)
 }
 
 // Clients returns the identities the policy names, sorted; Anyone among
