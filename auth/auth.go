@@ -39,6 +39,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -167,7 +168,7 @@ func Parse(data []byte, source string) (*Policy, error) {
 	}
 	p := &Policy{clients: make(map[string]*grants, len(f.Clients)), source: source}
 	for id, c := range f.Clients {
-		if id == "" || len(id) > maxIdentity || strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		if id == "" || len(id) > maxIdentity || strings.ContainsFunc(id, unicode.IsControl) {
 			return nil, bad("client %q: an identity is a certificate's CommonName, 1 to %d printable characters", id, maxIdentity)
 		}
 		g := &grants{admin: c.Admin}
@@ -257,9 +258,11 @@ func who(client string) string {
 // error wrapping ErrPermissionDenied naming the client and the right. It
 // is the check of requests that name no key, such as a TTL lease grant.
 func (p *Policy) CheckAny(client string, right Right) error {
-	// A client without a certificate has no rights (Rights).
+	// Rights add up where prefixes nest, so the keys that have the most
+	// are the grants' own prefixes. A client without a certificate has
+	// no rights (Rights).
 	for _, id := range []string{client, Anyone} {
-		if g := p.clients[id]; client != "" && g != nil && slices.ContainsFunc(g.keys, func(gr grant) bool { return gr.rights&right == right }) {
+		if g := p.clients[id]; client != "" && g != nil && slices.ContainsFunc(g.keys, func(gr grant) bool { return p.Rights(client, gr.prefix)&right == right }) {
 			return nil
 		}
 	}

@@ -488,3 +488,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckAnyAddsUp: CheckAny finds rights that two grants give together
+// where their prefixes nest, as Rights does for a key.
+func TestCheckAnyAddsUp(t *testing.T) {
+	p, err := Parse([]byte("clients:\n  app:\n    keys:\n      - prefix: a/\n        rights: [read]\n      - prefix: a/b/\n        rights: [write]\n  \"*\":\n    keys:\n      - prefix: \"\"\n        rights: [ttl-lease]\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckAny("app", Read|Write|TTLLease); err != nil {
+		t.Fatalf("read on a/, write on a/b/ and ttl-lease everywhere: %v", err)
+	}
+	if err := p.CheckAny("app", WriteLease); err == nil {
+		t.Fatal("CheckAny granted write-lease, which no grant gives")
+	}
+}

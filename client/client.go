@@ -17,7 +17,6 @@
 package client
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -138,8 +137,11 @@ func (c Config) Validate() error {
 	if c.IdleTimeout < 0 || c.IdleTimeout > MaxIdleTimeout {
 		bad("IdleTimeout", "is %v; want 0 (the default) to %v", c.IdleTimeout, MaxIdleTimeout)
 	}
-	if (c.CertFile == "") != (c.KeyFile == "") {
-		bad("CertFile", "and KeyFile go together; got only %s", cmp.Or(c.CertFile, c.KeyFile))
+	switch {
+	case c.CertFile != "" && c.KeyFile == "":
+		bad("CertFile", "is %s while KeyFile is empty; a certificate needs its key", c.CertFile)
+	case c.CertFile == "" && c.KeyFile != "":
+		bad("KeyFile", "is %s while CertFile is empty; a key needs its certificate", c.KeyFile)
 	}
 	if c.TLSConfig != nil && (c.CAFile != "" || c.CertFile != "") {
 		bad("TLSConfig", "is set with CAFile or CertFile; put the CA and certificate in TLSConfig instead")

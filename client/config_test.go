@@ -28,6 +28,8 @@ var configDefaults = map[string]struct {
 	def   any
 }{
 	"CAFile":            {valid: "ca.pem"},
+	"CertFile":          {valid: "client.pem"},
+	"KeyFile":           {valid: "client-key.pem"},
 	"TLSConfig":         {valid: &tls.Config{ServerName: "leased.example"}},
 	"Name":              {valid: "a client"},
 	"CacheEntries":      {valid: 10, def: DefaultCacheEntries},
@@ -45,6 +47,8 @@ var configDefaults = map[string]struct {
 // (none: every value is valid).
 var configInvalid = map[string][]any{
 	"CAFile":            nil, // a missing or empty file fails Dial when it reads it
+	"CertFile":          {"client.pem"}, // without KeyFile (the test sets one field alone)
+	"KeyFile":           {"client-key.pem"},
 	"TLSConfig":         nil,
 	"Name":              nil,
 	"CacheEntries":      {-1, math.MinInt},
@@ -103,6 +107,13 @@ func TestConfigDefaults(t *testing.T) {
 		v.Set(reflect.ValueOf(row.valid))
 		if v.IsZero() {
 			t.Errorf("Config.%s: the table's valid value is the zero value", f.Name)
+		}
+		// A certificate and its key go together.
+		switch f.Name {
+		case "CertFile":
+			c.KeyFile = "client-key.pem"
+		case "KeyFile":
+			c.CertFile = "client.pem"
 		}
 		if err := c.Validate(); err != nil {
 			t.Errorf("Config.%s = %v: Validate: %v", f.Name, row.valid, err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"net"
@@ -61,6 +62,8 @@ func TestConfigDefaults(t *testing.T) {
 		"Cluster":                  {&Cluster{Name: "n1", PeerAddr: "127.0.0.1:1", PeerTLS: tlsConf, PeerClientTLS: tlsConf}, nil},
 		"TLSConfig":                {tlsConf, nil},
 		"TLSHosts":                 {[]string{"db1"}, nil},
+		"ClientCAs":                {x509.NewCertPool(), nil},
+		"PolicyFile":               {"policy.yaml", nil},
 		"Clock":                    {clock.Clock(fc), "real"},
 		"BootClock":                {clock.Boot(clock.NewFakeBoot(fc)), clock.RealBoot()},
 		"Logger":                   {logger, slog.Default()},
@@ -82,6 +85,9 @@ func TestConfigDefaults(t *testing.T) {
 		reflect.ValueOf(&set).Elem().Field(i).Set(reflect.ValueOf(f.set))
 		if name == "MetricsPprof" {
 			set.MetricsListen = "127.0.0.1:0" // profiles are served there
+		}
+		if name == "PolicyFile" {
+			set.ClientCAs = x509.NewCertPool() // a policy needs client certificates
 		}
 		got := reflect.ValueOf(set.withDefaults()).Field(i).Interface()
 		if !reflect.DeepEqual(got, f.set) {
@@ -119,6 +125,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{LeaseTerm: -time.Second}, "lease term"},
 		{Config{Epsilon: -time.Second}, "epsilon"},
 		{Config{MetricsPprof: true}, "set MetricsListen too"},
+		{Config{PolicyFile: "p.yaml"}, "a policy knows clients by their certificates; require them (ClientCAs)"},
+		{Config{PolicyFile: "p.yaml", TLSConfig: &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}}, "require them (ClientCAs)"},
 		{Config{MetricsListen: "9090"}, "metrics listener \"9090\""},
 		{Config{MaxValueSize: 65 << 20}, "max value size"},
 		{Config{MaxValueSize: -1}, "max value size"},

@@ -6,7 +6,11 @@
 // from the same folder.
 //
 //	leased
-//	leased --data /var/lib/leased --listen 0.0.0.0:7400 --tls-host db1.example.com
+//	leased --data /var/lib/leased --listen 0.0.0.0:7400 --tls-host db1.example.com --client-ca ca.pem
+//
+// Off loopback, clients must present certificates signed by --client-ca
+// (or a node's cluster CA), unless --insecure-no-client-auth; an access
+// policy (--auth-policy) says what each may do, and SIGHUP rereads it.
 //
 // SIGINT or SIGTERM shuts the server down gracefully (bounded by
 // --shutdown-timeout); a second signal closes it at once. Exit status: 0
@@ -184,8 +188,14 @@ its key is not kept: when the server certificate must be issued again (a new
 --tls-host, or near its expiry after 825 days), a new CA is made, and the log
 says that clients must trust the new ca.pem.
 
+Listening beyond loopback, leased requires client certificates signed by
+--client-ca (a node of a cluster: its cluster CA by default); the
+certificate's name is the client's identity. --insecure-no-client-auth lets
+any client in instead. --auth-policy names a YAML file of what each identity
+may do under which key prefixes (read, write, write-lease, ttl-lease; admin).
+
 SIGINT or SIGTERM shuts down gracefully (at most --shutdown-timeout); a second
-signal closes at once.
+signal closes at once. SIGHUP rereads the access policy file.
 
 ` + envHelp + `
 
@@ -193,7 +203,7 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 2 for a bad command line.`,
 		Example: `  leased
   leased --data ./leased-data --listen 127.0.0.1:7400
-  leased --listen 0.0.0.0:7400 --tls-host db1.example.com --log-format json`,
+  leased --listen 0.0.0.0:7400 --tls-host db1.example.com --client-ca ./ca/ca.pem --auth-policy ./policy.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usagef("leased takes no arguments, only flags; got %q", args)

@@ -1,0 +1,74 @@
+package client_test
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
+	"github.com/leased/leased/internal/tlsfiles"
+	"github.com/leased/leased/server"
+)
+
+// TestClientCertificate: against a server that requires client
+// certificates, a client with Config.CertFile and KeyFile from its CA gets
+// in and is held to the access policy by its certificate's name; one
+// without gets ErrUnauthenticated at once, not a timeout; and a certificate
+// without its key is refused before dialling.
+func TestClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	caDir, certs := filepath.Join(dir, "ca"), filepath.Join(dir, "certs")
+	if err := tlsfiles.CreateCA(caDir); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := tlsfiles.IssueClient(caDir, certs, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(filepath.Join(caDir, tlsfiles.CAFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("clients:\n  app:\n    keys:\n      - prefix: app/\n        rights: [read, write]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, server.Config{ClientCAs: pool, PolicyFile: policy, LeaseTerm: time.Second})
+
+	c := dial(t, srv, client.Config{CertFile: cert, KeyFile: key})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := c.Put(ctx, "app/k", []byte("v")); err != nil {
+		t.Fatalf("put under the client's rights: %v", err)
+	}
+	_, err = c.Put(ctx, "other/k", []byte("v"))
+	if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), `client "app" lacks the write right on key "other/k"`) {
+		t.Fatalf("put outside the client's rights: %v, want ErrPermissionDenied naming the client, key and right", err)
+	}
+
+	start := time.Now()
+	_, err = client.Dial(ctx, srv.Addr().String(), client.Config{CAFile: srv.CA(), Logger: testkit.Discard()})
+	if !errors.Is(err, client.ErrUnauthenticated) || errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("dial without a certificate: %v, want ErrUnauthenticated (certificate required), not ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > testTimeout/2 {
+		t.Fatalf("dial without a certificate took %v: it was retried", d)
+	}
+
+	_, err = client.Dial(ctx, srv.Addr().String(), client.Config{CAFile: srv.CA(), CertFile: cert})
+	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "KeyFile is empty") {
+		t.Fatalf("dial with a certificate and no key: %v", err)
+	}
+	_, err = client.Dial(ctx, srv.Addr().String(), client.Config{CAFile: srv.CA(), CertFile: key, KeyFile: cert})
+	if !errors.Is(err, client.ErrInvalidArgument) || !strings.Contains(err.Error(), "client certificate") {
+		t.Fatalf("dial with the certificate and key swapped: %v", err)
+	}
+}
