@@ -46,7 +46,7 @@ var configDefaults = map[string]struct {
 // configInvalid has one row per field of Config: values Validate refuses
 // (none: every value is valid).
 var configInvalid = map[string][]any{
-	"CAFile":            nil, // a missing or empty file fails Dial when it reads it
+	"CAFile":            nil,            // a missing or empty file fails Dial when it reads it
 	"CertFile":          {"client.pem"}, // without KeyFile (the test sets one field alone)
 	"KeyFile":           {"client-key.pem"},
 	"TLSConfig":         nil,
