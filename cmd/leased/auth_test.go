@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/proccluster"
 	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/server"
 )
@@ -165,4 +168,74 @@ func TestAuthEndToEnd(t *testing.T) {
 		t.Fatalf("reader's put after a bad reload: status %d\n%s", r.Code, r.Stderr)
 	}
 	srv.Stop(t)
+}
+
+// TestAuthClusterFailover: real processes. A cluster whose nodes hold an
+// access policy requires client certificates from the cluster CA even on
+// loopback, holds clients to the policy on every leader, across a
+// failover, and lets only an admin change its members.
+func TestAuthClusterFailover(t *testing.T) {
+	t.Parallel()
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte(testAuthPolicy+"  ops:\n    admin: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cl := proccluster.Start(t, proccluster.Config{Bins: bins, Direct: true, Clients: []string{"app", "reader", "ops"},
+		Flags: []string{"--lease-term", "1s", "--auth-policy", policy}})
+	ctl := func(who string, args ...string) clitest.Result {
+		t.Helper()
+		cert, key := cl.ClientCert(who)
+		return clitest.Cmd{}.Run(t, bins.Leasectl, append([]string{"--endpoints", cl.Endpoints(), "--cacert", cl.CAFile, "--cert", cert, "--key", key, "--timeout", "20s"}, args...)...)
+	}
+	write := func(when string) {
+		t.Helper()
+		if r := ctl("app", "put", "app/k", when); r.Code != 0 {
+			t.Fatalf("app's put %s: status %d\n%s", when, r.Code, r.Stderr)
+		}
+		if r := ctl("reader", "put", "app/k", "x"); r.Code != 1 || !strings.Contains(r.Stderr, `client "reader" lacks the write right`) {
+			t.Fatalf("reader's put %s: status %d\n%s", when, r.Code, r.Stderr)
+		}
+		if r := ctl("reader", "get", "--print-value-only", "app/k"); r.Code != 0 || r.Stdout != when {
+			t.Fatalf("reader's get %s: status %d, %q\n%s", when, r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	write("before")
+	r := clitest.Cmd{}.Run(t, bins.Leasectl, "--endpoints", cl.Endpoints(), "--cacert", cl.CAFile, "--timeout", "5s", "get", "app/k")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "certificate required") {
+		t.Fatalf("get without a certificate on loopback: status %d\n%s", r.Code, r.Stderr)
+	}
+	if r := ctl("reader", "member", "list"); r.Code != 0 {
+		t.Fatalf("reader's member list, which needs no right: status %d\n%s", r.Code, r.Stderr)
+	}
+	lead := cl.Leader()
+	if r := ctl("reader", "member", "transfer"); r.Code != 1 || !strings.Contains(r.Stderr, `client "reader" lacks the admin right`) {
+		t.Fatalf("reader's member transfer: status %d\n%s", r.Code, r.Stderr)
+	}
+	if r := ctl("ops", "member", "transfer"); r.Code != 0 {
+		t.Fatalf("ops' member transfer: status %d\n%s", r.Code, r.Stderr)
+	}
+	if next := cl.Leader(); next.Name == lead.Name {
+		t.Fatalf("%s still leads after the transfer", lead.Name)
+	}
+	write("after a transfer")
+	cl.Kill(cl.Leader().Name)
+	write("after a failover")
+}
+
+// TestInsecureNoClientAuthWarns: serving beyond loopback without client
+// certificates is logged as a warning that says what it allows.
+func TestInsecureNoClientAuthWarns(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	o := &options{listen: "0.0.0.0:7400", insecureNoClient: true}
+	o.warnAuth(log)
+	if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "anyone who reaches the port may read and write every key") {
+		t.Fatalf("log: %q", out)
+	}
+	buf.Reset()
+	o.listen = "127.0.0.1:7400"
+	o.warnAuth(log)
+	if buf.Len() != 0 {
+		t.Fatalf("on loopback the flag changes nothing and deserves no warning; log: %q", buf.String())
+	}
 }

@@ -48,6 +48,10 @@ type Config struct {
 	// addresses, with the flags an operator gives and no --peer-route:
 	// there are then no proxies, and Proxy, CutOff and Heal fail the test.
 	Direct bool
+	// Clients, if set, are the names of client certificates to issue from
+	// the cluster CA (ClientCert); ClientConfig and Leader present the
+	// first. For a cluster whose nodes require client certificates.
+	Clients []string
 }
 
 // Cluster is a running cluster of leased processes. Its methods are for
@@ -56,12 +60,16 @@ type Config struct {
 type Cluster struct {
 	// CAFile is the cluster CA that clients trust.
 	CAFile string
+	// CADir is the folder of the cluster CA, with its key.
+	CADir string
 	// Nodes are the nodes in order: n1, n2, ...
 	Nodes []*Node
 
 	t       testing.TB
 	bins    clitest.Binaries
 	proxies map[[2]string]*faultproxy.Proxy // by [from, to]
+	certs   string                          // the client certificates' folder
+	clients []string                        // Config.Clients
 }
 
 // Node is one node of a Cluster.
@@ -129,7 +137,13 @@ func start(t testing.TB, cfg Config) (*Cluster, string) {
 	if r := (clitest.Cmd{}).Run(t, cfg.Bins.Leased, "cert", "create-ca", "--dir", caDir); r.Code != 0 {
 		t.Fatalf("leased cert create-ca: status %d\n%s", r.Code, r.Stderr)
 	}
-	c := &Cluster{CAFile: filepath.Join(caDir, "ca.pem"), t: t, bins: cfg.Bins, proxies: map[[2]string]*faultproxy.Proxy{}}
+	c := &Cluster{CAFile: filepath.Join(caDir, "ca.pem"), CADir: caDir, t: t, bins: cfg.Bins, proxies: map[[2]string]*faultproxy.Proxy{},
+		certs: filepath.Join(dir, "clients"), clients: cfg.Clients}
+	for _, name := range cfg.Clients {
+		if r := (clitest.Cmd{}).Run(t, cfg.Bins.Leased, "cert", "create-client", "--ca-dir", caDir, "--name", name, "--out", c.certs); r.Code != 0 {
+			t.Fatalf("leased cert create-client %s: status %d\n%s", name, r.Code, r.Stderr)
+		}
+	}
 	// The proxies outlive the processes: this cleanup runs after theirs.
 	t.Cleanup(func() {
 		for _, p := range c.proxies {
@@ -298,10 +312,21 @@ func (c *Cluster) Endpoints(nodes ...*Node) string {
 	return strings.Join(addrs, ",")
 }
 
-// ClientConfig returns a client.Config that trusts the cluster's CA and
-// discards the client's logs.
+// ClientConfig returns a client.Config that trusts the cluster's CA,
+// presents the first of Config.Clients' certificates if any, and discards
+// the client's logs.
 func (c *Cluster) ClientConfig() client.Config {
-	return client.Config{CAFile: c.CAFile, Logger: slog.New(slog.DiscardHandler)}
+	cfg := client.Config{CAFile: c.CAFile, Logger: slog.New(slog.DiscardHandler)}
+	if len(c.clients) > 0 {
+		cfg.CertFile, cfg.KeyFile = c.ClientCert(c.clients[0])
+	}
+	return cfg
+}
+
+// ClientCert returns the certificate and key files of the client name,
+// one of Config.Clients.
+func (c *Cluster) ClientCert(name string) (cert, key string) {
+	return filepath.Join(c.certs, name+".pem"), filepath.Join(c.certs, name+"-key.pem")
 }
 
 // Leader waits, at most LeaderTimeout, until exactly one of the nodes
