@@ -53,7 +53,8 @@ type session struct {
 	// once per request ID, and its write leases are its own.
 	client uint64
 	// identity is the CommonName of the client's certificate ("" for
-	// none), by which the access policy knows it (auth.go).
+	// none), by which the access policy knows it (auth.go). Fixed at
+	// newSession.
 	identity string
 
 	replies *sender // on the request stream
@@ -70,7 +71,7 @@ type session struct {
 }
 
 func newSession(s *Server, c conn, id leasetable.SessionID, cr *core.Core) *session {
-	return &session{srv: s, id: id, conn: c, core: cr, ops: make(map[uint64]*pendingOp), ended: make(chan struct{})}
+	return &session{srv: s, id: id, conn: c, core: cr, identity: c.Identity(), ops: make(map[uint64]*pendingOp), ended: make(chan struct{})}
 }
 
 // helloReply accepts the session's hello with the server's settings.
@@ -105,7 +106,6 @@ func (ss *session) closeWith(err error) {
 // run serves the session until its connection ends.
 func (ss *session) run() {
 	s := ss.srv
-	ss.identity = ss.conn.Identity()
 	log := s.log.With("session", uint64(ss.id), "remote", ss.conn.RemoteAddr().String())
 	if ss.identity != "" {
 		log = log.With("identity", ss.identity)
