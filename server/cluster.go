@@ -141,6 +141,15 @@ func openCluster(cfg Config) (*replica.Node, error) {
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  replica.HCLogger(cfg.Logger),
+		// 1 turns raft's pipelined replication off: every AppendEntries
+		// waits for its answer. With pipelining (raft v1.8.0), a follower
+		// that refuses an entry ends the pipeline's decoder while the
+		// sender may block handing it the next request, for good: that
+		// follower gets no entry again until the leader restarts, and the
+		// leader's raft never shuts down (seen here as a test whose
+		// cluster's Close hung, with the sender parked in
+		// netPipeline.AppendEntries).
+		MaxRPCsInFlight: 1,
 	}
 	var routes *peerRoutes
 	if len(cl.PeerRoutes) > 0 {
