@@ -61,6 +61,9 @@ func newMetrics(s *Server) *metrics {
 		Help: "Time a committed write waited for the holders of its key to let go.", Buckets: latencyBuckets})
 	m.policyReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leased_auth_policy_reloads_total",
 		Help: "Reloads of the access policy file, by result: ok, or error (the policy in force stayed)."}, []string{"result"})
+	for _, result := range []string{"ok", "error"} {
+		m.policyReloads.WithLabelValues(result) // scraped as 0 from the start
+	}
 	m.reg.MustRegister(m.read, m.write, m.wait, m.policyReloads, serverCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

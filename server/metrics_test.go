@@ -78,6 +78,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		"leased_ttl_leases 1",
 		"leased_raft_leader 1",
 		"leased_nospace_alarm 0",
+		`leased_auth_policy_reloads_total{result="error"} 0`,
 		"leased_store_bytes 1.048576e+06",
 		"go_goroutines ",
 		"process_resident_memory_bytes ",
