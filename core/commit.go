@@ -335,7 +335,13 @@ func (d *downState) fail(c *Core, cause error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	err := fmt.Errorf("%w: storage failed to persist the change, which is not acknowledged: %v", ErrInternal, cause)
-	if d.err == nil {
+	switch {
+	case d.err != nil:
+	case errors.Is(cause, store.ErrNotLeader):
+		// Not a fault of the disk: the node was deposed, and its core
+		// ends with its lead.
+		c.log.Warn("this node lost the lead while committing; it refuses writes until it leads again", "err", cause)
+	default:
 		c.log.Error("storage failed; writes, and leases past the horizon, are refused until it is reopened", "err", cause, "retry_in", c.retryInterval())
 	}
 	d.err = fmt.Errorf("%w: storage is down since a failed commit (%v); writes resume once it is reopened", ErrInternal, cause)
