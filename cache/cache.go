@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/puzpuzpuz/xsync/v4"
 )
 
 // Default bounds, used for zero or negative Config fields.
@@ -31,6 +33,10 @@ type Config struct {
 	// MaxBytes is the most bytes the cache holds, counting for each entry its
 	// key, its value and a fixed overhead of 64 bytes; 0 (or less) means 64 MiB.
 	MaxBytes int64
+	// Epoch is the time from which GetAt measures its now; zero means the
+	// time New is called. Deadlines are kept as durations from it, so the
+	// times given to the cache must lie within 290 years of it.
+	Epoch time.Time
 }
 
 // Entry is one cached answer. Value, Version and Found never change after
@@ -47,9 +53,13 @@ type Entry struct {
 	key  string
 	size int64
 
-	// flags holds refBit and usedBit. Get sets them under the read lock;
-	// they are cleared under the write lock.
+	// flags holds refBit and usedBit. Get sets them, with no lock; they
+	// are cleared under the write lock.
 	flags atomic.Uint32
+
+	// until is deadline as a duration since the Cache's epoch, for GetAt,
+	// which reads it without the lock; it changes with deadline.
+	until atomic.Int64
 
 	// The fields below are guarded by the owning Cache's mu.
 	deadline time.Time
@@ -62,17 +72,21 @@ func (e *Entry) Key() string { return e.key }
 
 // Cache is a bounded map from keys to leased entries with CLOCK eviction.
 // All its methods are safe for concurrent use by multiple goroutines; Get
-// and Peek take only a read lock.
+// takes no lock, and Peek only a read lock.
 type Cache struct {
 	maxEntries int
 	maxBytes   int64
+	epoch      time.Time
+
+	// m maps each stored key to its entry. Get reads it without a lock;
+	// it changes only under mu, held for writing, with the structures
+	// below.
+	m *xsync.Map[string, *Entry]
 
 	// mu guards every field below, and the deadline, idx and heapIdx fields
-	// of every Entry stored in the cache. Get and Peek hold it for reading,
-	// every other method that touches entries holds it for writing.
+	// of every Entry stored in the cache. Peek holds it for reading, every
+	// other method that touches entries but Get holds it for writing.
 	mu sync.RWMutex
-	// m maps each stored key to its entry.
-	m map[string]*Entry
 	// ring holds the stored entries in clock order; ring[i].idx == i.
 	ring []*Entry
 	// hand is the ring position the clock hand examines next (0 when ring is empty).
@@ -98,30 +112,50 @@ func New(cfg Config) *Cache {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = defaultMaxBytes
 	}
+	if cfg.Epoch.IsZero() {
+		cfg.Epoch = time.Now()
+	}
 	return &Cache{
 		maxEntries: cfg.MaxEntries,
 		maxBytes:   cfg.MaxBytes,
-		m:          make(map[string]*Entry),
+		epoch:      cfg.Epoch,
+		m:          xsync.NewMap[string, *Entry](),
 	}
 }
 
-// Get returns the entry for key if it is present and now is before its
-// deadline. It marks the entry as used (so TakeRenewals offers it for
-// renewal) and as referenced (so eviction spares it once). Get takes only
-// a read lock and does not allocate; it is safe for concurrent use.
+// Get is GetAt at now.
 func (c *Cache) Get(key string, now time.Time) (*Entry, bool) {
-	c.mu.RLock()
-	e, ok := c.m[key]
-	if !ok || !now.Before(e.deadline) {
-		c.mu.RUnlock()
+	return c.GetAt(key, now.Sub(c.epoch))
+}
+
+// GetAt returns the entry for key if it is present and now, measured from
+// the Config's Epoch, is before its deadline. It marks the entry as used
+// (so TakeRenewals offers it for renewal) and as referenced (so eviction
+// spares it once). GetAt takes no lock and does not allocate; it is safe
+// for concurrent use.
+//
+// It answers as of the moment it finds the entry: a Remove or Put that
+// runs meanwhile may end before GetAt returns the entry it replaced. The
+// client removes an entry before it acknowledges the invalidation that
+// lets a write commit, so a read that returns the old entry began before
+// the write committed, and may be ordered before it.
+func (c *Cache) GetAt(key string, now time.Duration) (*Entry, bool) {
+	e, ok := c.m.Load(key)
+	if !ok || int64(now) >= e.until.Load() {
 		return nil, false
 	}
 	// Load first so that steady-state hits only read the shared cache line.
 	if e.flags.Load() != refBit|usedBit {
 		e.flags.Or(refBit | usedBit)
 	}
-	c.mu.RUnlock()
 	return e, true
+}
+
+// setDeadline sets e's deadline, and until with it. c.mu must be held
+// for writing.
+func (c *Cache) setDeadline(e *Entry, deadline time.Time) {
+	e.deadline = deadline
+	e.until.Store(int64(deadline.Sub(c.epoch)))
 }
 
 // Peek returns the entry for key whatever its deadline, together with that
@@ -130,7 +164,7 @@ func (c *Cache) Get(key string, now time.Time) (*Entry, bool) {
 // safe for concurrent use.
 func (c *Cache) Peek(key string) (e *Entry, deadline time.Time, ok bool) {
 	c.mu.RLock()
-	e, ok = c.m[key]
+	e, ok = c.m.Load(key)
 	if ok {
 		deadline = e.deadline
 	}
@@ -155,7 +189,7 @@ func (c *Cache) Put(key string, value []byte, version uint64, found bool, deadli
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	if old, ok := c.m[key]; ok {
+	if old, ok := c.m.Load(key); ok {
 		c.drop(old)
 	}
 	if size > c.maxBytes {
@@ -188,14 +222,14 @@ func (c *Cache) Put(key string, value []byte, version uint64, found bool, deadli
 	}
 
 	e = &Entry{
-		Value:    value,
-		Version:  version,
-		Found:    found,
-		key:      key,
-		size:     size,
-		deadline: deadline,
+		Value:   value,
+		Version: version,
+		Found:   found,
+		key:     key,
+		size:    size,
 	}
-	c.m[key] = e
+	c.setDeadline(e, deadline)
+	c.m.Store(key, e)
 	c.bytes += size
 	heap.Push(&c.exp, e)
 	if slot >= 0 {
@@ -230,7 +264,7 @@ func (c *Cache) insertBehindHand(e *Entry) {
 // unindex removes the stored entry e from the map and the expiry heap and
 // subtracts its size, leaving the ring alone. c.mu must be held for writing.
 func (c *Cache) unindex(e *Entry) {
-	delete(c.m, e.key)
+	c.m.Delete(e.key)
 	c.bytes -= e.size
 	if e.heapIdx >= 0 {
 		heap.Remove(&c.exp, e.heapIdx)
@@ -263,7 +297,7 @@ func (c *Cache) drop(e *Entry) {
 // one. It is used for invalidation and is safe for concurrent use.
 func (c *Cache) Remove(key string) bool {
 	c.mu.Lock()
-	e, ok := c.m[key]
+	e, ok := c.m.Load(key)
 	if ok {
 		c.drop(e)
 	}
@@ -284,11 +318,11 @@ func (c *Cache) Extend(e *Entry, now, deadline time.Time) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m[e.key] != e || !now.Before(e.deadline) {
+	if cur, _ := c.m.Load(e.key); cur != e || !now.Before(e.deadline) {
 		return false
 	}
 	if deadline.After(e.deadline) {
-		e.deadline = deadline
+		c.setDeadline(e, deadline)
 		if e.heapIdx >= 0 {
 			heap.Fix(&c.exp, e.heapIdx)
 		} else {
@@ -351,7 +385,7 @@ func (c *Cache) Clear() []string {
 	clear(c.exp)
 	c.exp = c.exp[:0]
 	c.ring = c.ring[:0]
-	clear(c.m)
+	c.m.Clear()
 	c.hand = 0
 	c.bytes = 0
 	return keys

@@ -25,8 +25,8 @@ func checkInvariants(t testing.TB, c *Cache) {
 	t.Helper()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if len(c.m) != len(c.ring) {
-		t.Fatalf("map has %d entries, ring %d", len(c.m), len(c.ring))
+	if c.m.Size() != len(c.ring) {
+		t.Fatalf("map has %d entries, ring %d", c.m.Size(), len(c.ring))
 	}
 	if len(c.ring) > c.maxEntries {
 		t.Fatalf("%d entries exceed MaxEntries %d", len(c.ring), c.maxEntries)
@@ -42,7 +42,7 @@ func checkInvariants(t testing.TB, c *Cache) {
 		if e.idx != i {
 			t.Fatalf("ring[%d] has idx %d", i, e.idx)
 		}
-		if c.m[e.key] != e {
+		if cur, _ := c.m.Load(e.key); cur != e {
 			t.Fatalf("ring[%d] (%q) is not the map's entry", i, e.key)
 		}
 		if e.size != entrySize(e.key, e.Value) {

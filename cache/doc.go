@@ -13,8 +13,10 @@
 // evict, it treats as expired the entries whose deadline is at or before the
 // latest now passed to TakeRenewals or Expired.
 //
-// Eviction is CLOCK (second chance): Get only sets an atomic referenced bit
-// under a read lock, so cached reads run in parallel and do not allocate;
+// Eviction is CLOCK (second chance): Get takes no lock (the key's entry
+// comes from a concurrent map, its deadline from an atomic) and only sets
+// an atomic referenced bit, so cached reads run in parallel and do not
+// allocate;
 // Put, under the write lock, sweeps a hand over a ring of entries, evicting
 // expired entries at once and unreferenced entries otherwise, and clearing
 // the bit of referenced entries it passes.

@@ -368,13 +368,14 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	base := cfg.Clock.Now() // a reading of the clock, for monoNow and the cache
 	c := &Client{
 		cfg:          cfg,
 		endpoints:    endpoints,
 		tlsConf:      tlsConf,
 		clock:        cfg.Clock,
 		log:          cfg.Logger,
-		cache:        cache.New(cache.Config{MaxEntries: cfg.CacheEntries, MaxBytes: cfg.CacheBytes}),
+		cache:        cache.New(cache.Config{MaxEntries: cfg.CacheEntries, MaxBytes: cfg.CacheBytes, Epoch: base}),
 		fetches:      make(map[string]*fetch),
 		wleases:      make(map[string]*WriteLease),
 		earlyRecalls: make(map[string]uint64),
@@ -387,7 +388,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		kwake:        make(chan struct{}, 1),
 	}
 	c.addr.Store(&endpoints[0])
-	c.base, c.sysClock = c.clock.Now(), sysClock
+	c.base, c.sysClock = base, sysClock
 	if cfg.PacketConn != nil {
 		c.tr = &quic.Transport{Conn: cfg.PacketConn}
 	}
@@ -437,6 +438,15 @@ func (c *Client) monoNow() time.Time {
 		return c.base.Add(time.Since(c.base))
 	}
 	return c.clock.Now()
+}
+
+// sinceBase is monoNow as the time since c.base, the cache's epoch: on
+// the system clock, one reading of the monotonic clock and nothing else.
+func (c *Client) sinceBase() time.Duration {
+	if c.sysClock {
+		return time.Since(c.base)
+	}
+	return c.clock.Now().Sub(c.base)
 }
 
 func loadCAFile(path string) (*x509.CertPool, error) {
@@ -576,7 +586,7 @@ func checkKey(key string) error {
 // the lease that comes with it. While disconnected, keys without a valid
 // lease fail with ErrUnavailable.
 func (c *Client) Get(ctx context.Context, key string) (Item, error) {
-	if e, ok := c.cache.Get(key, c.monoNow()); ok {
+	if e, ok := c.cache.GetAt(key, c.sinceBase()); ok {
 		return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}, nil
 	}
 	return c.fetch(ctx, key)
