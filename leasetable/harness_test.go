@@ -1,6 +1,7 @@
 package leasetable
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -229,34 +230,80 @@ type tokenIssuer struct{ last uint64 }
 func (ti *tokenIssuer) next() uint64 { ti.last++; return ti.last }
 
 // checkInvariants checks that the Table's indexes agree with each other:
-// the lease heap, the keys, the sessions, the op queues and the deadline
-// heap. It catches a lease orphaned from its key, a stale heap index, an op
-// in two places, a closed session kept after its last lease.
+// the expiry heaps, the key records and their index, the keys' and the
+// sessions' lists of read leases, the session slots, the op queues and the
+// deadline heap. It catches a lease orphaned from its key, a stale heap
+// index, a record on one list but not another, an op in two places, a
+// closed session kept after its last lease.
 func checkInvariants(tb testing.TB, tab *Table) {
 	tb.Helper()
 	fail := func(format string, args ...any) {
 		tb.Helper()
 		tb.Fatalf("invariant: "+format, args...)
 	}
+	// Key records: filed under their names, and only the live ones.
+	live := make(map[int32]bool)
+	for _, v := range tab.index.slots {
+		if v == 0 {
+			continue
+		}
+		ki := v - 1
+		if live[ki] {
+			fail("key record %d filed twice", ki)
+		}
+		live[ki] = true
+		if got, ok := tab.findKey(tab.recs.at(ki).name); !ok || got != ki {
+			fail("key %q not found under its name", tab.recs.at(ki).name)
+		}
+	}
+	if len(live) != tab.index.n {
+		fail("key index counts %d keys, holds %d", tab.index.n, len(live))
+	}
+	for ki := tab.freeRec; ki != noLease; ki = tab.recs.at(ki).holders {
+		if live[ki] {
+			fail("key record %d is both live and free", ki)
+		}
+	}
+	sessionOf := func(slot int32) *session {
+		if slot < 0 || int(slot) >= len(tab.slots) {
+			return nil
+		}
+		return tab.slots[slot]
+	}
+	for i, li := range tab.rheap {
+		l := tab.reads.at(li)
+		if int(l.heapIndex) != i {
+			fail("read lease %d has heapIndex %d at %d", li, l.heapIndex, i)
+		}
+		if i > 0 && tab.rless(i, (i-1)/2) {
+			fail("read lease heap out of order at %d", i)
+		}
+		if !live[l.key] {
+			fail("read lease %d is on a key the table no longer knows", li)
+		}
+		if s := sessionOf(l.session); s == nil || tab.sessions[s.id] != s {
+			fail("read lease %d belongs to a session the table no longer knows", li)
+		}
+	}
+	inHeap := func(li int32) bool {
+		l := tab.reads.at(li)
+		return l.heapIndex >= 0 && int(l.heapIndex) < len(tab.rheap) && tab.rheap[l.heapIndex] == li
+	}
 	for i, l := range tab.leases {
 		if l.heapIndex != i {
-			fail("lease %s/%d has heapIndex %d at %d", l.key.name, l.session.id, l.heapIndex, i)
+			fail("write lease %s/%d has heapIndex %d at %d", l.key.name, l.session.id, l.heapIndex, i)
 		}
 		if i > 0 && tab.leases.Less(i, (i-1)/2) {
-			fail("lease heap out of order at %d", i)
+			fail("write lease heap out of order at %d", i)
 		}
-		if tab.keys[l.key.name] != l.key {
-			fail("lease %s/%d (write=%v) is on a key the table no longer knows", l.key.name, l.session.id, l.write)
+		if ki, ok := tab.findKey(l.key.name); !ok || tab.recs.at(ki).ext != l.key {
+			fail("write lease %s/%d is on a key the table no longer knows", l.key.name, l.session.id)
 		}
 		if tab.sessions[l.session.id] != l.session {
-			fail("lease %s/%d belongs to a session the table no longer knows", l.key.name, l.session.id)
+			fail("write lease %s/%d belongs to a session the table no longer knows", l.key.name, l.session.id)
 		}
-		if l.write {
-			if l.key.wlease != l || l.session.wrlses[l.key.name] != l {
-				fail("write lease %s/%d not linked from its key and session", l.key.name, l.session.id)
-			}
-		} else if l.key.holders[l.session.id] != l || l.session.leases[l.key.name] != l {
-			fail("read lease %s/%d not linked from its key and session", l.key.name, l.session.id)
+		if l.key.wlease != l || l.session.wrlses[l.key.name] != l {
+			fail("write lease %s/%d not linked from its key and session", l.key.name, l.session.id)
 		}
 	}
 	for i, op := range tab.deadlines {
@@ -270,26 +317,56 @@ func checkInvariants(tb testing.TB, tab *Table) {
 			fail("op %s/%d in the deadline heap in state %d", op.Key, op.Session, op.state)
 		}
 	}
-	inHeap := func(l *lease) bool {
-		return l.heapIndex >= 0 && l.heapIndex < len(tab.leases) && tab.leases[l.heapIndex] == l
-	}
-	waiting := 0
-	for name, k := range tab.keys {
-		if k.name != name {
-			fail("key %q filed as %q", k.name, name)
+	waiting, onKeys := 0, 0
+	for ki := range live {
+		kr := tab.recs.at(ki)
+		name := kr.name
+		if kr.n == 0 && kr.ext == nil {
+			fail("idle key %q kept", name)
+		}
+		holders := make(map[int32]int32)
+		prev := noLease
+		for li := kr.holders; li != noLease; li = tab.reads.at(li).keyNext {
+			l := tab.reads.at(li)
+			if l.key != ki || l.keyPrev != prev || !inHeap(li) {
+				fail("holder %d of %q is not a live read lease linked to it", li, name)
+			}
+			if _, dup := holders[l.session]; dup {
+				fail("session slot %d holds two read leases on %q", l.session, name)
+			}
+			holders[l.session] = li
+			prev = li
+			if len(holders) > int(tab.reads.n) {
+				fail("holders of %q loop", name)
+			}
+		}
+		if int(kr.n) != len(holders) {
+			fail("key %q counts %d holders, lists %d", name, kr.n, len(holders))
+		}
+		onKeys += len(holders)
+		k := kr.ext
+		if k == nil {
+			if kr.n > holderMapAt {
+				fail("key %q has %d holders and no map of them", name, kr.n)
+			}
+			continue
+		}
+		if k.ki != ki || k.name != name {
+			fail("keyState of %q names %q (record %d)", name, k.name, k.ki)
 		}
 		if k.idle() {
-			fail("idle key %q kept", name)
+			fail("idle keyState of %q kept", name)
 		}
 		if k.inflight < 0 {
 			fail("key %q inflight %d", name, k.inflight)
 		}
-		for sid, l := range k.holders {
-			if l.key != k || l.session.id != sid || l.write || !inHeap(l) {
-				fail("holder %d of %q is not a live read lease", sid, name)
-			}
+		if k.bySession != nil && !maps.Equal(k.bySession, holders) {
+			fail("holder map of %q is %v, its list %v", name, k.bySession, holders)
 		}
-		if wl := k.wlease; wl != nil && (wl.key != k || !wl.write || inHeap(wl) == wl.ending) {
+		if k.bySession == nil && kr.n > holderMapAt {
+			fail("key %q has %d holders and no map of them", name, kr.n)
+		}
+		if wl := k.wlease; wl != nil && (wl.key != k || inWriteHeap(tab, wl) == wl.ending) {
 			fail("write lease of %q is neither live nor ending (ending=%v)", name, wl.ending)
 		}
 		for i, op := range k.queue {
@@ -316,23 +393,40 @@ func checkInvariants(tb testing.TB, tab *Table) {
 			}
 		}
 	}
+	if onKeys != len(tab.rheap) || onKeys != tab.stats.Leases {
+		fail("keys list %d read leases, the heap holds %d, Stats.Leases = %d", onKeys, len(tab.rheap), tab.stats.Leases)
+	}
+	onSessions := 0
 	for id, s := range tab.sessions {
 		if s.id != id {
 			fail("session %d filed as %d", s.id, id)
 		}
-		if s.closed && len(s.leases) == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 {
+		if sessionOf(s.slot) != s {
+			fail("session %d not in its slot %d", id, s.slot)
+		}
+		if s.closed && s.nreads == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 {
 			fail("closed session %d kept with nothing left", id)
 		}
 		if s.closed && len(s.ops) > 0 {
 			fail("closed session %d still has %d ops", id, len(s.ops))
 		}
-		for key, l := range s.leases {
-			if l.session != s || l.key.name != key || !inHeap(l) {
-				fail("read lease %q of session %d is not live", key, id)
+		n, prev := 0, noLease
+		for li := s.reads; li != noLease; li = tab.reads.at(li).sessNext {
+			l := tab.reads.at(li)
+			if l.session != s.slot || l.sessPrev != prev || !live[l.key] || !inHeap(li) {
+				fail("read lease %d of session %d is not live", li, id)
+			}
+			prev = li
+			if n++; n > int(tab.reads.n) {
+				fail("read leases of session %d loop", id)
 			}
 		}
+		if n != s.nreads {
+			fail("session %d counts %d read leases, lists %d", id, s.nreads, n)
+		}
+		onSessions += n
 		for key, l := range s.wrlses {
-			if l.session != s || l.key.name != key || inHeap(l) == l.ending {
+			if l.session != s || l.key.name != key || inWriteHeap(tab, l) == l.ending {
 				fail("write lease %q of session %d is not live", key, id)
 			}
 		}
@@ -340,15 +434,67 @@ func checkInvariants(tb testing.TB, tab *Table) {
 			if op.state != opQueued && op.state != opWaiting {
 				fail("op %s of session %d listed in state %d", op.Key, id, op.state)
 			}
-			k := tab.keys[op.Key]
+			k := tab.extOf(op.Key)
 			if k == nil || !slices.Contains(k.queue, op) {
 				fail("op %s of session %d is in no queue", op.Key, id)
 			}
 		}
 	}
+	if onSessions != onKeys {
+		fail("sessions list %d read leases, keys %d", onSessions, onKeys)
+	}
+	free := 0
+	for li := tab.freeRead; li != noLease; li = tab.reads.at(li).keyNext {
+		if tab.reads.at(li).session != noLease {
+			fail("free read-lease record %d names a session", li)
+		}
+		if free++; free > int(tab.reads.n) {
+			fail("free read-lease records loop")
+		}
+	}
+	if free+onKeys != int(tab.reads.n) {
+		fail("%d read-lease records: %d free, %d live", tab.reads.n, free, onKeys)
+	}
 	if tab.stats.WritesWaiting != waiting {
 		fail("Stats.WritesWaiting = %d, but %d ops are queued or waiting", tab.stats.WritesWaiting, waiting)
 	}
+}
+
+func inWriteHeap(tab *Table, l *lease) bool {
+	return l.heapIndex >= 0 && l.heapIndex < len(tab.leases) && tab.leases[l.heapIndex] == l
+}
+
+// readExpiry returns the expiry of session id's read lease on key, if it
+// holds one.
+func readExpiry(tab *Table, id SessionID, key string) (time.Time, bool) {
+	s := tab.sessions[id]
+	if s == nil {
+		return time.Time{}, false
+	}
+	li := tab.sessionRead(s, key)
+	if li == noLease {
+		return time.Time{}, false
+	}
+	return tab.time(tab.reads.at(li).expiry), true
+}
+
+// keyStates returns the keyStates of the keys the Table tracks, by name.
+func keyStates(tab *Table) map[string]*keyState {
+	ks := make(map[string]*keyState)
+	for _, v := range tab.index.slots {
+		if v != 0 {
+			if k := tab.recs.at(v - 1).ext; k != nil {
+				ks[k.name] = k
+			}
+		}
+	}
+	return ks
+}
+
+// tracked reports whether the Table tracks key.
+func tracked(tab *Table, key string) bool {
+	_, ok := tab.findKey(key)
+	return ok
 }
 
 // renewUniform renews keys with the same term for each and returns the

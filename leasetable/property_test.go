@@ -720,17 +720,14 @@ func (m *model) check() {
 		m.fail("invariants broken")
 	}
 	for key, r := range m.reads {
-		s := m.tab.sessions[key.s]
-		var l *lease
-		if s != nil {
-			l = s.leases[key.k]
-		}
-		if l == nil || l.expiry.Before(r.expiry) {
-			m.fail("session %d trusts %s until t0%+v but the table's lease is %+v", key.s, key.k, r.expiry.Sub(t0), l)
+		expiry, ok := readExpiry(m.tab, key.s, key.k)
+		if !ok || expiry.Before(r.expiry) {
+			m.fail("session %d trusts %s until t0%+v but the table's lease (%v) expires t0%+v", key.s, key.k, r.expiry.Sub(t0), ok, expiry.Sub(t0))
 		}
 	}
 	wleases := 0
-	for name, k := range m.tab.keys {
+	keys := keyStates(m.tab)
+	for name, k := range keys {
 		if k.wlease != nil {
 			wleases++
 			if m.writes[name] == nil {
@@ -739,7 +736,7 @@ func (m *model) check() {
 		}
 	}
 	for key, w := range m.writes {
-		k := m.tab.keys[key]
+		k := keys[key]
 		if k == nil || k.wlease == nil {
 			m.fail("write lease on %s missing from the table", key)
 		}
@@ -798,9 +795,9 @@ func (m *model) drain() {
 			m.fail("drain: op on %s still pending: %+v", o.op.Key, *o)
 		}
 	}
-	if len(m.tab.keys) != 0 || len(m.tab.sessions) != 0 || len(m.tab.leases) != 0 || len(m.tab.deadlines) != 0 {
+	if m.tab.index.n != 0 || len(m.tab.sessions) != 0 || len(m.tab.rheap)+len(m.tab.leases) != 0 || len(m.tab.deadlines) != 0 {
 		m.fail("drain: %d keys, %d sessions, %d leases, %d deadlines left",
-			len(m.tab.keys), len(m.tab.sessions), len(m.tab.leases), len(m.tab.deadlines))
+			m.tab.index.n, len(m.tab.sessions), len(m.tab.rheap)+len(m.tab.leases), len(m.tab.deadlines))
 	}
 	st := m.tab.Stats()
 	if st.Leases != 0 || st.WriteLeases != 0 || st.WritesWaiting != 0 || st.Sessions != 0 {
@@ -836,4 +833,22 @@ func deadlineString(op *Op) string {
 		return "none"
 	}
 	return fmt.Sprintf("t0%+v", op.Deadline.Sub(t0))
+}
+
+// TestRandomizedHolderMap runs the randomized model with keys that index
+// their holders by session from the second holder on (keyState.bySession),
+// which otherwise only keys with more than holderMapAt holders do.
+func TestRandomizedHolderMap(t *testing.T) {
+	defer func(n int32) { holderMapAt = n }(holderMapAt)
+	holderMapAt = 1
+	seeds, steps := 200, 400
+	if testing.Short() {
+		seeds, steps = 50, 200
+	}
+	for seed := range uint64(seeds) {
+		runModel(t, seed, steps)
+		if t.Failed() {
+			return
+		}
+	}
 }

@@ -289,8 +289,12 @@ func (r *statsRun) check() {
 			walk.Sessions++
 		}
 	}
-	for _, k := range r.tab.keys {
-		walk.Leases += len(k.holders)
+	for _, v := range r.tab.index.slots {
+		if v != 0 {
+			walk.Leases += int(r.tab.recs.at(v - 1).n)
+		}
+	}
+	for _, k := range keyStates(r.tab) {
 		if k.wlease != nil && !k.wlease.ending {
 			walk.WriteLeases++
 		}
@@ -300,7 +304,7 @@ func (r *statsRun) check() {
 			}
 		}
 	}
-	walk.Keys = len(r.tab.keys)
+	walk.Keys = r.tab.index.n
 	got := r.tab.Stats()
 	if got.Sessions != walk.Sessions || got.Leases != walk.Leases || got.WriteLeases != walk.WriteLeases ||
 		got.WritesWaiting != walk.WritesWaiting || got.Keys != walk.Keys {

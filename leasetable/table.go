@@ -152,38 +152,45 @@ type Stats struct {
 }
 
 // lease is a read lease or a write lease of one session on one key.
+// lease is a write lease of one session on one key. (Read leases are
+// readLease records: see storage.go.)
 type lease struct {
-	key         *keyState
-	session     *session
-	expiry      time.Time
-	heapIndex   int
-	write       bool
-	token       uint64 // write leases
-	client      uint64 // write leases: the holder's client identity (0: none); see mayUse
-	invalidated bool   // read leases: an invalidation was sent
-	recalled    bool   // write leases: a recall was sent
-	ending      bool   // write leases: ended, waiting for EndWriteLease
+	key       *keyState
+	session   *session
+	expiry    time.Time
+	heapIndex int
+	token     uint64
+	client    uint64 // the holder's client identity (0: none); see mayUse
+	recalled  bool   // a recall was sent
+	ending    bool   // ended, waiting for EndWriteLease
 }
 
+// keyState is what a key needs besides its read holders: its write lease,
+// its ops, and the map of a key with many holders. See storage.go.
 type keyState struct {
-	name    string
-	holders map[SessionID]*lease // read leases
-	wlease  *lease               // the write lease, if any
-	queue   []*Op                // waiting ops, FIFO; queue[0] is the head
+	name   string
+	ki     int32  // its keyRec
+	wlease *lease // the write lease, if any
+	queue  []*Op  // waiting ops, FIFO; queue[0] is the head
 	// inflight counts ops handed out as Ready that are not Done yet: the head
 	// op once ready, and writes of the write-lease holder, which bypass the
 	// queue.
 	inflight int
 	blocked  bool // the head is ready but for the write barrier
+	// bySession finds the key's read leases by session slot once it has
+	// more than holderMapAt of them; nil otherwise, and once it has none.
+	bySession map[int32]int32
 }
 
 func (k *keyState) idle() bool {
-	return len(k.holders) == 0 && k.wlease == nil && len(k.queue) == 0 && k.inflight == 0
+	return k.wlease == nil && len(k.queue) == 0 && k.inflight == 0 && k.bySession == nil
 }
 
 type session struct {
 	id     SessionID
-	leases map[string]*lease // read leases by key
+	slot   int32             // in Table.slots
+	reads  int32             // the first of its read leases, or noLease
+	nreads int               // how many read leases it holds
 	wrlses map[string]*lease // write leases by key
 	ops    map[*Op]struct{}  // ops queued or waiting
 	closed bool              // closed without relinquishing; kept until its leases expire
@@ -202,9 +209,21 @@ type Table struct {
 	maxLeases int // Config.MaxLeasesPerSession; 0: no cap
 	maxTotal  int // Config.MaxLeases; 0: no cap
 	maxWrite  int // Config.MaxWriteLeasesPerSession; 0: no cap
-	keys      map[string]*keyState
+
+	// Read leases and keys; see storage.go.
+	base      time.Time // read-lease expiries count from it
+	based     bool
+	reads     slab[readLease]
+	freeRead  int32 // the first free read-lease record, or noLease
+	recs      slab[keyRec]
+	freeRec   int32 // the first free key record, or noLease
+	index     keyIndex
+	rheap     []int32 // read leases by expiry
 	sessions  map[SessionID]*session
-	leases    leaseHeap
+	slots     []*session // sessions by slot; nil: free
+	freeSlots []int32
+
+	leases    leaseHeap // write leases by expiry
 	deadlines opHeap
 	barrier   time.Time
 	blocked   []*keyState // keys whose head is held only by the barrier
@@ -218,7 +237,8 @@ func New(cfg Config) *Table {
 		maxLeases: cfg.MaxLeasesPerSession,
 		maxTotal:  cfg.MaxLeases,
 		maxWrite:  cfg.MaxWriteLeasesPerSession,
-		keys:      make(map[string]*keyState),
+		freeRead:  noLease,
+		freeRec:   noLease,
 		sessions:  make(map[SessionID]*session),
 	}
 }
@@ -233,6 +253,11 @@ func (t *Table) SetWriteBarrier(at time.Time) { t.barrier = at }
 // none. It walks every lease: it is for shutdown, not for a hot path.
 func (t *Table) LatestExpiry() time.Time {
 	var latest time.Time
+	for _, li := range t.rheap {
+		if e := t.time(t.reads.at(li).expiry); e.After(latest) {
+			latest = e
+		}
+	}
 	for _, l := range t.leases {
 		if l.expiry.After(latest) {
 			latest = l.expiry
@@ -247,32 +272,40 @@ func (t *Table) LatestExpiry() time.Time {
 // that wait for the Table's owner's lock.
 func (t *Table) Stats() Stats {
 	s := t.stats
-	s.Keys = len(t.keys)
+	s.Keys = t.index.n
 	return s
 }
 
-// pushLease puts l in the expiry heap and counts it (Stats).
-func (t *Table) pushLease(l *lease) {
+// pushWrite puts write lease l in the expiry heap and counts it (Stats).
+func (t *Table) pushWrite(l *lease) {
 	heap.Push(&t.leases, l)
-	if l.write {
-		t.stats.WriteLeases++
-	} else {
-		t.stats.Leases++
-	}
+	t.stats.WriteLeases++
 }
 
-// removeLease takes l out of the expiry heap, if it is there, and stops
-// counting it. A write lease leaves the heap when it ends (Effects.EndWrite).
-func (t *Table) removeLease(l *lease) {
+// removeWrite takes write lease l out of the expiry heap, if it is there,
+// and stops counting it. A write lease leaves the heap when it ends
+// (Effects.EndWrite).
+func (t *Table) removeWrite(l *lease) {
 	if l.heapIndex < 0 {
 		return
 	}
 	heap.Remove(&t.leases, l.heapIndex)
-	if l.write {
-		t.stats.WriteLeases--
+	t.stats.WriteLeases--
+}
+
+// newSession files a session with a slot of its own.
+func (t *Table) newSession(id SessionID, closed bool) *session {
+	s := &session{id: id, reads: noLease, wrlses: make(map[string]*lease), ops: make(map[*Op]struct{}), closed: closed}
+	if n := len(t.freeSlots); n > 0 {
+		s.slot = t.freeSlots[n-1]
+		t.freeSlots = t.freeSlots[:n-1]
+		t.slots[s.slot] = s
 	} else {
-		t.stats.Leases--
+		s.slot = int32(len(t.slots))
+		t.slots = append(t.slots, s)
 	}
+	t.sessions[id] = s
+	return s
 }
 
 // AddSession registers a session. Adding an open session again is a no-op.
@@ -280,12 +313,7 @@ func (t *Table) AddSession(id SessionID) {
 	if s, ok := t.sessions[id]; ok && !s.closed {
 		return
 	}
-	t.sessions[id] = &session{
-		id:     id,
-		leases: make(map[string]*lease),
-		wrlses: make(map[string]*lease),
-		ops:    make(map[*Op]struct{}),
-	}
+	t.newSession(id, false)
 	t.stats.Sessions++
 }
 
@@ -314,7 +342,7 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 	// at once. So abandon the ops behind others first: then that next op is
 	// never one of this session's.
 	for op := range s.ops {
-		if t.keys[op.Key].queue[0] != op {
+		if t.extOf(op.Key).queue[0] != op {
 			t.abandon(op, now, &eff)
 			eff.Abandoned = append(eff.Abandoned, op)
 		}
@@ -326,8 +354,10 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 	s.closed = true
 	t.stats.Sessions--
 	if relinquish {
-		for _, l := range s.leases {
-			t.dropLease(l, now, &eff, false)
+		for li := s.reads; li != noLease; {
+			next := t.reads.at(li).sessNext
+			t.dropRead(li, now, &eff, false)
+			li = next
 		}
 		for _, l := range s.wrlses {
 			t.endWriteLease(l, &eff)
@@ -347,15 +377,15 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 // expiry.
 func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.Time) {
 	s := t.closedSession(RestoredSession)
-	k := t.key(key)
+	k := t.richKey(key)
 	if old := k.wlease; old != nil {
 		delete(old.session.wrlses, key)
-		t.removeLease(old)
+		t.removeWrite(old)
 	}
-	l := &lease{key: k, session: s, expiry: expiry, write: true, token: token, client: client}
+	l := &lease{key: k, session: s, expiry: expiry, token: token, client: client}
 	k.wlease = l
-	s.wrlses[key] = l
-	t.pushLease(l)
+	s.wrlses[k.name] = l
+	t.pushWrite(l)
 }
 
 // RestoreReadLease brings back a read lease that another node granted
@@ -365,18 +395,20 @@ func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.
 // invalidates the lease as any other, and waits for it.
 func (t *Table) RestoreReadLease(holder SessionID, key string, expiry time.Time) {
 	s := t.closedSession(holder)
-	if l := s.leases[key]; l != nil {
-		if expiry.After(l.expiry) {
-			l.expiry = expiry
-			heap.Fix(&t.leases, l.heapIndex)
+	ki, ok := t.findKey(key)
+	if ok {
+		if li := t.findRead(s, ki); li != noLease {
+			l := t.reads.at(li)
+			if e := t.ns(expiry); e > l.expiry {
+				l.expiry = e
+				t.rfix(li)
+			}
+			return
 		}
-		return
+	} else {
+		ki = t.newKey(key)
 	}
-	k := t.key(key)
-	l := &lease{key: k, session: s, expiry: expiry}
-	s.leases[key] = l
-	k.holders[holder] = l
-	t.pushLease(l)
+	t.addRead(s, ki, t.ns(expiry))
 }
 
 // AdoptSession gives the read leases of the closed session from, which
@@ -390,29 +422,30 @@ func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
 	if f == nil || !f.closed || s == nil || f == s {
 		return eff
 	}
-	for key, l := range f.leases {
-		delete(f.leases, key)
-		k := l.key
-		delete(k.holders, from)
-		if mine := s.leases[key]; mine != nil {
+	for li := f.reads; li != noLease; {
+		l := t.reads.at(li)
+		next := l.sessNext
+		ki := l.key
+		name := t.recs.at(ki).name
+		if mi := t.findRead(s, ki); mi != noLease {
 			// to holds a lease of its own: keep the later expiry on it.
-			if l.expiry.After(mine.expiry) {
+			mine := t.reads.at(mi)
+			if l.expiry > mine.expiry {
 				mine.expiry = l.expiry
-				heap.Fix(&t.leases, mine.heapIndex)
+				t.rfix(mi)
 			}
 			mine.invalidated = mine.invalidated || l.invalidated
-			t.removeLease(l)
+			t.removeRead(li)
 			if mine.invalidated {
-				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: key})
+				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: name})
 			}
-			continue
+		} else {
+			t.moveRead(li, s)
+			if l.invalidated {
+				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: name})
+			}
 		}
-		l.session = s
-		s.leases[key] = l
-		k.holders[to] = l
-		if l.invalidated {
-			eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: key})
-		}
+		li = next
 	}
 	t.gcSession(f)
 	return eff
@@ -431,12 +464,16 @@ type LeaseInfo struct {
 // Leases returns every lease in the table, for a handoff to another node.
 // It walks every lease: it is not for a hot path.
 func (t *Table) Leases() []LeaseInfo {
-	out := make([]LeaseInfo, 0, len(t.leases))
+	out := make([]LeaseInfo, 0, len(t.rheap)+len(t.leases))
+	for _, li := range t.rheap {
+		l := t.reads.at(li)
+		out = append(out, LeaseInfo{Session: t.slots[l.session].id, Key: t.recs.at(l.key).name, Expiry: t.time(l.expiry)})
+	}
 	for _, l := range t.leases {
-		if l.write && l.ending {
+		if l.ending {
 			continue
 		}
-		out = append(out, LeaseInfo{Session: l.session.id, Key: l.key.name, Expiry: l.expiry, Write: l.write, Token: l.token, Client: l.client})
+		out = append(out, LeaseInfo{Session: l.session.id, Key: l.key.name, Expiry: l.expiry, Write: true, Token: l.token, Client: l.client})
 	}
 	return out
 }
@@ -447,14 +484,7 @@ func (t *Table) Leases() []LeaseInfo {
 func (t *Table) closedSession(id SessionID) *session {
 	s := t.sessions[id]
 	if s == nil {
-		s = &session{
-			id:     id,
-			leases: make(map[string]*lease),
-			wrlses: make(map[string]*lease),
-			ops:    make(map[*Op]struct{}),
-			closed: true,
-		}
-		t.sessions[id] = s
+		s = t.newSession(id, true)
 	}
 	return s
 }
@@ -482,9 +512,15 @@ func (t *Table) adopt(l *lease, s *session) {
 	s.wrlses[l.key.name] = l
 }
 
+// gcSession forgets a closed session once it holds nothing. Its slot is
+// free then: no read lease names it.
 func (t *Table) gcSession(s *session) {
-	if s.closed && len(s.leases) == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 {
-		delete(t.sessions, s.id)
+	if s.closed && s.nreads == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 && t.slots[s.slot] == s {
+		if t.sessions[s.id] == s {
+			delete(t.sessions, s.id)
+		}
+		t.slots[s.slot] = nil
+		t.freeSlots = append(t.freeSlots, s.slot)
 	}
 }
 
@@ -496,19 +532,189 @@ func (t *Table) openSession(id SessionID) *session {
 	return s
 }
 
-func (t *Table) key(name string) *keyState {
-	k := t.keys[name]
-	if k == nil {
-		k = &keyState{name: name, holders: make(map[SessionID]*lease)}
-		t.keys[name] = k
+// newKey files key name, which the Table does not track, and returns its
+// record.
+func (t *Table) newKey(name string) int32 {
+	ki := t.freeRec
+	if ki != noLease {
+		t.freeRec = t.recs.at(ki).holders
+	} else {
+		ki = t.recs.add()
 	}
-	return k
+	*t.recs.at(ki) = keyRec{name: name, holders: noLease}
+	t.indexKey(ki)
+	return ki
 }
 
-func (t *Table) gcKey(k *keyState) {
-	if k.idle() {
-		delete(t.keys, k.name)
+// extOf returns the keyState of key name, or nil if it has none.
+func (t *Table) extOf(name string) *keyState {
+	if ki, ok := t.findKey(name); ok {
+		return t.recs.at(ki).ext
 	}
+	return nil
+}
+
+// richKey returns the keyState of key name, made if need be.
+func (t *Table) richKey(name string) *keyState {
+	ki, ok := t.findKey(name)
+	if !ok {
+		ki = t.newKey(name)
+	}
+	kr := t.recs.at(ki)
+	if kr.ext == nil {
+		kr.ext = &keyState{name: kr.name, ki: ki}
+	}
+	return kr.ext
+}
+
+// gcKey drops the keyState of key record ki once it is idle, and the key
+// once it has no lease either.
+func (t *Table) gcKey(ki int32) {
+	kr := t.recs.at(ki)
+	if kr.ext != nil && kr.ext.idle() {
+		kr.ext = nil
+	}
+	if kr.ext == nil && kr.n == 0 {
+		t.unindexKey(ki)
+		*kr = keyRec{holders: t.freeRec}
+		t.freeRec = ki
+	}
+}
+
+// findRead returns session s's read lease on key record ki, or noLease.
+func (t *Table) findRead(s *session, ki int32) int32 {
+	kr := t.recs.at(ki)
+	if kr.ext != nil && kr.ext.bySession != nil {
+		if li, ok := kr.ext.bySession[s.slot]; ok {
+			return li
+		}
+		return noLease
+	}
+	for li := kr.holders; li != noLease; {
+		l := t.reads.at(li)
+		if l.session == s.slot {
+			return li
+		}
+		li = l.keyNext
+	}
+	return noLease
+}
+
+// sessionRead returns session s's read lease on key name, or noLease.
+func (t *Table) sessionRead(s *session, name string) int32 {
+	if ki, ok := t.findKey(name); ok {
+		return t.findRead(s, ki)
+	}
+	return noLease
+}
+
+// addRead gives session s a read lease on key record ki until expiry: a
+// record linked into the key's and the session's lists and the heap.
+func (t *Table) addRead(s *session, ki int32, expiry int64) int32 {
+	li := t.freeRead
+	if li != noLease {
+		t.freeRead = t.reads.at(li).keyNext
+	} else {
+		li = t.reads.add()
+	}
+	kr := t.recs.at(ki)
+	*t.reads.at(li) = readLease{expiry: expiry, key: ki, session: s.slot, keyPrev: noLease, keyNext: kr.holders, sessPrev: noLease, sessNext: s.reads}
+	if kr.holders != noLease {
+		t.reads.at(kr.holders).keyPrev = li
+	}
+	kr.holders = li
+	kr.n++
+	if s.reads != noLease {
+		t.reads.at(s.reads).sessPrev = li
+	}
+	s.reads = li
+	s.nreads++
+	t.indexHolder(ki, s.slot, li)
+	t.rpush(li)
+	t.stats.Leases++
+	return li
+}
+
+// indexHolder files read lease li of session slot on key record ki in the
+// key's bySession map, making it once the key has more than holderMapAt
+// holders.
+func (t *Table) indexHolder(ki, slot, li int32) {
+	kr := t.recs.at(ki)
+	if kr.n <= holderMapAt && (kr.ext == nil || kr.ext.bySession == nil) {
+		return
+	}
+	if kr.ext == nil {
+		kr.ext = &keyState{name: kr.name, ki: ki}
+	}
+	k := kr.ext
+	if k.bySession == nil {
+		k.bySession = make(map[int32]int32, kr.n)
+		for h := kr.holders; h != noLease; h = t.reads.at(h).keyNext {
+			k.bySession[t.reads.at(h).session] = h
+		}
+		return
+	}
+	k.bySession[slot] = li
+}
+
+// unlinkSession takes read lease li out of its session's list.
+func (t *Table) unlinkSession(li int32) {
+	l := t.reads.at(li)
+	s := t.slots[l.session]
+	if l.sessPrev != noLease {
+		t.reads.at(l.sessPrev).sessNext = l.sessNext
+	} else {
+		s.reads = l.sessNext
+	}
+	if l.sessNext != noLease {
+		t.reads.at(l.sessNext).sessPrev = l.sessPrev
+	}
+	s.nreads--
+}
+
+// moveRead gives read lease li to session s, which holds none on its key.
+func (t *Table) moveRead(li int32, s *session) {
+	l := t.reads.at(li)
+	t.unlinkSession(li)
+	if k := t.recs.at(l.key).ext; k != nil && k.bySession != nil {
+		delete(k.bySession, l.session)
+		k.bySession[s.slot] = li
+	}
+	l.session = s.slot
+	l.sessPrev, l.sessNext = noLease, s.reads
+	if s.reads != noLease {
+		t.reads.at(s.reads).sessPrev = li
+	}
+	s.reads = li
+	s.nreads++
+}
+
+// removeRead takes read lease li off its key's and its session's lists and
+// out of the heap, stops counting it, and frees its record. It neither
+// moves the key's ops on nor forgets the key or the session.
+func (t *Table) removeRead(li int32) {
+	l := t.reads.at(li)
+	kr := t.recs.at(l.key)
+	if l.keyPrev != noLease {
+		t.reads.at(l.keyPrev).keyNext = l.keyNext
+	} else {
+		kr.holders = l.keyNext
+	}
+	if l.keyNext != noLease {
+		t.reads.at(l.keyNext).keyPrev = l.keyPrev
+	}
+	kr.n--
+	if k := kr.ext; k != nil && k.bySession != nil {
+		delete(k.bySession, l.session)
+		if kr.n == 0 {
+			k.bySession = nil
+		}
+	}
+	t.unlinkSession(li)
+	t.rremove(li)
+	t.stats.Leases--
+	*l = readLease{session: noLease, keyNext: t.freeRead}
+	t.freeRead = li
 }
 
 // Grant gives session a read lease on key for term, and returns the term
@@ -523,28 +729,32 @@ func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Tim
 	if s == nil || term <= 0 {
 		return 0
 	}
-	k := t.keys[key]
-	if !t.cacheable(k, s) || t.full(s, key) {
+	ki, ok := t.findKey(key)
+	var k *keyState
+	li := noLease
+	if ok {
+		k = t.recs.at(ki).ext
+		li = t.findRead(s, ki)
+	}
+	if !t.cacheable(k, s) || t.full(s, li) {
 		return 0
 	}
-	if k == nil {
-		k = t.key(key)
-	}
-	expiry := now.Add(term + t.eps)
-	if l := s.leases[key]; l != nil {
+	expiry := t.ns(now.Add(term + t.eps))
+	if li != noLease {
 		// An invalidated lease whose op was abandoned: the holder dropped or
 		// will drop the entry, so the fresh grant makes it valid again.
+		l := t.reads.at(li)
 		l.invalidated = false
-		if expiry.After(l.expiry) {
+		if expiry > l.expiry {
 			l.expiry = expiry
-			heap.Fix(&t.leases, l.heapIndex)
+			t.rfix(li)
 		}
 		return term
 	}
-	l := &lease{key: k, session: s, expiry: expiry}
-	s.leases[key] = l
-	k.holders[id] = l
-	t.pushLease(l)
+	if !ok {
+		ki = t.newKey(key)
+	}
+	t.addRead(s, ki, expiry)
 	return term
 }
 
@@ -554,20 +764,28 @@ func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Tim
 // tell the client so asks before Grant (and Stats tells which cap it met).
 func (t *Table) AtLeaseLimit(id SessionID, key string, term time.Duration) bool {
 	s := t.openSession(id)
-	return s != nil && term > 0 && t.full(s, key) && t.cacheable(t.keys[key], s)
+	if s == nil || term <= 0 {
+		return false
+	}
+	ki, ok := t.findKey(key)
+	if !ok {
+		return t.full(s, noLease)
+	}
+	return t.full(s, t.findRead(s, ki)) && t.cacheable(t.recs.at(ki).ext, s)
 }
 
-// full reports whether session s may take no new read lease, on key or any
-// other key it holds none on.
-func (t *Table) full(s *session, key string) bool {
-	return s.leases[key] == nil &&
-		((t.maxLeases > 0 && len(s.leases) >= t.maxLeases) || (t.maxTotal > 0 && t.stats.Leases >= t.maxTotal))
+// full reports whether session s may take no new read lease, given li, its
+// lease on the key it asks for (noLease: none).
+func (t *Table) full(s *session, li int32) bool {
+	return li == noLease &&
+		((t.maxLeases > 0 && s.nreads >= t.maxLeases) || (t.maxTotal > 0 && t.stats.Leases >= t.maxTotal))
 }
 
-// cacheable reports whether session s may lease key k (nil: a key the Table
-// does not track) now: no op is pending on it and no other session holds
-// its write lease. inflight counts the write-lease holder's writes too,
-// which bypass the queue and may outlive the write lease itself.
+// cacheable reports whether session s may lease a key with keyState k (nil:
+// a key the Table does not track, or that has only read leases) now: no op
+// is pending on it and no other session holds its write lease. inflight
+// counts the write-lease holder's writes too, which bypass the queue and
+// may outlive the write lease itself.
 func (t *Table) cacheable(k *keyState, s *session) bool {
 	return k == nil || (len(k.queue) == 0 && k.inflight == 0 && (k.wlease == nil || k.wlease.session == s))
 }
@@ -593,16 +811,21 @@ func (t *Table) Renew(id SessionID, keys []string, terms []time.Duration, now ti
 			}
 			terms[i] = term
 		}
-		l := s.leases[key]
-		if l == nil || l.invalidated || len(l.key.queue) > 0 || l.key.inflight > 0 {
+		ki, ok := t.findKey(key)
+		if !ok {
 			continue
 		}
-		if wl := l.key.wlease; wl != nil && wl.session != s {
+		li := t.findRead(s, ki)
+		if li == noLease {
 			continue
 		}
-		if expiry.After(l.expiry) {
-			l.expiry = expiry
-			heap.Fix(&t.leases, l.heapIndex)
+		l := t.reads.at(li)
+		if l.invalidated || !t.cacheable(t.recs.at(ki).ext, s) {
+			continue
+		}
+		if e := t.ns(expiry); e > l.expiry {
+			l.expiry = e
+			t.rfix(li)
 		}
 		terms[i] = term
 	}
@@ -623,8 +846,8 @@ func (t *Table) Relinquish(id SessionID, keys []string, now time.Time) Effects {
 		return eff
 	}
 	for _, key := range keys {
-		if l := s.leases[key]; l != nil {
-			t.dropLease(l, now, &eff, false)
+		if li := t.sessionRead(s, key); li != noLease {
+			t.dropRead(li, now, &eff, false)
 		}
 	}
 	t.gcSession(s)
@@ -643,7 +866,7 @@ func (t *Table) ReleaseWriteLease(id SessionID, key string, token uint64, now ti
 		return eff, ErrUnknownSession
 	}
 	l := s.wrlses[key]
-	if k := t.keys[key]; l == nil && !s.closed && k != nil && k.wlease != nil && k.wlease.token == token && !k.wlease.ending && mayUse(k.wlease, s) {
+	if k := t.extOf(key); l == nil && !s.closed && k != nil && k.wlease != nil && k.wlease.token == token && !k.wlease.ending && mayUse(k.wlease, s) {
 		l = k.wlease
 		t.adopt(l, s)
 	}
@@ -661,7 +884,7 @@ func (t *Table) endWriteLease(l *lease, eff *Effects) {
 		return
 	}
 	l.ending, l.recalled = true, true
-	t.removeLease(l)
+	t.removeWrite(l)
 	eff.EndWrite = append(eff.EndWrite, Notice{Session: l.session.id, Key: l.key.name, Token: l.token})
 }
 
@@ -670,48 +893,55 @@ func (t *Table) endWriteLease(l *lease, eff *Effects) {
 // does nothing if there is no such ended lease.
 func (t *Table) EndWriteLease(key string, token uint64, now time.Time) Effects {
 	var eff Effects
-	k := t.keys[key]
+	k := t.extOf(key)
 	if k == nil || k.wlease == nil || k.wlease.token != token || !k.wlease.ending {
 		return eff
 	}
 	s := k.wlease.session
-	t.dropLease(k.wlease, now, &eff, false)
+	t.dropWrite(k.wlease, now, &eff)
 	t.gcSession(s)
 	return eff
 }
 
 // WriteLease returns the token and the holder of the live write lease on key.
 func (t *Table) WriteLease(key string) (token uint64, holder SessionID, ok bool) {
-	k := t.keys[key]
+	k := t.extOf(key)
 	if k == nil || k.wlease == nil {
 		return 0, 0, false
 	}
 	return k.wlease.token, k.wlease.session.id, true
 }
 
-// dropLease removes l from its key, its session and the heap, and lets the
-// key's head op move on.
-func (t *Table) dropLease(l *lease, now time.Time, eff *Effects, expired bool) {
-	k := l.key
-	if l.write {
-		delete(l.session.wrlses, k.name)
-		if k.wlease == l {
-			k.wlease = nil
-		}
-	} else {
-		delete(l.session.leases, k.name)
-		delete(k.holders, l.session.id)
-		if l.invalidated {
-			if expired {
-				t.stats.InvalidationsExpired++
-			} else {
-				t.stats.InvalidationsAcked++
-			}
+// dropRead removes read lease li from its key, its session and the heap,
+// and lets the key's head op move on.
+func (t *Table) dropRead(li int32, now time.Time, eff *Effects, expired bool) {
+	l := t.reads.at(li)
+	ki := l.key
+	if l.invalidated {
+		if expired {
+			t.stats.InvalidationsExpired++
+		} else {
+			t.stats.InvalidationsAcked++
 		}
 	}
-	t.removeLease(l)
+	t.removeRead(li)
+	if k := t.recs.at(ki).ext; k != nil {
+		t.checkReady(k, now, eff)
+	}
+	t.gcKey(ki)
+}
+
+// dropWrite removes write lease l from its key, its session and the heap,
+// and lets the key's head op move on.
+func (t *Table) dropWrite(l *lease, now time.Time, eff *Effects) {
+	k := l.key
+	delete(l.session.wrlses, k.name)
+	if k.wlease == l {
+		k.wlease = nil
+	}
+	t.removeWrite(l)
 	t.checkReady(k, now, eff)
-	t.gcKey(k)
+	t.gcKey(k.ki)
 }
 
 // Submit hands an op to the Table. A write carrying a fencing token must
@@ -736,7 +966,7 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 	if op.Kind == OpAcquire && t.maxWrite > 0 && len(s.wrlses) >= t.maxWrite && s.wrlses[op.Key] == nil {
 		return eff, ErrWriteLeaseLimit
 	}
-	k := t.keys[op.Key]
+	k := t.extOf(op.Key)
 	if op.Kind == OpWrite {
 		var wl *lease
 		if k != nil {
@@ -766,7 +996,7 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 		}
 	}
 	if k == nil {
-		k = t.key(op.Key)
+		k = t.richKey(op.Key)
 	}
 	op.state = opQueued
 	k.queue = append(k.queue, op)
@@ -786,11 +1016,15 @@ func (t *Table) start(k *keyState, now time.Time, eff *Effects) {
 	op := k.queue[0]
 	op.state = opWaiting
 	op.Started = now
-	for sid, l := range k.holders {
+	for li := t.recs.at(k.ki).holders; li != noLease; {
+		l := t.reads.at(li)
+		next := l.keyNext
+		sid := t.slots[l.session].id
 		if sid == op.Session {
 			// The writer's own lease: its library dropped the entry before
 			// it sent the op, so there is nobody to ask.
-			t.dropLease(l, now, eff, false)
+			t.dropRead(li, now, eff, false)
+			li = next
 			continue
 		}
 		if !l.invalidated {
@@ -799,6 +1033,7 @@ func (t *Table) start(k *keyState, now time.Time, eff *Effects) {
 			eff.Invalidate = append(eff.Invalidate, Notice{Session: sid, Key: k.name})
 		}
 		op.Holders++
+		li = next
 	}
 	if wl := k.wlease; wl != nil && wl.session.id != op.Session {
 		if !wl.recalled {
@@ -820,10 +1055,10 @@ func (t *Table) checkReady(k *keyState, now time.Time, eff *Effects) {
 	if op.state != opWaiting || k.inflight > 0 {
 		return
 	}
-	for sid := range k.holders {
-		if sid != op.Session {
-			return
-		}
+	// A session holds one read lease on a key at most: any but the op's
+	// own holds the op back.
+	if kr := t.recs.at(k.ki); kr.n > 1 || (kr.n == 1 && t.slots[t.reads.at(kr.holders).session].id != op.Session) {
+		return
 	}
 	if k.wlease != nil && k.wlease.session.id != op.Session {
 		return
@@ -867,7 +1102,7 @@ func (t *Table) Abandon(op *Op, now time.Time) (bool, Effects) {
 }
 
 func (t *Table) abandon(op *Op, now time.Time, eff *Effects) {
-	k := t.keys[op.Key]
+	k := t.extOf(op.Key)
 	t.unlinkOp(op)
 	op.state = opAbandoned
 	head := k.queue[0] == op
@@ -880,7 +1115,7 @@ func (t *Table) abandon(op *Op, now time.Time, eff *Effects) {
 	if head && len(k.queue) > 0 {
 		t.start(k, now, eff)
 	}
-	t.gcKey(k)
+	t.gcKey(k.ki)
 }
 
 // Done finishes a ready OpWrite after the server committed it, or failed to
@@ -915,22 +1150,22 @@ func (t *Table) DoneAcquire(op *Op, token uint64, term time.Duration, now time.T
 	s := t.openSession(op.Session)
 	if token != 0 && s != nil {
 		if old := k.wlease; old != nil {
-			t.dropLease(old, now, &eff, false)
-			// dropLease forgets the key if that left it idle; the new
-			// lease keeps it.
-			t.keys[k.name] = k
+			t.dropWrite(old, now, &eff)
+			// dropWrite forgets the key if that left it idle; the new
+			// lease brings it back.
+			k = t.richKey(op.Key)
 		}
-		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), write: true, token: token, client: s.client}
+		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), token: token, client: s.client}
 		k.wlease = l
 		s.wrlses[k.name] = l
-		t.pushLease(l)
+		t.pushWrite(l)
 	}
 	t.next(k, now, &eff)
 	return eff
 }
 
 func (t *Table) finish(op *Op) *keyState {
-	k := t.keys[op.Key]
+	k := t.extOf(op.Key)
 	op.state = opDone
 	k.inflight--
 	if !op.holder {
@@ -945,7 +1180,7 @@ func (t *Table) next(k *keyState, now time.Time, eff *Effects) {
 	} else {
 		t.checkReady(k, now, eff)
 	}
-	t.gcKey(k)
+	t.gcKey(k.ki)
 }
 
 // NextDeadline returns the earliest time at which Tick has something to do:
@@ -957,6 +1192,9 @@ func (t *Table) NextDeadline() (time.Time, bool) {
 		if !ok || at.Before(next) {
 			next, ok = at, true
 		}
+	}
+	if len(t.rheap) > 0 {
+		consider(t.time(t.reads.at(t.rheap[0]).expiry))
 	}
 	if len(t.leases) > 0 {
 		consider(t.leases[0].expiry)
@@ -975,15 +1213,26 @@ func (t *Table) NextDeadline() (time.Time, bool) {
 // has passed.
 func (t *Table) Tick(now time.Time) Effects {
 	var eff Effects
-	for len(t.leases) > 0 && !now.Before(t.leases[0].expiry) {
-		l := t.leases[0]
-		if l.write {
-			t.endWriteLease(l, &eff)
+	// Expire read and write leases in the order of their expiries.
+	at := t.ns(now)
+	for {
+		read := len(t.rheap) > 0 && t.reads.at(t.rheap[0]).expiry <= at
+		write := len(t.leases) > 0 && !now.Before(t.leases[0].expiry)
+		if read && write && t.time(t.reads.at(t.rheap[0]).expiry).After(t.leases[0].expiry) {
+			read = false
+		}
+		switch {
+		case read:
+			li := t.rheap[0]
+			s := t.slots[t.reads.at(li).session]
+			t.dropRead(li, now, &eff, true)
+			t.gcSession(s)
+			continue
+		case write:
+			t.endWriteLease(t.leases[0], &eff)
 			continue
 		}
-		s := l.session
-		t.dropLease(l, now, &eff, true)
-		t.gcSession(s)
+		break
 	}
 	for len(t.deadlines) > 0 && !now.Before(t.deadlines[0].Deadline) {
 		op := t.deadlines[0]
@@ -1001,7 +1250,7 @@ func (t *Table) Tick(now time.Time) Effects {
 	return eff
 }
 
-// leaseHeap orders leases by expiry; opHeap orders ops by deadline.
+// leaseHeap orders write leases by expiry; opHeap orders ops by deadline.
 type (
 	leaseHeap = timeHeap[*lease]
 	opHeap    = timeHeap[*Op]

@@ -179,7 +179,7 @@ func TestLeaseExpiry(t *testing.T) {
 			if s := tab.Stats(); s.Leases != 1 {
 				t.Fatalf("at expiry: Leases = %d, want 1", s.Leases)
 			}
-			if _, ok := tab.sessions[sA].leases["a"]; ok {
+			if _, ok := readExpiry(tab, sA, "a"); ok {
 				t.Fatal("A's lease survived its expiry")
 			}
 			if next, _ := tab.NextDeadline(); !next.Equal(t0.Add(2*term + e)) {
@@ -593,8 +593,8 @@ func TestDoneGrantsFreshLease(t *testing.T) {
 		if got, _ := h.done(op, false); got != 0 {
 			t.Fatalf("Done = %v", got)
 		}
-		if s := h.tab.Stats(); s.Leases != 0 || len(h.tab.keys) != 0 {
-			t.Fatalf("Stats %+v, %d keys", s, len(h.tab.keys))
+		if s := h.tab.Stats(); s.Leases != 0 || h.tab.index.n != 0 {
+			t.Fatalf("Stats %+v, %d keys", s, h.tab.index.n)
 		}
 	})
 	t.Run("next op queued", func(t *testing.T) {
@@ -987,8 +987,8 @@ func TestCloseSession(t *testing.T) {
 					t.Fatal("op not abandoned")
 				}
 			}
-			if s := h.tab.Stats(); s.WritesWaiting != 0 || s.Sessions != 1 || len(h.tab.keys) != 0 {
-				t.Fatalf("Stats %+v, %d keys", s, len(h.tab.keys))
+			if s := h.tab.Stats(); s.WritesWaiting != 0 || s.Sessions != 1 || h.tab.index.n != 0 {
+				t.Fatalf("Stats %+v, %d keys", s, h.tab.index.n)
 			}
 		}
 	})
@@ -1006,8 +1006,8 @@ func TestCloseSession(t *testing.T) {
 		if got, eff := h.done(op1, true); got != 0 || !eff.empty() {
 			t.Fatalf("Done after close = %v, %+v", got, eff)
 		}
-		if len(h.tab.keys) != 0 || len(h.tab.sessions) != 1 {
-			t.Fatalf("%d keys, %d sessions left", len(h.tab.keys), len(h.tab.sessions))
+		if h.tab.index.n != 0 || len(h.tab.sessions) != 1 {
+			t.Fatalf("%d keys, %d sessions left", h.tab.index.n, len(h.tab.sessions))
 		}
 	})
 	t.Run("ready acquire of a closed session grants nothing", func(t *testing.T) {
@@ -1054,7 +1054,7 @@ func TestRelinquish(t *testing.T) {
 	if s := h.tab.Stats(); s.Leases != 1 || s.InvalidationsAcked != 0 {
 		t.Fatalf("Stats %+v", s)
 	}
-	if _, ok := h.tab.keys["a"]; ok {
+	if tracked(h.tab, "a") {
 		t.Fatal("idle key kept")
 	}
 	// Relinquish does not touch a write lease.
@@ -1088,8 +1088,8 @@ func TestRenew(t *testing.T) {
 	for key, want := range map[string]time.Time{
 		"a": newExpiry, "c": newExpiry, "b": t0.Add(term + eps), "pending": t0.Add(term + eps),
 	} {
-		if l := s.leases[key]; !l.expiry.Equal(want) {
-			t.Fatalf("lease %q expires t0%+v, want t0%+v", key, l.expiry.Sub(t0), want.Sub(t0))
+		if expiry, _ := readExpiry(h.tab, sA, key); !expiry.Equal(want) {
+			t.Fatalf("lease %q expires t0%+v, want t0%+v", key, expiry.Sub(t0), want.Sub(t0))
 		}
 	}
 	if l := s.wrlses["wl"]; !l.expiry.Equal(newExpiry) {
@@ -1099,7 +1099,7 @@ func TestRenew(t *testing.T) {
 	if got := renewUniform(h.tab, sA, []string{"a"}, time.Second, h.now); got[0] != time.Second {
 		t.Fatalf("Renew = %v", got)
 	}
-	if !s.leases["a"].expiry.Equal(newExpiry) {
+	if expiry, _ := readExpiry(h.tab, sA, "a"); !expiry.Equal(newExpiry) {
 		t.Fatal("lease shortened by a shorter renewal")
 	}
 	for _, tc := range []struct {
@@ -1441,7 +1441,7 @@ func TestMaxLeasesPerSession(t *testing.T) {
 	}
 	for _, k := range []string{"k0", "k1", "k2"} {
 		if h.tab.AtLeaseLimit(sA, k, term) {
-			t.Fatalf("AtLeaseLimit(%q) with %d of %d leases", k, len(h.tab.sessions[sA].leases), max)
+			t.Fatalf("AtLeaseLimit(%q) with %d of %d leases", k, h.tab.sessions[sA].nreads, max)
 		}
 		if got := h.grant(sA, k); got != term {
 			t.Fatalf("Grant(%q) = %v under the cap", k, got)
@@ -1453,8 +1453,8 @@ func TestMaxLeasesPerSession(t *testing.T) {
 	if got := h.grant(sA, "k3"); got != 0 {
 		t.Fatalf("Grant(k3) = %v past the cap, want 0", got)
 	}
-	if s := h.tab.Stats(); s.Leases != max || len(h.tab.keys) != max {
-		t.Fatalf("Stats %+v, %d keys: the refused grant left state behind", s, len(h.tab.keys))
+	if s := h.tab.Stats(); s.Leases != max || h.tab.index.n != max {
+		t.Fatalf("Stats %+v, %d keys: the refused grant left state behind", s, h.tab.index.n)
 	}
 	// What it holds is extended and renewed.
 	if h.tab.AtLeaseLimit(sA, "k0", term) || h.grant(sA, "k0") != term {
@@ -1550,7 +1550,7 @@ func TestMaxWriteLeasesPerSession(t *testing.T) {
 	if eff, err := h.tab.Submit(op, h.now); !errors.Is(err, ErrWriteLeaseLimit) || !eff.empty() {
 		t.Fatalf("a third acquisition: %v, %+v; want ErrWriteLeaseLimit and no effects", err, eff)
 	}
-	if after := h.tab.Stats(); after != before || h.tab.keys["w2"] != nil {
+	if after := h.tab.Stats(); after != before || tracked(h.tab, "w2") {
 		t.Fatalf("the refused acquisition changed the table: %+v, then %+v", before, after)
 	}
 	h.mustAcquire(sB, "w2", 3)
