@@ -10,8 +10,8 @@ import (
 )
 
 // sender writes frames to one stream. send never blocks: frames queue in
-// memory, up to maxQueuedBytes; past that the peer is not reading, the
-// sender closes, dropping what is queued, and overflow is called once.
+// memory, up to maxQueuedBytes (or one frame larger than that); past that
+// the peer is not reading, the sender closes, dropping what is queued, and overflow is called once.
 //
 // A goroutine writes the queue out, started by the send that finds no
 // other writing and ending once the queue is empty: an idle sender, like
@@ -53,8 +53,12 @@ func (s *sender) send(m protocol.Message) bool {
 		return false
 	}
 	var err error
+	queued := len(s.buf)
 	s.buf, err = protocol.AppendFrame(s.buf, m)
-	full := len(s.buf) > maxQueuedBytes
+	// One frame alone may pass the cap: a reply that carries a value larger
+	// than it (up to MaxValueSize, 64 MiB at most) must still go out. The
+	// queue holds at most maxQueuedBytes and one frame.
+	full := len(s.buf) > maxQueuedBytes && queued > 0
 	start := false
 	if full {
 		// Whatever comes next would only pile up behind what the peer does
