@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -185,19 +184,37 @@ func scanValues(b []byte, size int, n uint64, depth int) (int, error) {
 
 // FrameReader reads frames from a stream. It is not safe for concurrent use:
 // one goroutine owns it.
+//
+// It reads straight from the stream, without a buffer of its own ahead of
+// the frames: a server holds one per session, most of them idle, and an
+// idle reader must cost next to nothing. While it waits for a frame it
+// holds only the header's few bytes and a body buffer of at most
+// keptBodySize; a larger body's buffer grows as its bytes arrive and is let
+// go once the frame has been read.
 type FrameReader struct {
-	r   *bufio.Reader
+	r   io.Reader
 	max int
-	buf []byte
+	// hdr holds the next frame's header as it arrives; nhdr bytes of it
+	// have (Begin reads the first, and a read that failed part way keeps
+	// what it had).
+	hdr  [frameHeaderSize]byte
+	nhdr int
+	buf  []byte
 }
 
+// keptBodySize is the largest body buffer a FrameReader keeps from one
+// frame to the next: more than most requests and replies (a few hundred
+// bytes), so that a busy stream of small frames reuses one buffer.
+const keptBodySize = 4 << 10
+
 // NewFrameReader returns a reader of frames of at most max bytes (type and
-// body); max <= 0 means DefaultMaxFrameSize.
+// body); max <= 0 means DefaultMaxFrameSize. It allocates nothing for the
+// frames until they come.
 func NewFrameReader(r io.Reader, max int) *FrameReader {
 	if max <= 0 {
 		max = DefaultMaxFrameSize
 	}
-	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &FrameReader{r: r, max: max}
 }
 
 // Begin waits until the first byte of the next frame has arrived, or the
@@ -205,8 +222,14 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 // frame may take calls it before ReadFrame, so that the bound runs from the
 // frame's start and not through the silence before it.
 func (fr *FrameReader) Begin() error {
-	_, err := fr.r.Peek(1)
-	return err
+	for fr.nhdr == 0 {
+		n, err := fr.r.Read(fr.hdr[:1])
+		fr.nhdr += n
+		if err != nil && fr.nhdr == 0 {
+			return err
+		}
+	}
+	return nil
 }
 
 // ReadFrame reads the next frame and returns its type and body. The body is
@@ -214,31 +237,38 @@ func (fr *FrameReader) Begin() error {
 // the limit before any memory is allocated for the frame, and the body's
 // buffer grows as its bytes arrive, from at most 64 KiB, so a frame that
 // declares a large length and stalls holds little more than what it sent.
-// io.EOF means the stream ended cleanly between frames.
+// io.EOF means the stream ended cleanly between frames. A read that fails
+// within the header (a deadline) may be retried: the header's bytes that
+// came are kept.
 func (fr *FrameReader) ReadFrame() (Type, []byte, error) {
-	var hdr [frameHeaderSize]byte
-	if _, err := io.ReadFull(fr.r, hdr[:]); err != nil {
+	n, err := io.ReadFull(fr.r, fr.hdr[fr.nhdr:])
+	fr.nhdr += n
+	if err != nil {
+		if errors.Is(err, io.EOF) && fr.nhdr > 0 {
+			err = io.ErrUnexpectedEOF
+		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return 0, nil, fmt.Errorf("protocol: truncated frame header: %w", err)
 		}
 		return 0, nil, err
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n == 0 {
+	fr.nhdr = 0
+	size := binary.BigEndian.Uint32(fr.hdr[:])
+	if size == 0 {
 		return 0, nil, fmt.Errorf("%w: empty frame", ErrMalformed)
 	}
-	if uint64(n) > uint64(fr.max) {
-		return 0, nil, fmt.Errorf("%w: %d bytes declared, limit %d", ErrFrameTooLarge, n, fr.max)
+	if uint64(size) > uint64(fr.max) {
+		return 0, nil, fmt.Errorf("%w: %d bytes declared, limit %d", ErrFrameTooLarge, size, fr.max)
 	}
-	b, err := readBody(fr.r, fr.buf, int(n))
+	b, err := readBody(fr.r, fr.buf, int(size))
+	// Keep a large buffer only while it is in use, so that one big value
+	// does not pin its size for the rest of the stream.
 	fr.buf = b
+	if cap(b) > keptBodySize {
+		fr.buf = nil
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("protocol: truncated frame: %w", err)
-	}
-	// Keep a large buffer only while it is in use, so one big value does not
-	// pin a megabyte per connection.
-	if cap(fr.buf) > 64<<10 && n <= 64<<10 {
-		fr.buf = nil
 	}
 	return Type(b[0]), b[1:], nil
 }

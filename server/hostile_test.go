@@ -994,8 +994,6 @@ func TestSenderOverflow(t *testing.T) {
 	var counts [protocol.NumTypes]atomic.Uint64
 	var overflows atomic.Int32
 	s := newSender(w, &counts, func() { overflows.Add(1); close(w.closed) })
-	done := make(chan struct{})
-	go func() { defer close(done); s.run() }()
 	value := make([]byte, 1<<20)
 	taken := 0
 	for i := range 2 * maxQueuedBytes >> 20 {
@@ -1023,6 +1021,8 @@ func TestSenderOverflow(t *testing.T) {
 	if queued != 0 {
 		t.Fatalf("%d bytes still queued after the overflow", queued)
 	}
+	done := make(chan struct{})
+	go func() { defer close(done); s.wait() }()
 	wait.Chan(t, done, testTimeout, "the sender's goroutine to end")
 }
 
@@ -1033,8 +1033,6 @@ func TestSenderFlushBounded(t *testing.T) {
 	w := stalledWriter{make(chan struct{})}
 	var counts [protocol.NumTypes]atomic.Uint64
 	s := newSender(w, &counts, func() {})
-	done := make(chan struct{})
-	go func() { defer close(done); s.run() }()
 	s.send(&protocol.OK{ID: 1})
 	start := time.Now()
 	if s.flush(50 * time.Millisecond) {
@@ -1044,7 +1042,7 @@ func TestSenderFlushBounded(t *testing.T) {
 		t.Fatalf("flush returned after %v, want 50ms", d)
 	}
 	close(w.closed)
-	<-done
+	s.wait() // the write fails, and the sender closes
 	if s.flush(time.Hour) {
 		t.Fatal("flush of a closed sender reported its frame written")
 	}
@@ -1093,5 +1091,70 @@ func TestStaleWriteCopyRefused(t *testing.T) {
 	}
 	if r := get(t, b, "k"); string(r.Value) != "v2" || r.Version != second.Version {
 		t.Fatalf("k after the stale copies: %q at version %d; want v2 at %d", r.Value, r.Version, second.Version)
+	}
+}
+
+// closeRecorder is a stream that keeps what is written to it and whether
+// it was closed.
+type closeRecorder struct {
+	mu     sync.Mutex
+	b      bytes.Buffer
+	closed bool
+}
+
+func (w *closeRecorder) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *closeRecorder) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	return nil
+}
+
+// TestSenderIdleHoldsNothing: once what it was sent is written, a sender
+// has no goroutine left, and no buffer; the next send starts one again,
+// and finish, on an idle sender, ends the stream after every frame.
+func TestSenderIdleHoldsNothing(t *testing.T) {
+	leaktest.Check(t)
+	w := &closeRecorder{}
+	var counts [protocol.NumTypes]atomic.Uint64
+	s := newSender(w, &counts, func() { t.Error("overflow") })
+	var want []byte
+	for round := range 3 {
+		for i := range 10 {
+			m := &protocol.OK{ID: uint64(round*10 + i + 1)}
+			want, _ = protocol.AppendFrame(want, m)
+			if !s.send(m) {
+				t.Fatalf("round %d: send %d refused", round, i)
+			}
+		}
+		if !s.flush(testTimeout) {
+			t.Fatalf("round %d: flush failed", round)
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); s.wait() }()
+		wait.Chan(t, done, testTimeout, "the sender's goroutine to end once idle")
+		s.mu.Lock()
+		held, writing := cap(s.buf), s.writing
+		s.mu.Unlock()
+		if held != 0 || writing {
+			t.Fatalf("round %d: idle sender holds a buffer of %d bytes, writing %v", round, held, writing)
+		}
+	}
+	s.finish()
+	done := make(chan struct{})
+	go func() { defer close(done); s.wait() }()
+	wait.Chan(t, done, testTimeout, "the sender to finish")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed || !bytes.Equal(w.b.Bytes(), want) {
+		t.Fatalf("stream closed %v, %d bytes written; want closed after %d bytes", w.closed, w.b.Len(), len(want))
+	}
+	if s.send(&protocol.OK{ID: 99}) {
+		t.Fatal("a finished sender took a frame")
 	}
 }

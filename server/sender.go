@@ -9,30 +9,38 @@ import (
 	"github.com/leased/leased/protocol"
 )
 
-// sender writes frames to one stream from its own goroutine. send never
-// blocks: frames queue in memory, up to maxQueuedBytes; past that the peer
-// is not reading, the sender closes, dropping what is queued, and overflow
-// is called once.
+// sender writes frames to one stream. send never blocks: frames queue in
+// memory, up to maxQueuedBytes (or one frame larger than that); past that
+// the peer is not reading, the sender closes, dropping what is queued, and overflow is called once.
+//
+// A goroutine writes the queue out, started by the send that finds no
+// other writing and ending once the queue is empty: an idle sender, like
+// most of a server's, holds no goroutine and no buffer, only itself.
 type sender struct {
 	w        io.Writer
 	counts   *[protocol.NumTypes]atomic.Uint64
 	metrics  *metrics // counts the error replies sent, if not nil
 	overflow func()
 
-	mu        sync.Mutex // guards buf, writing, closed, finishing, flushed
-	buf       []byte
-	writing   bool // run is writing a batch taken from buf
-	closed    bool
+	mu sync.Mutex // guards buf, writing, closed, failed, finishing, flushed
+	// buf is the frames queued and not yet taken to be written.
+	buf []byte
+	// writing: a goroutine of drain runs, and will write buf out (or see
+	// the sender closed) before it ends. At most one runs at a time.
+	writing bool
+	closed  bool
+	// failed: a write failed, or the queue overflowed; what was queued was
+	// not all written.
+	failed    bool
 	finishing bool       // finish was called: close the stream once buf is written
-	flushed   *sync.Cond // signalled when buf has been written out
+	flushed   *sync.Cond // signalled when buf has been written out, or the sender closed
 
-	wake chan struct{} // capacity 1
-	done chan struct{} // closed by close
-	over sync.Once
+	drains sync.WaitGroup // the goroutine of drain, while one runs
+	over   sync.Once
 }
 
 func newSender(w io.Writer, counts *[protocol.NumTypes]atomic.Uint64, overflow func()) *sender {
-	s := &sender{w: w, counts: counts, overflow: overflow, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &sender{w: w, counts: counts, overflow: overflow}
 	s.flushed = sync.NewCond(&s.mu)
 	return s
 }
@@ -45,13 +53,21 @@ func (s *sender) send(m protocol.Message) bool {
 		return false
 	}
 	var err error
+	queued := len(s.buf)
 	s.buf, err = protocol.AppendFrame(s.buf, m)
-	full := len(s.buf) > maxQueuedBytes
+	// One frame alone may pass the cap: a reply that carries a value larger
+	// than it (up to MaxValueSize, 64 MiB at most) must still go out. The
+	// queue holds at most maxQueuedBytes and one frame.
+	full := len(s.buf) > maxQueuedBytes && queued > 0
+	start := false
 	if full {
 		// Whatever comes next would only pile up behind what the peer does
 		// not read.
 		s.buf = nil
+		s.failed = true
 		s.closeLocked()
+	} else if err == nil {
+		start = s.startLocked()
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -61,14 +77,25 @@ func (s *sender) send(m protocol.Message) bool {
 		s.over.Do(s.overflow)
 		return false
 	}
+	if start {
+		go s.drain()
+	}
 	s.counts[m.Type()].Add(1)
 	if e, ok := m.(*protocol.Error); ok && s.metrics != nil {
 		s.metrics.countError(e.Code)
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	return true
+}
+
+// startLocked reports whether the caller must start a goroutine of drain,
+// which it then counts: none runs yet. s.mu is held, and s is not closed,
+// so that wait, which is called once s is closed, never races the count.
+func (s *sender) startLocked() bool {
+	if s.writing {
+		return false
 	}
+	s.writing = true
+	s.drains.Add(1)
 	return true
 }
 
@@ -93,60 +120,76 @@ func (s *sender) flush(timeout time.Duration) bool {
 		}
 		s.flushed.Wait()
 	}
-	return len(s.buf) == 0 && !s.writing
+	return len(s.buf) == 0 && !s.writing && !s.failed
 }
 
-// run writes queued frames until close. It is the sender's one goroutine.
-func (s *sender) run() {
+// drain writes the queue out until it is empty, then ends; if finish was
+// called, it closes the stream first. It ends at once if the sender closes.
+func (s *sender) drain() {
+	defer s.drains.Done()
 	var spare []byte
+	s.mu.Lock()
 	for {
-		select {
-		case <-s.wake:
-		case <-s.done:
-			return
-		}
-		s.mu.Lock()
 		b := s.buf
-		s.buf = spare[:0]
-		s.writing = true
-		s.mu.Unlock()
-		if len(b) > 0 {
-			if _, err := s.w.Write(b); err != nil {
-				s.close()
-				return
-			}
+		if s.closed || len(b) == 0 {
+			break
 		}
-		// Keep a large buffer only while it is in use, so that one burst
-		// does not pin megabytes for the rest of the session.
+		// Take the whole queue; send appends the frames that come meanwhile
+		// to the spare buffer of the last batch.
+		s.buf = spare[:0]
+		s.mu.Unlock()
+		if _, err := s.w.Write(b); err != nil {
+			s.mu.Lock()
+			s.failed = true
+			s.closeLocked()
+			break
+		}
+		// Reuse a buffer for the next batch of a burst, unless it is large:
+		// one big value must not make every later batch pin its size.
 		spare = nil
 		if cap(b) <= 64<<10 {
 			spare = b
 		}
 		s.mu.Lock()
-		s.writing = false
-		fin := s.finishing && len(s.buf) == 0
-		s.flushed.Broadcast()
-		s.mu.Unlock()
-		if fin {
-			if c, ok := s.w.(io.Closer); ok {
-				c.Close()
-			}
-			s.close()
-			return
+	}
+	// The queue is empty (or the sender closed), and s.mu is held: the next
+	// send starts another goroutine. Nothing is kept for it, not even the
+	// spare buffer that the last batch left in buf.
+	if len(s.buf) == 0 {
+		s.buf = nil
+	}
+	s.writing = false
+	fin := s.finishing && !s.closed
+	if fin {
+		s.closeLocked() // no frame may follow the end of the stream
+	}
+	s.flushed.Broadcast()
+	s.mu.Unlock()
+	if fin {
+		if c, ok := s.w.(io.Closer); ok {
+			c.Close()
 		}
 	}
 }
 
-// finish makes run write what is queued, then close the stream's write
-// side (a clean end of stream for the peer, after every frame sent before
-// it), and stop.
+// wait waits until no goroutine of the sender runs. Call it once the
+// sender is closed: then none starts again.
+func (s *sender) wait() { s.drains.Wait() }
+
+// finish makes the sender write what is queued, then close the stream's
+// write side (a clean end of stream for the peer, after every frame sent
+// before it), and close.
 func (s *sender) finish() {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
 	s.finishing = true
+	start := s.startLocked()
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if start {
+		go s.drain()
 	}
 }
 
@@ -160,7 +203,6 @@ func (s *sender) close() {
 func (s *sender) closeLocked() {
 	if !s.closed {
 		s.closed = true
-		close(s.done)
 		s.flushed.Broadcast()
 	}
 }

@@ -128,11 +128,16 @@ func (ss *session) run() {
 	ss.mu.Lock() // goAway reads it from another goroutine
 	ss.replies = replies
 	ss.mu.Unlock()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ss.replies.close()
-	wg.Add(1)
-	go func() { defer wg.Done(); ss.replies.run() }()
+	// The senders close, and then their goroutines end, before the session
+	// ends in its core.
+	defer func() {
+		replies.close()
+		if ss.notices != nil {
+			ss.notices.close()
+			ss.notices.wait()
+		}
+		replies.wait()
+	}()
 
 	// The hello names the protocol version. Nothing else may come first.
 	stream.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
@@ -195,9 +200,6 @@ func (ss *session) run() {
 	ss.notices = newSender(uni, &s.msgsOut, func() {
 		ss.closeWith(fmt.Errorf("%w: client is not reading its invalidations", errResourceExhausted))
 	})
-	defer ss.notices.close()
-	wg.Add(1)
-	go func() { defer wg.Done(); ss.notices.run() }()
 	ss.replies.send(ss.helloReply())
 	log.Debug("session opened", "client", hello.Client)
 
