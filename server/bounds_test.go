@@ -290,7 +290,7 @@ func TestHostileSessionsPerAddr(t *testing.T) {
 	dialRaw(t, srv)
 	before := srv.Stats()
 	for range 5 {
-		expectGone(t, dialQUIC(t, srv, nil), protocol.CodeResourceExhausted, "2 sessions from address 127.0.0.1 (MaxSessionsPerAddr)")
+		expectRefused(t, srv, protocol.CodeResourceExhausted, "2 sessions from address 127.0.0.1 (MaxSessionsPerAddr)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()

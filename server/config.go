@@ -26,7 +26,11 @@ const (
 	DefaultLeaseTerm    = 10 * time.Second
 	DefaultEpsilon      = 100 * time.Millisecond
 	DefaultMaxValueSize = 1 << 20
-	DefaultMaxInflight  = 4096
+	// MaxValueSizeLimit bounds Config.MaxValueSize: a value is applied in
+	// one log entry and one database transaction, and an entry of a 64 MiB
+	// value, with its key and framing, is over the database's limit.
+	MaxValueSizeLimit  = 63 << 20
+	DefaultMaxInflight = 4096
 	// DefaultMaxSessions is the default of Config.MaxSessions. An idle
 	// session costs the server about 75 KB (BenchmarkIdleSessionMemory;
 	// most of it quic-go's state of the connection), so 50,000 hold under
@@ -382,8 +386,8 @@ func (c Config) validate() error {
 		return err
 	}
 	switch {
-	case c.MaxValueSize < 0 || c.MaxValueSize > 64<<20:
-		return fmt.Errorf("max value size %d is outside 0..64 MiB", c.MaxValueSize)
+	case c.MaxValueSize < 0 || c.MaxValueSize > MaxValueSizeLimit:
+		return fmt.Errorf("max value size %d is outside 0..%d (63 MiB)", c.MaxValueSize, MaxValueSizeLimit)
 	case c.MaxInflight < 0:
 		return fmt.Errorf("max inflight %d is negative", c.MaxInflight)
 	case c.MaxSessions < 0:

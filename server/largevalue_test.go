@@ -22,8 +22,8 @@ func TestLargestValueRoundTrip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 128 MiB")
 	}
-	const size = 64<<20 - 4<<10
-	srv, _ := hostileServer(t, Config{MaxValueSize: 64 << 20})
+	const size = MaxValueSizeLimit
+	srv, _ := hostileServer(t, Config{MaxValueSize: MaxValueSizeLimit})
 	c := dial(t, srv, protoclient.Options{MaxFrameSize: srv.cfg.maxFrameSize()})
 	value := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	value[size-1] = 'z'

@@ -56,7 +56,7 @@ func (s *sender) send(m protocol.Message) bool {
 	queued := len(s.buf)
 	s.buf, err = protocol.AppendFrame(s.buf, m)
 	// One frame alone may pass the cap: a reply that carries a value larger
-	// than it (up to MaxValueSize, 64 MiB at most) must still go out. The
+	// than it (up to MaxValueSize, 63 MiB at most) must still go out. The
 	// queue holds at most maxQueuedBytes and one frame.
 	full := len(s.buf) > maxQueuedBytes && queued > 0
 	start := false

@@ -15,8 +15,8 @@ import (
 	"github.com/leased/leased/internal/version"
 )
 
-// maxStdinValue bounds a value read from stdin: the largest value any
-// server accepts (64 MiB), plus one byte to detect a longer one.
+// maxStdinValue bounds a value read from stdin: more than the largest
+// value any server accepts (63 MiB), so that a longer one is detected.
 const maxStdinValue = 64 << 20
 
 // argsExactly returns an Args check that wants the named arguments, with a

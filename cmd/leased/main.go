@@ -61,7 +61,7 @@ const (
 )
 
 // maxValueSizeLimit is the largest --max-value-size the server accepts.
-const maxValueSizeLimit = 64 << 20
+const maxValueSizeLimit = server.MaxValueSizeLimit
 
 // defaultShutdownTimeout bounds a graceful shutdown, and
 // maxShutdownTimeout bounds --shutdown-timeout: a graceful shutdown waits
@@ -235,7 +235,7 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.StringVar(&o.data, "data", server.DefaultDir, "data folder: database and TLS files (created if missing)")
 	f.DurationVar(&o.leaseTerm, "lease-term", server.DefaultLeaseTerm, "term of read and write leases (at most "+server.MaxLeaseTerm.String()+")")
 	f.DurationVar(&o.epsilon, "epsilon", server.DefaultEpsilon, "clock drift allowance ε added to every lease on the server (at most "+server.MaxEpsilon.String()+")")
-	f.IntVar(&o.maxValueSize, "max-value-size", server.DefaultMaxValueSize, "largest value in bytes (at most 64 MiB)")
+	f.IntVar(&o.maxValueSize, "max-value-size", server.DefaultMaxValueSize, "largest value in bytes (at most 63 MiB)")
 	f.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "most client sessions at once")
 	f.IntVar(&o.maxSessionsPerAddr, "max-sessions-per-addr", server.DefaultMaxSessionsPerAddr, "most client sessions at once from one IP address")
 	f.IntVar(&o.maxLeasesPerSession, "max-leases-per-session", server.DefaultMaxLeasesPerSession, "most read leases one session holds; a read that needs another is refused (resource exhausted)")
@@ -506,7 +506,7 @@ func (o *options) validate() error {
 	case o.epsilon > server.MaxEpsilon:
 		return usagef("--epsilon %v: must be at most %v", o.epsilon, server.MaxEpsilon)
 	case o.maxValueSize <= 0 || o.maxValueSize > maxValueSizeLimit:
-		return usagef("--max-value-size %d: must be between 1 and %d bytes (64 MiB)", o.maxValueSize, maxValueSizeLimit)
+		return usagef("--max-value-size %d: must be between 1 and %d bytes (63 MiB)", o.maxValueSize, maxValueSizeLimit)
 	case o.maxSessions <= 0:
 		return usagef("--max-sessions %d: must be positive", o.maxSessions)
 	case o.maxSessionsPerAddr <= 0:
