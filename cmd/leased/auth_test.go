@@ -21,16 +21,7 @@ import (
 // --insecure-no-client-auth; an access policy needs them; the flags that
 // contradict each other are refused.
 func TestAuthFlags(t *testing.T) {
-	base := func() *options {
-		return &options{
-			listen: server.DefaultAddr, data: server.DefaultDir,
-			leaseTerm: time.Second, epsilon: time.Millisecond,
-			maxValueSize: 1, maxSessions: 1, shutdownTimeout: time.Second, retryWindow: time.Minute,
-			maxSessionsPerAddr: 1, maxLeasesPerSession: 1, maxLeases: 1, maxWriteLeases: 1, maxTotalInflightBytes: 1 << 20, frameTimeout: time.Second, retryHandshakes: -1,
-			ttlMax: time.Hour, maxTTLLeases: 1, ttlCheckpoint: time.Minute, ttlRevokeRate: 1,
-			initialClusterState: clusterStateNew, raftTimeouts: defaultRaftTimeouts,
-		}
-	}
+	base := goodOptions
 	for _, tc := range []struct {
 		name   string
 		change func(*options)

@@ -235,6 +235,19 @@ func expectError(t *testing.T, r clitest.Result, code int, want string) {
 	}
 }
 
+// goodOptions returns the flags of a good server alone, which the tests
+// of validate change one at a time.
+func goodOptions() *options {
+	return &options{
+		listen: server.DefaultAddr, data: server.DefaultDir,
+		leaseTerm: time.Second, epsilon: time.Millisecond,
+		maxValueSize: 1, maxSessions: 1, shutdownTimeout: time.Second, retryWindow: time.Minute,
+		maxSessionsPerAddr: 1, maxLeasesPerSession: 1, maxLeases: 1, maxWriteLeases: 1, maxTotalInflightBytes: 1 << 20, frameTimeout: time.Second, retryHandshakes: -1,
+		ttlMax: time.Hour, maxTTLLeases: 1, ttlCheckpoint: time.Minute, ttlRevokeRate: 1,
+		initialClusterState: clusterStateNew, raftTimeouts: defaultRaftTimeouts,
+	}
+}
+
 // cluster makes o the flags of a good node of a cluster.
 func cluster(o *options) {
 	o.name, o.peerListen, o.caDir = "n1", "127.0.0.1:7501", "ca"
@@ -242,16 +255,7 @@ func cluster(o *options) {
 
 // TestValidate checks flag validation without starting a server.
 func TestValidate(t *testing.T) {
-	good := func() *options {
-		return &options{
-			listen: server.DefaultAddr, data: server.DefaultDir,
-			leaseTerm: time.Second, epsilon: time.Millisecond,
-			maxValueSize: 1, maxSessions: 1, shutdownTimeout: time.Second, retryWindow: time.Minute,
-			maxSessionsPerAddr: 1, maxLeasesPerSession: 1, maxLeases: 1, maxWriteLeases: 1, maxTotalInflightBytes: 1 << 20, frameTimeout: time.Second, retryHandshakes: -1,
-			ttlMax: time.Hour, maxTTLLeases: 1, ttlCheckpoint: time.Minute, ttlRevokeRate: 1,
-			initialClusterState: clusterStateNew, raftTimeouts: defaultRaftTimeouts,
-		}
-	}
+	good := goodOptions
 	if err := good().validate(); err != nil {
 		t.Fatalf("good options: %v", err)
 	}
