@@ -481,6 +481,12 @@ func (a *app) exitCode(err error) int {
 		return exitConflict
 	case errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return exitUnavailable
+	case errors.Is(err, client.ErrCanceled):
+		// The write was abandoned when --timeout ran out (an interrupt
+		// is told apart above): whether the server said so first or
+		// the context ended first is a race, and both are no answer in
+		// time.
+		return exitUnavailable
 	}
 	return exitError
 }

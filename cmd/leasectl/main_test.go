@@ -551,6 +551,7 @@ func TestExitCodes(t *testing.T) {
 		{fmt.Errorf("%w: x", errLeaseLost), exitConflict},
 		{fmt.Errorf("%w: connect", client.ErrUnavailable), exitUnavailable},
 		{context.DeadlineExceeded, exitUnavailable},
+		{&client.ServerError{Code: protocol.CodeCanceled, Message: "write abandoned"}, exitUnavailable},
 		{usagef("bad"), exitUsage},
 		{&dialError{err: fmt.Errorf("%w: CA file", client.ErrInvalidArgument)}, exitUsage},
 	} {
