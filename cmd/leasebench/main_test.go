@@ -28,7 +28,7 @@ var tiny = []string{"--sharing", "1", "--terms", "10s", "--delay-terms", "none",
 	"--warmup", "100ms", "--measure", "300ms", "--pairs", "4", "--clients", "2", "--margin", "100ms", "--progress=false"}
 
 // leasebench runs execute with args and an environment without
-// LEASED_CACERT.
+// LEASECTL_CACERT.
 func leasebench(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer

@@ -17,7 +17,7 @@
 //
 // Run from the folder that holds leased-data, on the same machine as the
 // server, leasectl finds the server's CA by itself; otherwise pass --cacert
-// or set LEASED_CACERT. See "leasectl --help" for the exit statuses.
+// or set LEASECTL_CACERT. See "leasectl --help" for the exit statuses.
 package main
 
 import (
@@ -329,7 +329,7 @@ var errNoCA = errors.New("no CA certificate")
 
 // caFile returns the CA file to verify the server with: --cacert; for a
 // local endpoint, <--data>/tls/ca.pem if it exists (relative to the working
-// directory); then $LEASED_CACERT.
+// directory); then $LEASECTL_CACERT.
 func (a *app) caFile() (string, error) {
 	ca, local := layout.FindCA(a.firstEndpoint(), a.data, a.cacert, a.getenv(envCACert))
 	if ca != "" {

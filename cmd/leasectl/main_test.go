@@ -316,7 +316,7 @@ func TestWriteLeaseHoldInterrupt(t *testing.T) {
 
 // TestCADiscovery checks that leasectl finds the CA of a local server by
 // itself: from the folder holding leased-data, from --data, and from
-// LEASED_CACERT.
+// LEASECTL_CACERT.
 func TestCADiscovery(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -339,7 +339,7 @@ func TestCADiscovery(t *testing.T) {
 	other := t.TempDir()
 	// From elsewhere, with --data.
 	ok(t, clitest.Cmd{Dir: other}.Run(t, bins.Leasectl, append(ep, "--data", filepath.Join(dir, server.DefaultDir), "get", "k")...))
-	// From elsewhere, with LEASED_CACERT.
+	// From elsewhere, with LEASECTL_CACERT.
 	ok(t, clitest.Cmd{Dir: other, Env: []string{envCACert + "=" + srv.CA}}.Run(t, bins.Leasectl, append(ep, "get", "k")...))
 
 	// Nowhere to find it: a clear error, status 2.

@@ -27,7 +27,7 @@ const (
 	// EnvCACert names the environment variable that gives the command-line
 	// tools the CA file when --cacert is not given and no local data folder
 	// has one.
-	EnvCACert = "LEASED_CACERT"
+	EnvCACert = "LEASECTL_CACERT"
 )
 
 // CAPath returns <dataDir>/tls/ca.pem, where clients find the CA of a server

@@ -191,19 +191,20 @@ type Cmd struct {
 	// Dir is the working directory; empty means the test's.
 	Dir string
 	// Env is added to the environment, from which every LEASED_ variable
-	// (leasectl's LEASED_CACERT, and leased's flags) is first removed so
-	// that the caller's shell cannot change a test.
+	// (leased's flags) and LEASECTL_ variable (leasectl's CA and
+	// certificate) is first removed so that the caller's shell cannot
+	// change a test.
 	Env []string
 	// Stdin is the command's input.
 	Stdin io.Reader
 }
 
 // Env returns the environment for a command: os.Environ without its
-// LEASED_ variables, plus extra.
+// LEASED_ and LEASECTL_ variables, plus extra.
 func Env(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LEASED_") {
+		if !strings.HasPrefix(kv, "LEASED_") && !strings.HasPrefix(kv, "LEASECTL_") {
 			env = append(env, kv)
 		}
 	}
