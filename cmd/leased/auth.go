@@ -11,13 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/leased/leased/internal/tlsfiles"
-	"github.com/leased/leased/server"
 )
 
 // authFlags adds the flags of client authentication and the access policy.
@@ -28,17 +26,30 @@ func (o *options) authFlags(f *pflag.FlagSet) {
 }
 
 // loopback reports whether the host of --listen reaches only this machine:
-// a loopback address, or localhost.
+// a loopback address, or a name (localhost) whose every address is one.
+// A name that does not resolve is not loopback, so leased asks for client
+// certificates rather than trust it.
 func (o *options) loopback() bool {
 	host, _, err := net.SplitHostPort(o.listen)
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
-		return true
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	if host == "" {
+		return false
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // clusterCAFile returns the cluster CA a node was given (--ca-dir or
@@ -126,10 +137,16 @@ type hupFilter struct {
 	log    *slog.Logger
 	policy bool
 	out    chan os.Signal
-	srv    atomic.Pointer[server.Server]
 	done   chan struct{}
 	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	srv     reloader // set by serving
+	pending bool     // a SIGHUP came before serving
 }
+
+// reloader reloads an access policy; *server.Server is one.
+type reloader interface{ ReloadPolicy() error }
 
 // filterHUP starts passing on sigs (nil: none) until stop. policy says
 // whether there is an access policy file to reload.
@@ -151,23 +168,40 @@ func filterHUP(log *slog.Logger, sigs <-chan os.Signal, policy bool) *hupFilter 
 					}
 					continue
 				}
-				srv := h.srv.Load()
-				switch {
-				case srv == nil:
-					h.log.Warn("SIGHUP before the server started: ignored")
-				case !h.policy:
+				if !h.policy {
 					h.log.Info("SIGHUP: there is no access policy to reload (--auth-policy)")
-				default:
-					srv.ReloadPolicy() // logs its outcome
+					continue
 				}
+				h.mu.Lock()
+				srv := h.srv
+				if srv == nil {
+					h.pending = true
+				}
+				h.mu.Unlock()
+				if srv == nil {
+					h.log.Info("SIGHUP before the server started: the access policy is read again once it serves")
+					continue
+				}
+				srv.ReloadPolicy() // logs its outcome
 			}
 		}
 	}()
 	return h
 }
 
-// serving makes SIGHUP reload srv's access policy.
-func (h *hupFilter) serving(srv *server.Server) { h.srv.Store(srv) }
+// serving makes SIGHUP reload srv's access policy, and reloads it at once
+// if a SIGHUP came while the server started: the file may have changed
+// since the server read it.
+func (h *hupFilter) serving(srv reloader) {
+	h.mu.Lock()
+	h.srv = srv
+	pending := h.pending
+	h.pending = false
+	h.mu.Unlock()
+	if pending {
+		srv.ReloadPolicy() // logs its outcome
+	}
+}
 
 // stop ends the filter.
 func (h *hupFilter) stop() {

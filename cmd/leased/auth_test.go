@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -228,5 +229,56 @@ func TestInsecureNoClientAuthWarns(t *testing.T) {
 	o.warnAuth(log)
 	if buf.Len() != 0 {
 		t.Fatalf("on loopback the flag changes nothing and deserves no warning; log: %q", buf.String())
+	}
+}
+
+// countReloads counts the reloads of an access policy.
+type countReloads struct{ n atomic.Int32 }
+
+func (c *countReloads) ReloadPolicy() error { c.n.Add(1); return nil }
+
+// TestHUPDuringStart: a SIGHUP that comes while the server starts is not
+// lost: the policy is read again once the server serves, once however many
+// came; later ones reload at once; other signals pass through.
+func TestHUPDuringStart(t *testing.T) {
+	sigs := make(chan os.Signal)
+	var logs bytes.Buffer
+	h := filterHUP(slog.New(slog.NewTextHandler(&logs, nil)), sigs, true)
+	defer h.stop()
+	sigs <- syscall.SIGHUP
+	sigs <- syscall.SIGHUP
+	sigs <- syscall.SIGTERM // handled after both SIGHUPs: the filter reads in order
+	if got := <-h.out; got != syscall.SIGTERM {
+		t.Fatalf("passed on %v, want SIGTERM", got)
+	}
+	var r countReloads
+	h.serving(&r)
+	if n := r.n.Load(); n != 1 {
+		t.Fatalf("%d reloads once serving after two early SIGHUPs, want 1", n)
+	}
+	sigs <- syscall.SIGHUP
+	sigs <- syscall.SIGINT
+	<-h.out
+	if n := r.n.Load(); n != 2 {
+		t.Fatalf("%d reloads after a SIGHUP while serving, want 2", n)
+	}
+	if !strings.Contains(logs.String(), "read again once it serves") {
+		t.Fatalf("the early SIGHUP was not logged: %s", logs.String())
+	}
+}
+
+// TestHUPWithoutPolicy: without an access policy a SIGHUP reloads nothing.
+func TestHUPWithoutPolicy(t *testing.T) {
+	sigs := make(chan os.Signal)
+	h := filterHUP(slog.New(slog.DiscardHandler), sigs, false)
+	defer h.stop()
+	var r countReloads
+	sigs <- syscall.SIGHUP
+	h.serving(&r)
+	sigs <- syscall.SIGHUP
+	sigs <- syscall.SIGTERM
+	<-h.out
+	if n := r.n.Load(); n != 0 {
+		t.Fatalf("%d reloads without a policy, want 0", n)
 	}
 }
