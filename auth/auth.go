@@ -54,7 +54,8 @@ const (
 	// Write: put, delete or compare-and-swap the key, with or without a
 	// write lease's fencing token.
 	Write
-	// WriteLease: acquire the key's exclusive write lease.
+	// WriteLease: acquire the key's exclusive write lease, and renew it.
+	// The server asks for Read too, since the holder caches the value.
 	WriteLease
 	// TTLLease: attach the key to a TTL lease, and keep alive, look up or
 	// revoke a TTL lease the key is attached to. Granting or listing TTL
@@ -146,7 +147,8 @@ const maxIdentity = 64
 // Parse parses a policy file's contents; source names it in errors (a
 // path, or "" for none). Every error wraps ErrBadPolicy and says where the
 // fault is: an unknown field, an unknown right, a grant without a prefix
-// or without rights, an identity that no certificate can carry. An empty
+// or without rights, a prefix written as a pattern ("/app/*"), an identity
+// that no certificate can carry. An empty
 // file is a policy that grants nothing.
 func Parse(data []byte, source string) (*Policy, error) {
 	bad := func(format string, args ...any) error {
@@ -175,6 +177,9 @@ func Parse(data []byte, source string) (*Policy, error) {
 		for i, fg := range c.Keys {
 			if fg.Prefix == nil {
 				return nil, bad(`client %q, grant %d: no prefix (use prefix: "" for every key)`, id, i+1)
+			}
+			if strings.HasSuffix(*fg.Prefix, "*") {
+				return nil, bad(`client %q, grant %d (prefix %q): a prefix is matched byte for byte, not as a pattern: write "/app/" for the keys under /app/, or "" for every key`, id, i+1, *fg.Prefix)
 			}
 			if len(fg.Rights) == 0 {
 				return nil, bad("client %q, grant %d (prefix %q): no rights; want some of %s", id, i+1, *fg.Prefix, strings.Join(rightNames[:len(rightNames)-1], ", "))

@@ -91,7 +91,7 @@ func TestAdmit(t *testing.T) {
 			if err != nil || got != term || string(rec.Value) != "a" {
 				t.Fatalf("read under a full disk: %q term %v, %v", rec.Value, got, err)
 			}
-			if terms := c.Renew(1, []string{"k"}); terms[0] != term {
+			if terms := c.Renew(1, []string{"k"}, nil); terms[0] != term {
 				t.Fatalf("renewal under a full disk: %v", terms)
 			}
 		}

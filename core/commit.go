@@ -166,7 +166,7 @@ func (c *Core) commit(batch []job) {
 				err = fmt.Errorf("write to %q with TTL lease %016x: %w", r.Key, r.Lease, err)
 			}
 			term := c.cfg.TermFor(string(r.Key))
-			if horizonErr != nil || res.Duplicate || c.handingOff.Load() {
+			if horizonErr != nil || res.Duplicate || c.handingOff.Load() || r.NoReadLease {
 				term = 0
 			}
 			o := Outcome{Err: err, Version: res.Version, Waited: max(0, r.ready.Sub(r.received)), Holders: r.op.Holders, Duplicate: res.Duplicate}

@@ -515,8 +515,10 @@ func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, erro
 }
 
 // Renew extends session id's leases on keys and returns the term granted
-// to each, 0 where a lease was not renewed.
-func (c *Core) Renew(id SessionID, keys []string) []time.Duration {
+// to each, 0 where a lease was not renewed. A write lease the session holds
+// on keys[i] is renewed too, unless readOnly[i] (readOnly nil: none is);
+// readOnly, if not nil, has the length of keys.
+func (c *Core) Renew(id SessionID, keys []string, readOnly []bool) []time.Duration {
 	now := c.clock.Now()
 	terms := make([]time.Duration, len(keys))
 	if c.ensureHorizon(now) == nil {
@@ -528,7 +530,7 @@ func (c *Core) Renew(id SessionID, keys []string) []time.Duration {
 	if c.handingOff.Load() {
 		clear(terms)
 	}
-	c.table.Renew(id, keys, terms, now)
+	c.table.Renew(id, keys, terms, readOnly, now)
 	c.mu.Unlock()
 	c.poke()
 	return terms

@@ -39,6 +39,11 @@ type Request struct {
 	// Timeout abandons the request if it has not started to commit by then;
 	// 0 means never.
 	Timeout time.Duration
+	// NoReadLease gives the writer of a put, delete or compare-and-swap no
+	// read lease on its key (Outcome.Term 0): the server sets it when the
+	// writer may not read the key, so that it cannot cache the value nor
+	// hear of later writes through invalidations.
+	NoReadLease bool
 	// Authorize, if set on a revocation (store.OpRevokeTTL), is asked
 	// whether its requester may delete the keys attached to the lease:
 	// with the keys the revocation deletes, before it deletes any, and

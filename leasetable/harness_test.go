@@ -504,6 +504,6 @@ func renewUniform(tab *Table, id SessionID, keys []string, term time.Duration, n
 	for i := range terms {
 		terms[i] = term
 	}
-	tab.Renew(id, keys, terms, now)
+	tab.Renew(id, keys, terms, nil, now)
 	return terms
 }

@@ -173,7 +173,7 @@ func (r *statsRun) step() {
 	case 5: // a renewal
 		if id, ok := r.pickOpen(); ok {
 			keys := []string{r.pickKey(), r.pickKey()}
-			r.tab.Renew(id, keys, []time.Duration{r.pickTerm(), r.pickTerm()}, r.now)
+			r.tab.Renew(id, keys, []time.Duration{r.pickTerm(), r.pickTerm()}, nil, r.now)
 		}
 	case 6: // an eviction or an acknowledgement
 		if id, ok := r.pickOpen(); ok {

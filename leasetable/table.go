@@ -793,9 +793,10 @@ func (t *Table) cacheable(k *keyState, s *session) bool {
 // Renew extends the session's leases on keys. terms[i] is the term to grant
 // keys[i]; on return it holds the term granted, or 0 if that lease was not
 // renewed: not held, already invalidated or recalled, or an op is pending
-// on the key. A write lease on the key is renewed too. keys and terms have
-// the same length.
-func (t *Table) Renew(id SessionID, keys []string, terms []time.Duration, now time.Time) {
+// on the key. A write lease on the key is renewed too, unless readOnly[i]
+// (readOnly nil: none is). keys and terms have the same length, and
+// readOnly too unless it is nil.
+func (t *Table) Renew(id SessionID, keys []string, terms []time.Duration, readOnly []bool, now time.Time) {
 	s := t.openSession(id)
 	for i, key := range keys {
 		term := terms[i]
@@ -804,7 +805,7 @@ func (t *Table) Renew(id SessionID, keys []string, terms []time.Duration, now ti
 			continue
 		}
 		expiry := now.Add(term + t.eps)
-		if wl := s.wrlses[key]; wl != nil && !wl.recalled && !wl.ending {
+		if wl := s.wrlses[key]; wl != nil && !wl.recalled && !wl.ending && (readOnly == nil || !readOnly[i]) {
 			if expiry.After(wl.expiry) {
 				wl.expiry = expiry
 				heap.Fix(&t.leases, wl.heapIndex)

@@ -93,7 +93,9 @@ func (ss *session) authorize(m protocol.Message) error {
 		}
 		return ss.allowed(m.Key, need)
 	case *protocol.Acquire:
-		return ss.allowed(m.Key, auth.WriteLease)
+		// The holder caches the key's value under its write lease, so it
+		// must be allowed to read it.
+		return ss.allowed(m.Key, auth.Read|auth.WriteLease)
 	case *protocol.LeaseGrant, *protocol.LeaseList, *protocol.LeaseKeepAlive, *protocol.LeaseTimeToLive, *protocol.LeaseRevoke:
 		return ss.allowedAny(auth.TTLLease)
 	case *protocol.MemberAdd, *protocol.MemberRemove, *protocol.MemberTransfer, *protocol.SnapshotSave:
@@ -103,17 +105,21 @@ func (ss *session) authorize(m protocol.Message) error {
 }
 
 // renewable returns, for each of keys, whether the session's client may
-// still read it: a Renew gives the others no new term.
-func (ss *session) renewable(keys []string) []bool {
+// still read it, and whether it may still hold its write lease: a Renew
+// gives the keys it may not read no new term, and renews no write lease
+// without the read and write-lease rights. Both are nil without a policy.
+func (ss *session) renewable(keys []string) (read, readOnly []bool) {
 	p := ss.srv.policy.Load()
 	if p == nil {
-		return nil
+		return nil, nil
 	}
-	ok := make([]bool, len(keys))
+	read, readOnly = make([]bool, len(keys)), make([]bool, len(keys))
 	for i, k := range keys {
-		ok[i] = p.Rights(ss.identity, []byte(k))&auth.Read != 0
+		r := p.Rights(ss.identity, []byte(k))
+		read[i] = r&auth.Read != 0
+		readOnly[i] = r&auth.WriteLease == 0
 	}
-	return ok
+	return read, readOnly
 }
 
 // allowedKeys returns nil if the session's client has right on each of

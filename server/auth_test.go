@@ -34,7 +34,11 @@ clients:
     keys:
       - prefix: app/
         rights: [write]
-  locker:
+  locker:             # holds write leases, and caches the value under them
+    keys:
+      - prefix: app/
+        rights: [read, write-lease]
+  lockonly:           # write leases, but may not read
     keys:
       - prefix: app/
         rights: [write-lease]

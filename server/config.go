@@ -438,6 +438,11 @@ func (c Config) validate() error {
 	if c.PolicyFile != "" && c.ClientCAs == nil && (c.TLSConfig == nil || c.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert) {
 		return fmt.Errorf("access policy %s: a policy knows clients by their certificates; require them (ClientCAs)", c.PolicyFile)
 	}
+	if c.ClientCAs == nil && c.TLSConfig != nil && c.TLSConfig.ClientAuth >= tls.VerifyClientCertIfGiven && c.TLSConfig.ClientCAs == nil {
+		// crypto/tls would verify client certificates against the system's
+		// roots: any publicly issued certificate would name a client.
+		return errors.New("TLS: client certificates are verified but no CA is given for them: set ClientCAs (or TLSConfig.ClientCAs)")
+	}
 	if c.TLSConfig == nil {
 		for _, h := range c.TLSHosts {
 			if err := tlsfiles.CheckHost(h); err != nil {

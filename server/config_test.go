@@ -127,6 +127,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{MetricsPprof: true}, "set MetricsListen too"},
 		{Config{PolicyFile: "p.yaml"}, "a policy knows clients by their certificates; require them (ClientCAs)"},
 		{Config{PolicyFile: "p.yaml", TLSConfig: &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}}, "require them (ClientCAs)"},
+		{Config{TLSConfig: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}}, "no CA is given for them"},
+		{Config{TLSConfig: &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}}, "no CA is given for them"},
 		{Config{MetricsListen: "9090"}, "metrics listener \"9090\""},
 		{Config{MaxValueSize: 65 << 20}, "max value size"},
 		{Config{MaxValueSize: -1}, "max value size"},

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leased/leased/auth"
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/leasetable"
@@ -400,19 +401,22 @@ func (ss *session) relinquish(keys [][]byte) error {
 
 // renew renews the session's leases on keys, as Core.Renew does, except
 // on keys the access policy no longer lets its client read: those get no
-// new term (0), and their leases end at their terms.
+// new term (0), and their leases end at their terms. A write lease is
+// renewed only with the write-lease right too.
 func (ss *session) renew(keys []string) []time.Duration {
-	ok := ss.renewable(keys)
+	ok, readOnly := ss.renewable(keys)
 	if ok == nil {
-		return ss.core.Renew(ss.id, keys)
+		return ss.core.Renew(ss.id, keys, nil)
 	}
 	allowed := make([]string, 0, len(keys))
+	allowedRO := make([]bool, 0, len(keys))
 	for i, k := range keys {
 		if ok[i] {
 			allowed = append(allowed, k)
+			allowedRO = append(allowedRO, readOnly[i])
 		}
 	}
-	terms := ss.core.Renew(ss.id, allowed)
+	terms := ss.core.Renew(ss.id, allowed, allowedRO)
 	out := make([]time.Duration, len(keys))
 	j := 0
 	for i := range keys {
@@ -458,7 +462,7 @@ func (ss *session) submitWrite(m *protocol.Write) error {
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
 	}
 	req := &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout,
-		Client: ss.client, ID: m.ID, Acked: m.Acked}
+		Client: ss.client, ID: m.ID, Acked: m.Acked, NoReadLease: ss.allowed(m.Key, auth.Read) != nil}
 	if m.Op != protocol.OpDelete {
 		req.Lease = m.Lease // a delete detaches its key whatever it says
 	}
