@@ -145,7 +145,7 @@ of leased; 130 when interrupted.`,
 	f.BoolVar(&o.full, "full", false, "the full sweep: S = 1, 10, 20, 40 over eleven terms, longer measurements (other flags still apply)")
 	f.StringVar(&o.out, "out", "leasebench-out", "folder for the JSON, CSV and PNG files (empty: none)")
 	f.StringVar(&cfg.Endpoint, "endpoint", "", "address of a running leased (default: a server in this process)")
-	f.StringVar(&cfg.CAFile, "cacert", "", "CA of the endpoint's certificate (default: <--data>/tls/ca.pem for a local endpoint, then $"+layout.EnvCACert+")")
+	f.StringVar(&cfg.CAFile, "cacert", "", "CA of the endpoint's certificate (default: $"+layout.EnvCACert+", then <--data>/tls/ca.pem for a local endpoint)")
 	f.StringVar(&o.data, "data", layout.DefaultDir, "the endpoint's data folder, to find its CA for a local endpoint")
 	f.BoolVar(&o.serverFlags, "server-flags", false, "print the leased flags that an --endpoint needs for this run's terms, and exit")
 	f.Float64Var(&cfg.Scale, "scale", cfg.Scale, "time scale factor: rates ×scale, terms ÷scale")

@@ -67,8 +67,8 @@ const (
 	// waitNotice is how long a write waits before leasectl says, once,
 	// on stderr, that it is still waiting.
 	waitNotice = time.Second
-	// envCACert names the CA file when --cacert is not given and no local
-	// data folder has one.
+	// envCACert names the CA file when --cacert is not given; it comes
+	// before a local data folder's.
 	envCACert = layout.EnvCACert
 	// envCert and envKey name the client certificate and key when --cert
 	// and --key are not given.
@@ -179,10 +179,10 @@ func (a *app) newRootCmd() *cobra.Command {
 and keeps alive TTL leases, and shows the server's status and counters.
 
 The connection is QUIC with TLS 1.3, and the server's certificate is always
-verified. The CA certificate is, in this order: --cacert; for an endpoint on
-this machine (localhost, 127.0.0.1, ::1), <--data>/tls/ca.pem if it exists,
-relative to the working directory (so running leasectl from the folder where
-leased keeps leased-data just works); then the file named by $` + envCACert + `.
+verified. The CA certificate is, in this order: --cacert; the file named by
+$` + envCACert + `; for an endpoint on this machine (localhost, 127.0.0.1, ::1),
+<--data>/tls/ca.pem if it exists, relative to the working directory (so
+running leasectl from the folder where leased keeps leased-data just works).
 
 A server that requires client certificates (leased --client-ca, and any
 leased listening beyond loopback) needs --cert and --key, or $` + envCert + ` and
@@ -327,9 +327,9 @@ func normalizeEndpoint(ep string) (string, error) {
 // errNoCA is returned when no CA certificate can be found.
 var errNoCA = errors.New("no CA certificate")
 
-// caFile returns the CA file to verify the server with: --cacert; for a
-// local endpoint, <--data>/tls/ca.pem if it exists (relative to the working
-// directory); then $LEASECTL_CACERT.
+// caFile returns the CA file to verify the server with: --cacert; then
+// $LEASECTL_CACERT; for a local endpoint, <--data>/tls/ca.pem if it exists
+// (relative to the working directory).
 func (a *app) caFile() (string, error) {
 	ca, local := layout.FindCA(a.firstEndpoint(), a.data, a.cacert, a.getenv(envCACert))
 	if ca != "" {

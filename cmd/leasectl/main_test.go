@@ -515,7 +515,8 @@ func TestCAFile(t *testing.T) {
 		name, endpoint, cacert, data, env, want string
 	}{
 		{"flag wins", "127.0.0.1:7400", "/given.pem", data, "/env.pem", "/given.pem"},
-		{"local data folder", "127.0.0.1:7400", "", data, "/env.pem", ca},
+		{"env before the local data folder", "127.0.0.1:7400", "", data, "/env.pem", "/env.pem"},
+		{"local data folder", "127.0.0.1:7400", "", data, "", ca},
 		{"localhost", "localhost:7400", "", data, "", ca},
 		{"ipv6 loopback", "[::1]:7400", "", data, "", ca},
 		{"no data folder: env", "127.0.0.1:7400", "", filepath.Join(dir, "none"), "/env.pem", "/env.pem"},

@@ -25,8 +25,8 @@ const (
 	// (RaftDir/wal) and its snapshots (RaftDir/snapshots).
 	RaftDir = "raft"
 	// EnvCACert names the environment variable that gives the command-line
-	// tools the CA file when --cacert is not given and no local data folder
-	// has one.
+	// tools the CA file when --cacert is not given; it comes before a local
+	// data folder's CA.
 	EnvCACert = "LEASECTL_CACERT"
 )
 
@@ -46,15 +46,18 @@ func IsLoopback(host string) bool {
 }
 
 // FindCA returns the CA file that a command-line tool verifies the server
-// at endpoint with: cacert if it is set; for a loopback endpoint,
-// dataDir's CA if that file exists; then env, the value of EnvCACert. It
-// returns "" if none applies, and whether the endpoint is on loopback, for
-// the tool's error message.
+// at endpoint with: cacert if it is set; then env, the value of EnvCACert,
+// which the user set on purpose; then, for a loopback endpoint, dataDir's
+// CA if that file exists. It returns "" if none applies, and whether the
+// endpoint is on loopback, for the tool's error message.
 func FindCA(endpoint, dataDir, cacert, env string) (path string, local bool) {
 	host, _, _ := net.SplitHostPort(endpoint)
 	local = IsLoopback(host)
 	if cacert != "" {
 		return cacert, local
+	}
+	if env = strings.TrimSpace(env); env != "" {
+		return env, local
 	}
 	if local {
 		p := CAPath(dataDir)
@@ -62,5 +65,5 @@ func FindCA(endpoint, dataDir, cacert, env string) (path string, local bool) {
 			return p, local
 		}
 	}
-	return strings.TrimSpace(env), local
+	return "", local
 }

@@ -32,7 +32,8 @@ func TestFindCA(t *testing.T) {
 		local                             bool
 	}{
 		{"flag first", "127.0.0.1:7400", data, "given.pem", "env.pem", "given.pem", true},
-		{"local data folder", "localhost:7400", data, "", "env.pem", CAPath(data), true},
+		{"environment before the local data folder", "localhost:7400", data, "", "env.pem", "env.pem", true},
+		{"local data folder", "localhost:7400", data, "", " ", CAPath(data), true},
 		{"local, no data folder", "[::1]:7400", missing, "", " env.pem ", "env.pem", true},
 		{"remote ignores the data folder", "db1.example.com:7400", data, "", "env.pem", "env.pem", false},
 		{"nothing", "10.0.0.1:7400", data, "", "", "", false},
