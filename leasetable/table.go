@@ -132,7 +132,10 @@ type Config struct {
 	MaxWriteLeasesPerSession int
 	// MaxLeases caps the read leases of all sessions together: past it,
 	// Grant gives no session a new lease (see AtLeaseLimit). Zero means no
-	// cap.
+	// cap. The cap bounds the Table's storage too, which never shrinks:
+	// after a burst it keeps about 85 bytes for each read lease of the
+	// peak (records, key index and expiry heap; see storage.go), reused by
+	// later leases.
 	MaxLeases int
 }
 
