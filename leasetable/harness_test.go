@@ -455,6 +455,18 @@ func checkInvariants(tb testing.TB, tab *Table) {
 	if free+onKeys != int(tab.reads.n) {
 		fail("%d read-lease records: %d free, %d live", tab.reads.n, free, onKeys)
 	}
+	// Every invalidation sent is acknowledged, expired, cancelled, or still
+	// outstanding on its lease.
+	outstanding := uint64(0)
+	for _, li := range tab.rheap {
+		if tab.reads.at(li).invalidated {
+			outstanding++
+		}
+	}
+	if st := tab.stats; st.InvalidationsSent != st.InvalidationsAcked+st.InvalidationsExpired+st.InvalidationsCancelled+outstanding {
+		fail("%d invalidations sent, but %d acknowledged + %d expired + %d cancelled + %d outstanding",
+			st.InvalidationsSent, st.InvalidationsAcked, st.InvalidationsExpired, st.InvalidationsCancelled, outstanding)
+	}
 	if tab.stats.WritesWaiting != waiting {
 		fail("Stats.WritesWaiting = %d, but %d ops are queued or waiting", tab.stats.WritesWaiting, waiting)
 	}

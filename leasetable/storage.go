@@ -25,6 +25,12 @@ import (
 //   - Expiries are nanoseconds since Table.base, the first time the Table
 //     was given; the expiry heap (Table.rheap) holds record indexes.
 //
+// Storage only grows: chunks, the key index, the heap and the session
+// slots keep their peak size once their leases are gone (about 85 bytes a
+// read lease: 40 of its record, 32 of its key's, 4 in the heap, 4 to 8 in
+// the index), and later leases reuse them. Shrinking would mean moving
+// records, whose indexes the lists, the heap and bySession hold.
+//
 // A record's index is reused only once it is on no list and not in the
 // heap (freeRead); a key record's only once it has no holder and no
 // keyState (gcKey); a session's slot only once no read lease names it

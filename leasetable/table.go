@@ -132,7 +132,10 @@ type Config struct {
 	MaxWriteLeasesPerSession int
 	// MaxLeases caps the read leases of all sessions together: past it,
 	// Grant gives no session a new lease (see AtLeaseLimit). Zero means no
-	// cap.
+	// cap. The cap bounds the Table's storage too, which never shrinks:
+	// after a burst it keeps about 85 bytes for each read lease of the
+	// peak (records, key index and expiry heap; see storage.go), reused by
+	// later leases.
 	MaxLeases int
 }
 
@@ -147,8 +150,14 @@ type Stats struct {
 	InvalidationsSent    uint64 // read leases asked to be dropped
 	InvalidationsAcked   uint64 // of those, relinquished by their holder
 	InvalidationsExpired uint64 // of those, expired instead
-	Recalls              uint64 // write leases recalled
-	Renewed              uint64 // keys a renewal gave a term, whether or not it lengthened their lease
+	// InvalidationsCancelled: of those, neither acknowledged nor expired:
+	// the write that sent it was abandoned and its holder was granted the
+	// key afresh, or AdoptSession merged the lease into its client's own,
+	// invalidated too. Sent = acknowledged + expired + cancelled + those
+	// still outstanding.
+	InvalidationsCancelled uint64
+	Recalls                uint64 // write leases recalled
+	Renewed                uint64 // keys a renewal gave a term, whether or not it lengthened their lease
 }
 
 // lease is a read lease or a write lease of one session on one key.
@@ -433,6 +442,11 @@ func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
 			if l.expiry > mine.expiry {
 				mine.expiry = l.expiry
 				t.rfix(mi)
+			}
+			// An invalidation of from's lease carries on in to's; if to's
+			// was asked already, from's ends unanswered.
+			if l.invalidated && mine.invalidated {
+				t.stats.InvalidationsCancelled++
 			}
 			mine.invalidated = mine.invalidated || l.invalidated
 			t.removeRead(li)
@@ -744,7 +758,10 @@ func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Tim
 		// An invalidated lease whose op was abandoned: the holder dropped or
 		// will drop the entry, so the fresh grant makes it valid again.
 		l := t.reads.at(li)
-		l.invalidated = false
+		if l.invalidated {
+			l.invalidated = false
+			t.stats.InvalidationsCancelled++
+		}
 		if expiry > l.expiry {
 			l.expiry = expiry
 			t.rfix(li)

@@ -1344,6 +1344,61 @@ func TestStats(t *testing.T) {
 	}
 }
 
+// TestInvalidationOutcomesAddUp: every invalidation sent ends counted
+// once, as acknowledged, expired or cancelled, or is still outstanding: a
+// fresh grant after the write that sent it was abandoned cancels it, and so
+// does an adoption that merges an invalidated handed-over lease into the
+// adopting session's own invalidated lease on the key, while one merged
+// into a lease not invalidated carries on in it.
+func TestInvalidationOutcomesAddUp(t *testing.T) {
+	want := func(h *harness, stage string, sent, acked, expired, cancelled uint64) {
+		t.Helper()
+		s := h.tab.Stats()
+		if s.InvalidationsSent != sent || s.InvalidationsAcked != acked || s.InvalidationsExpired != expired || s.InvalidationsCancelled != cancelled {
+			t.Fatalf("%s: Stats %+v; want sent %d acked %d expired %d cancelled %d", stage, s, sent, acked, expired, cancelled)
+		}
+	}
+	t.Run("regrant after abandon", func(t *testing.T) {
+		h := newHarness(t, sA, sW)
+		h.grant(sA, "k")
+		op, _ := h.write(sW, "k")
+		h.abandon(op)
+		if h.grant(sA, "k") == 0 {
+			t.Fatal("no fresh grant once the write was abandoned")
+		}
+		want(h, "regrant", 1, 0, 0, 1)
+		h.at(2 * term)
+		h.tick()
+		want(h, "expiry", 1, 0, 0, 1)
+	})
+	t.Run("adoption merges", func(t *testing.T) {
+		const handed SessionID = 1 << 62
+		h := newHarness(t, sA, sB, sW)
+		// On both keys the handed-over lease and sA's own are invalidated by
+		// a write that is abandoned; then sA is granted j afresh.
+		for _, key := range []string{"j", "k"} {
+			h.grant(sA, key)
+			h.tab.RestoreReadLease(handed, key, t0.Add(term))
+			op := &Op{Kind: OpWrite, Session: sW, Key: key, Deadline: t0.Add(time.Second)}
+			h.submit(op)
+		}
+		want(h, "invalidated", 4, 0, 0, 0)
+		h.at(time.Second)
+		h.tick() // both writes abandoned
+		h.grant(sA, "j")
+		want(h, "regrant", 4, 0, 0, 1)
+		// j: the handed-over invalidation carries on in sA's lease; k: the
+		// two merge, and one is cancelled.
+		eff := h.record(h.tab.AdoptSession(handed, sA, h.now))
+		if len(eff.Invalidate) != 2 {
+			t.Fatalf("adoption: invalidations %+v, want j and k on sA", eff.Invalidate)
+		}
+		want(h, "adopted", 4, 0, 0, 2)
+		h.relinquish(sA, "j", "k")
+		want(h, "acknowledged", 4, 2, 0, 2)
+	})
+}
+
 // TestLatestExpiry: the latest end of any outstanding lease, read or
 // write, ε included; none once they are relinquished.
 func TestLatestExpiry(t *testing.T) {

@@ -375,6 +375,10 @@ type StatsReply struct {
 	TTLRevokeWaited  time.Duration `msgpack:"tw,omitempty"`
 	TTLRevokeHolders uint64        `msgpack:"th,omitempty"`
 	TTLKeepAlives    uint64        `msgpack:"tka,omitempty"`
+	// InvalidationsCancelled counts the invalidations sent that were
+	// neither acknowledged nor expired: InvalidationsSent is the sum of
+	// the three and of those outstanding. Omitted when zero.
+	InvalidationsCancelled uint64 `msgpack:"ic,omitempty"`
 }
 
 // Goodbye ends a session gracefully: the server frees all of its leases at

@@ -124,7 +124,7 @@ func samples() []sample {
 		{name: "stats", msg: &protocol.Stats{ID: 33}},
 		{name: "stats_reply", msg: &protocol.StatsReply{
 			ID: 34, Revision: math.MaxUint64, Sessions: 5, Leases: 6, WriteLeases: 7, WritesWaiting: 8,
-			InvalidationsSent: 9, InvalidationsAcked: 10, InvalidationsExpired: 11, Recalls: 12, LeasesRenewed: 13,
+			InvalidationsSent: 9, InvalidationsAcked: 10, InvalidationsExpired: 11, InvalidationsCancelled: 14, Recalls: 12, LeasesRenewed: 13,
 			MessagesIn:  map[string]uint64{"get": 100, "write": math.MaxUint64, "": 0},
 			MessagesOut: map[string]uint64{"get_reply": 100},
 			Uptime:      72 * time.Hour, DefaultTerm: 10 * time.Second, Epsilon: 250 * time.Millisecond, WritesAllowedIn: -time.Second,

@@ -163,6 +163,8 @@ type Config struct {
 	// once, refused in the same way past it, so that the sessions'
 	// caps together (MaxSessions times MaxLeasesPerSession) do not bound
 	// the server's memory alone. Zero means DefaultMaxLeases (5,000,000).
+	// The lease table keeps the storage of its peak after a burst, about
+	// 85 bytes a lease, for later leases to reuse (DESIGN §9).
 	MaxLeases int
 	// MaxWriteLeasesPerSession is how many write leases one session may
 	// hold at once; an acquisition of another is refused with a

@@ -1049,6 +1049,75 @@ func TestSenderOverflow(t *testing.T) {
 	wait.Chan(t, done, testTimeout, "the sender's goroutine to end")
 }
 
+// gatedWriter is a stream whose peer reads, but only once the gate opens:
+// until then Write blocks.
+type gatedWriter struct {
+	gate chan struct{}
+	n    atomic.Int64
+}
+
+func (w *gatedWriter) Write(p []byte) (int, error) {
+	<-w.gate
+	w.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// TestSenderLargeReplyBesideSmall: a reply larger than the queue's cap goes
+// out whether a small reply waits in the queue before it or arrives after
+// it while the sender's goroutine is busy writing an earlier frame; only a
+// second large reply queued beside the first is overflow, so the queue
+// stays within the cap and one frame.
+func TestSenderLargeReplyBesideSmall(t *testing.T) {
+	leaktest.Check(t)
+	big := make([]byte, maxQueuedBytes+1)
+	for _, tc := range []struct {
+		name     string
+		msgs     []protocol.Message
+		overflow bool
+	}{
+		{"small then large", []protocol.Message{&protocol.OK{ID: 2}, &protocol.GetReply{ID: 3, Value: big, Found: true}}, false},
+		{"large then small", []protocol.Message{&protocol.GetReply{ID: 2, Value: big, Found: true}, &protocol.OK{ID: 3}}, false},
+		{"two large", []protocol.Message{&protocol.GetReply{ID: 2, Value: big, Found: true}, &protocol.OK{ID: 3}, &protocol.GetReply{ID: 4, Value: big, Found: true}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &gatedWriter{gate: make(chan struct{})}
+			var counts [protocol.NumTypes]atomic.Uint64
+			var overflows atomic.Int32
+			s := newSender(w, &counts, func() { overflows.Add(1) })
+			defer func() { s.close(); s.wait() }()
+			if !s.send(&protocol.OK{ID: 1}) {
+				t.Fatal("first send refused")
+			}
+			// The goroutine takes the first frame and blocks writing it.
+			wait.For(t, testTimeout, "the first frame to be taken", func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return len(s.buf) == 0
+			})
+			refused := 0
+			for _, m := range tc.msgs {
+				if !s.send(m) {
+					refused++
+				}
+				s.mu.Lock()
+				queued := len(s.buf)
+				s.mu.Unlock()
+				if queued > maxQueuedBytes+len(big)+64 {
+					t.Fatalf("%d bytes queued, cap %d and one frame", queued, maxQueuedBytes)
+				}
+			}
+			close(w.gate)
+			flushed := s.flush(testTimeout)
+			if got := overflows.Load() > 0; got != tc.overflow {
+				t.Fatalf("overflow %v (%d sends refused), want %v", got, refused, tc.overflow)
+			}
+			if !tc.overflow && (!flushed || refused > 0) {
+				t.Fatalf("flushed %v, %d sends refused; want every reply written", flushed, refused)
+			}
+		})
+	}
+}
+
 // TestSenderFlushBounded: flush gives up after its timeout when the peer
 // does not read, and reports that it did.
 func TestSenderFlushBounded(t *testing.T) {

@@ -89,6 +89,7 @@ var (
 	descInvSent       = prometheus.NewDesc("leased_invalidations_sent_total", "Invalidations sent to holders.", nil, nil)
 	descInvAcked      = prometheus.NewDesc("leased_invalidations_acked_total", "Invalidations holders acknowledged.", nil, nil)
 	descInvExpired    = prometheus.NewDesc("leased_invalidations_expired_total", "Invalidations whose lease ran out before an acknowledgement.", nil, nil)
+	descInvCancelled  = prometheus.NewDesc("leased_invalidations_cancelled_total", "Invalidations neither acknowledged nor expired: their write was abandoned and the holder granted the key again, or a handed-over lease merged into its client's own.", nil, nil)
 	descRecalls       = prometheus.NewDesc("leased_recalls_total", "Write leases recalled.", nil, nil)
 	descRenewed       = prometheus.NewDesc("leased_leases_renewed_total", "Read leases renewed.", nil, nil)
 	descTTLLeases     = prometheus.NewDesc("leased_ttl_leases", "TTL leases the leader tracks.", nil, nil)
@@ -111,7 +112,7 @@ var (
 
 func (serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descReplies, descErrors, descSessions, descLeases, descWriteLeases,
-		descWritesWaiting, descInvSent, descInvAcked, descInvExpired, descRecalls, descRenewed, descTTLLeases, descTTLRevoked,
+		descWritesWaiting, descInvSent, descInvAcked, descInvExpired, descInvCancelled, descRecalls, descRenewed, descTTLLeases, descTTLRevoked,
 		descTTLExpired, descTTLKeys, descTTLKeepAlives, descRevision, descHorizonWait, descInflightBytes, descRefused,
 		descAlarm, descStoreBytes, descLeader, descTerm, descCommit, descApplied, descLeaderChanges} {
 		ch <- d
@@ -147,6 +148,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descInvSent, st.InvalidationsSent)
 	counter(descInvAcked, st.InvalidationsAcked)
 	counter(descInvExpired, st.InvalidationsExpired)
+	counter(descInvCancelled, st.InvalidationsCancelled)
 	counter(descRecalls, st.Recalls)
 	counter(descRenewed, st.LeasesRenewed)
 	gauge(descTTLLeases, float64(st.TTLLeases))

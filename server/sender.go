@@ -10,8 +10,19 @@ import (
 )
 
 // sender writes frames to one stream. send never blocks: frames queue in
-// memory, up to maxQueuedBytes (or one frame larger than that); past that
-// the peer is not reading, the sender closes, dropping what is queued, and overflow is called once.
+// memory, and the queue without its largest frame stays within
+// maxQueuedBytes; a frame that would pass that means the peer is not
+// reading, and the sender closes, dropping what is queued, and overflow is
+// called once. A reply larger than the cap (a value up to MaxValueSize,
+// 63 MiB at most) thus goes out whatever small frames sit beside it, before
+// or after it, but two such replies do not queue together.
+//
+// The batch the goroutine is writing has left the queue and does not count
+// toward the cap: it too was a queue, so a stream's frames take at most
+// 2 × (maxQueuedBytes + the largest frame) bytes, about 158 MiB with the
+// largest MaxValueSize, 34 MiB with the default. Counting it would bound
+// that by half, but a client reading one large value would then lose its
+// session to a second one it asked for meanwhile.
 //
 // A goroutine writes the queue out, started by the send that finds no
 // other writing and ending once the queue is empty: an idle sender, like
@@ -25,6 +36,8 @@ type sender struct {
 	mu sync.Mutex // guards buf, writing, closed, failed, finishing, flushed
 	// buf is the frames queued and not yet taken to be written.
 	buf []byte
+	// largest is the size of the largest frame in buf.
+	largest int
 	// writing: a goroutine of drain runs, and will write buf out (or see
 	// the sender closed) before it ends. At most one runs at a time.
 	writing bool
@@ -55,18 +68,21 @@ func (s *sender) send(m protocol.Message) bool {
 	var err error
 	queued := len(s.buf)
 	s.buf, err = protocol.AppendFrame(s.buf, m)
-	// One frame alone may pass the cap: a reply that carries a value larger
-	// than it (up to MaxValueSize, 63 MiB at most) must still go out. The
-	// queue holds at most maxQueuedBytes and one frame.
-	full := len(s.buf) > maxQueuedBytes && queued > 0
+	largest := max(s.largest, len(s.buf)-queued)
+	// One frame may pass the cap: a reply that carries a value larger than
+	// it must still go out, whether a small reply was queued before it or
+	// comes after it. The queue holds at most maxQueuedBytes and one frame.
+	full := len(s.buf)-largest > maxQueuedBytes
 	start := false
 	if full {
 		// Whatever comes next would only pile up behind what the peer does
 		// not read.
 		s.buf = nil
+		s.largest = 0
 		s.failed = true
 		s.closeLocked()
 	} else if err == nil {
+		s.largest = largest
 		start = s.startLocked()
 	}
 	s.mu.Unlock()
@@ -137,6 +153,7 @@ func (s *sender) drain() {
 		// Take the whole queue; send appends the frames that come meanwhile
 		// to the spare buffer of the last batch.
 		s.buf = spare[:0]
+		s.largest = 0
 		s.mu.Unlock()
 		if _, err := s.w.Write(b); err != nil {
 			s.mu.Lock()

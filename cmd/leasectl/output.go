@@ -101,6 +101,7 @@ type statsJSON struct {
 	InvalidationsSent      uint64            `json:"invalidations_sent"`
 	InvalidationsAcked     uint64            `json:"invalidations_acked"`
 	InvalidationsExpired   uint64            `json:"invalidations_expired"`
+	InvalidationsCancelled uint64            `json:"invalidations_cancelled"`
 	Recalls                uint64            `json:"recalls"`
 	LeasesRenewed          uint64            `json:"leases_renewed"`
 	MessagesIn             map[string]uint64 `json:"messages_in"`
