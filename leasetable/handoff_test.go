@@ -398,7 +398,7 @@ func (r *handoffRun) step() {
 	case 12: // a renewal
 		if s, ok := r.pickOpen(); ok {
 			terms := []time.Duration{term}
-			r.tab.Renew(s, []string{key}, terms, r.now)
+			r.tab.Renew(s, []string{key}, terms, nil, r.now)
 			if terms[0] > 0 {
 				until := r.now.Add(terms[0] + eps)
 				if _, held := r.reads[sessionKey{s, key}]; held {
