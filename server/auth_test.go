@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +40,7 @@ clients:
     keys:
       - prefix: app/
         rights: [write-lease]
-  keeper:             # keeps TTL leases of app/ alive, reads, but may not delete
+  keeper:             # TTL leases and reads of app/, but may not delete
     keys:
       - prefix: app/
         rights: [read, ttl-lease]
@@ -255,20 +257,22 @@ func TestPolicyRights(t *testing.T) {
 	}
 	send(t, app, &protocol.Ack{Keys: [][]byte{[]byte("app/t")}}) // so that a revocation need not wait for app
 	wantDenied(t, "writer's put under a TTL lease", call(t, writer, &protocol.Write{Op: protocol.OpPut, Key: []byte("app/u"), Value: []byte("u"), Lease: lease}), "app/u", "ttl-lease")
-	wantDenied(t, "stranger's keep-alive", call(t, stranger, &protocol.LeaseKeepAlive{Leases: []uint64{bare, lease}}), "app/t", "ttl-lease")
-	wantDenied(t, "stranger's time to live", call(t, stranger, &protocol.LeaseTimeToLive{Lease: lease}), "app/t", "ttl-lease")
-	wantDenied(t, "keeper's revocation", call(t, keeper, &protocol.LeaseRevoke{Lease: lease}), "app/t", "write")
-	wantDenied(t, "stranger's revocation", call(t, stranger, &protocol.LeaseRevoke{Lease: lease}), "app/t", "ttl-lease")
-	ka, ok := call(t, keeper, &protocol.LeaseKeepAlive{Leases: []uint64{lease}}).(*protocol.LeaseKeepAliveReply)
-	if !ok || len(ka.Renewed) != 1 {
-		t.Fatalf("keeper's keep-alive: %#v", ka)
+	// A TTL lease is its granter's: another client may not use it
+	// (TestTTLLeaseOwner), whatever its rights on the lease's keys.
+	ka, ok := call(t, stranger, &protocol.LeaseKeepAlive{Leases: []uint64{bare, lease}}).(*protocol.LeaseKeepAliveReply)
+	if !ok || len(ka.Renewed) != 1 || ka.Renewed[0].Lease != bare || !slices.Equal(ka.Unknown, []uint64{lease}) || !slices.Equal(ka.Denied, []uint64{lease}) {
+		t.Fatalf("stranger's keep-alive of its lease and app's: %#v; want its own renewed, app's denied", ka)
 	}
-	ttl, ok := call(t, keeper, &protocol.LeaseTimeToLive{Lease: lease, Keys: true}).(*protocol.LeaseTimeToLiveReply)
+	others := fmt.Sprintf("%016x", lease)
+	wantDenied(t, "stranger's time to live", call(t, stranger, &protocol.LeaseTimeToLive{Lease: lease}), others, "belongs to another client")
+	wantDenied(t, "keeper's revocation", call(t, keeper, &protocol.LeaseRevoke{Lease: lease}), others, "belongs to another client")
+	wantDenied(t, "stranger's revocation", call(t, stranger, &protocol.LeaseRevoke{Lease: lease}), others, "belongs to another client")
+	if ka, ok := call(t, app, &protocol.LeaseKeepAlive{Leases: []uint64{lease}}).(*protocol.LeaseKeepAliveReply); !ok || len(ka.Renewed) != 1 {
+		t.Fatalf("app's keep-alive: %#v", ka)
+	}
+	ttl, ok := call(t, app, &protocol.LeaseTimeToLive{Lease: lease, Keys: true}).(*protocol.LeaseTimeToLiveReply)
 	if !ok || len(ttl.Keys) != 1 || string(ttl.Keys[0]) != "app/t" {
-		t.Fatalf("keeper's time to live with keys: %#v, want app/t alone: the denied revocations deleted nothing, the denied put attached nothing", ttl)
-	}
-	if r, ok := call(t, stranger, &protocol.LeaseKeepAlive{Leases: []uint64{bare}}).(*protocol.LeaseKeepAliveReply); !ok || len(r.Renewed) != 1 {
-		t.Fatalf("stranger's keep-alive of a lease with no keys: %#v", r)
+		t.Fatalf("app's time to live with keys: %#v, want app/t alone: the denied revocations deleted nothing, the denied put attached nothing", ttl)
 	}
 	if r, ok := call(t, app, &protocol.LeaseRevoke{Lease: lease}).(*protocol.LeaseRevokeReply); !ok || r.Keys != 1 {
 		t.Fatalf("app's revocation: %#v", r)
