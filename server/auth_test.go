@@ -17,6 +17,7 @@ import (
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/testkit/protoclient"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/protocol"
 )
@@ -68,6 +69,7 @@ type authServer struct {
 	caDir  string // the client CA
 	policy string // the policy file
 	certs  string // where client certificates are issued
+	cfg    Config // what srv was started with, its store aside
 }
 
 // startAuthServer starts a server on a fake clock that requires client
@@ -82,10 +84,28 @@ func startAuthServer(t *testing.T, policy string) *authServer {
 	if err := os.WriteFile(a.policy, []byte(policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.srv = serve(t, newServerWith(t, Config{Dir: filepath.Join(dir, "data"), Addr: "127.0.0.1:0", LeaseTerm: 10 * time.Second, Epsilon: eps,
+	a.cfg = Config{Dir: filepath.Join(dir, "data"), Addr: "127.0.0.1:0", LeaseTerm: 10 * time.Second, Epsilon: eps,
 		Clock: a.fc, Logger: quietLogger(), ClientCAs: certPool(t, filepath.Join(a.caDir, tlsfiles.CAFileName)), PolicyFile: a.policy,
-		TTL: core.TTLConfig{MinTTL: time.Second, MaxTTL: time.Hour}}))
+		TTL: core.TTLConfig{MinTTL: time.Second, MaxTTL: time.Hour}}
+	a.srv = serve(t, newServerWith(t, a.cfg))
 	return a
+}
+
+// restart closes a's server, calls between with the folder of its store,
+// if between is not nil, and starts the server again on that store, with
+// writes allowed: the clock is past the horizon the closed server left.
+// Sessions of the closed server are closed.
+func (a *authServer) restart(t *testing.T, between func(db string)) {
+	t.Helper()
+	if err := a.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if between != nil {
+		between(filepath.Join(a.cfg.Dir, "db"))
+	}
+	a.fc.Advance(a.cfg.LeaseTerm + eps)
+	a.srv = serve(t, newServerWith(t, a.cfg))
+	wait.For(t, testTimeout, "writes to be allowed", func() bool { return a.srv.Stats().WritesAllowedIn == 0 })
 }
 
 // certPool reads a PEM file of CA certificates.
