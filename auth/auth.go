@@ -59,7 +59,9 @@ const (
 	WriteLease
 	// TTLLease: attach the key to a TTL lease, and keep alive, look up or
 	// revoke a TTL lease the key is attached to. Granting or listing TTL
-	// leases needs it on some prefix.
+	// leases needs it on some prefix. The server also holds a request on a
+	// lease to the lease's owner, the client that granted it, unless the
+	// client has Admin (DESIGN.md §15).
 	TTLLease
 	// Admin is not tied to keys: change the cluster's members, hand over
 	// its lead, and save snapshots of every key. A grant gives it with

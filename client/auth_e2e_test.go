@@ -72,3 +72,63 @@ func TestClientCertificate(t *testing.T) {
 		t.Fatalf("dial with the certificate and key swapped: %v", err)
 	}
 }
+
+// TestTTLLeaseOfAnotherClient: under a policy, a TTL lease is its
+// granter's: another client's KeepAliveOnce, Revoke and Put WithLease get
+// ErrPermissionDenied naming the lease, its Leases leaves the lease out,
+// and the owner keeps it alive.
+func TestTTLLeaseOfAnotherClient(t *testing.T) {
+	dir := t.TempDir()
+	caDir, certs := filepath.Join(dir, "ca"), filepath.Join(dir, "certs")
+	if err := tlsfiles.CreateCA(caDir); err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(filepath.Join(caDir, tlsfiles.CAFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	policy := filepath.Join(dir, "policy.yaml")
+	rules := "clients:\n  alice:\n    keys:\n      - prefix: a/\n        rights: [read, write, ttl-lease]\n" +
+		"  mallory:\n    keys:\n      - prefix: m/\n        rights: [read, write, ttl-lease]\n"
+	if err := os.WriteFile(policy, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, server.Config{ClientCAs: pool, PolicyFile: policy, LeaseTerm: time.Second})
+	as := func(name string) *client.Client {
+		cert, key, err := tlsfiles.IssueClient(caDir, certs, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dial(t, srv, client.Config{CertFile: cert, KeyFile: key})
+	}
+	alice, mallory := as("alice"), as("mallory")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	g, err := alice.Grant(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Put(ctx, "a/k", []byte("v"), client.WithLease(g.ID)); err != nil {
+		t.Fatalf("alice's put under her lease: %v", err)
+	}
+	denied := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), g.ID.String()) {
+			t.Fatalf("mallory's %s of alice's lease: %v, want ErrPermissionDenied naming %s", what, err, g.ID)
+		}
+	}
+	_, err = mallory.KeepAliveOnce(ctx, g.ID)
+	denied("keep-alive", err)
+	_, err = mallory.Revoke(ctx, g.ID)
+	denied("revocation", err)
+	_, err = mallory.Put(ctx, "m/x", []byte("x"), client.WithLease(g.ID))
+	denied("put", err)
+	if ls, err := mallory.Leases(ctx); err != nil || len(ls) != 0 {
+		t.Fatalf("mallory's leases: %v, %v; want none", ls, err)
+	}
+	if r, err := alice.KeepAliveOnce(ctx, g.ID); err != nil || r.TTL != time.Minute {
+		t.Fatalf("alice's keep-alive: %+v, %v", r, err)
+	}
+}

@@ -387,7 +387,8 @@ func (c *Client) keepAliveAttempt(due []LeaseID) time.Duration {
 
 // keepAliveAnswered records the reply r to a keep-alive of batch sent at
 // sent: renewals go to the subscribers, and leases the server does not
-// know are lost. It reports false if r leaves a lease of batch out.
+// know, or that this client may not keep alive, are lost. It reports
+// false if r leaves a lease of batch out.
 func (c *Client) keepAliveAnswered(batch []LeaseID, sent time.Time, r *protocol.LeaseKeepAliveReply) bool {
 	c.kmu.Lock()
 	defer c.kmu.Unlock()
@@ -419,7 +420,11 @@ func (c *Client) keepAliveAnswered(batch []LeaseID, sent time.Time, r *protocol.
 		id := LeaseID(u)
 		answered[id] = true
 		if kl := c.kept[id]; kl != nil {
-			c.loseLocked(kl, "not found: revoked, or expired")
+			why := "not found: revoked, or expired"
+			if slices.Contains(r.Denied, u) {
+				why = "permission denied: this client may not keep it alive"
+			}
+			c.loseLocked(kl, why)
 		}
 	}
 	for _, id := range batch {

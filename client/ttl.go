@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +15,10 @@ import (
 // TTL leases (DESIGN §14). A TTL lease is a liveness lease: its holder
 // keeps it alive, and keys attached to it (WithLease) are deleted when it
 // is revoked or runs out. It is not tied to the session that granted it:
-// any client may keep alive, attach keys to, or revoke any lease, as in
-// etcd. (Per-prefix permissions come later.)
+// any session of the client may keep alive, attach keys to, or revoke it,
+// as in etcd. Under an access policy (DESIGN §15) a lease belongs to the
+// client certificate that granted it, and another client may use it only
+// with the admin right.
 
 // LeaseID names a TTL lease. The server never grants 0 and never reuses an
 // id. It prints as 16 lowercase hexadecimal digits, as leasectl shows it.
@@ -327,7 +330,9 @@ type KeepAliveResponse struct {
 
 // KeepAliveOnce renews lease id once, for its granted TTL from now, and
 // returns the renewal. A lease that does not exist (never granted,
-// revoked, or expired) is an error wrapping ErrNotFound that names it. It
+// revoked, or expired) is an error wrapping ErrNotFound that names it, and
+// one that this client may not keep alive (another client's, under an
+// access policy) one wrapping ErrPermissionDenied. It
 // fails with ErrUnavailable while the client is disconnected. If the
 // client keeps the lease alive (KeepAlive, Session), the renewal counts
 // for that too.
@@ -349,6 +354,10 @@ func (c *Client) KeepAliveOnce(ctx context.Context, id LeaseID) (KeepAliveRespon
 			c.renewedKept(id, sent, l.TTL)
 			return KeepAliveResponse{ID: id, TTL: l.TTL}, nil
 		}
+	}
+	if slices.Contains(r.Denied, uint64(id)) {
+		c.loseKept(id, "permission denied")
+		return KeepAliveResponse{}, fmt.Errorf("%w: this client may not keep TTL lease %s alive", ErrPermissionDenied, id)
 	}
 	for _, u := range r.Unknown {
 		if LeaseID(u) == id {

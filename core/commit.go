@@ -38,7 +38,7 @@ func (c *Core) command(j job) store.Command {
 	case r.Acquire:
 		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Client: r.holder, Term: c.cfg.WriteTermFor(string(r.Key))}
 	case r.Op == store.OpGrantTTL:
-		cmd := store.Command{Op: store.OpGrantTTL, Term: r.TTL}
+		cmd := store.Command{Op: store.OpGrantTTL, Term: r.TTL, Owner: r.Owner}
 		if r.Client != 0 {
 			cmd.Client, cmd.Request, cmd.Acked, cmd.At = r.Client, r.ID, r.Acked, c.clock.Now()
 		}

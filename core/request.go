@@ -31,6 +31,9 @@ type Request struct {
 	// TTL is the TTL of an Op of store.OpGrantTTL, which grants a TTL
 	// lease; Client, ID and Acked make it idempotent as for a write.
 	TTL time.Duration
+	// Owner is the owner a grant records with its lease (store.TTLLease
+	// Owner, 0: none); see Core.TTLOwner.
+	Owner uint64
 	// Client, ID and Acked make a write idempotent: with a Client, the
 	// write is applied once per (Client, ID), and a retry gets the first
 	// outcome back (Outcome.Duplicate). Acked says that the client has

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -131,7 +132,10 @@ type ttlState struct {
 	// granting counts the grants queued and not yet applied, which
 	// count against MaxLeases.
 	granting int
-	stats    TTLStats
+	// owners holds the owner of each lease the Lessor tracks that has
+	// one (store.TTLLease.Owner).
+	owners map[uint64]uint64
+	stats  TTLStats
 }
 
 // TTLStats are the counters of TTL leases.
@@ -233,6 +237,7 @@ func (c *Core) newTTL() error {
 	}
 	c.ttl.ls = ls
 	c.ttl.revoking = make(map[uint64]*revocation)
+	c.ttl.owners = make(map[uint64]uint64)
 	c.table.AddSession(revokerSession)
 	n, err := c.resumeTTL(c.started, c.keptSince())
 	if err != nil {
@@ -256,8 +261,12 @@ func (c *Core) keptSince() time.Time { return maxTime(c.barrier, c.inherited) }
 // grants whose commits failed and may have been applied.
 func (c *Core) resumeTTL(now, keptSince time.Time) (int, error) {
 	var ps []lessor.Persisted
+	owners := make(map[uint64]uint64)
 	err := c.store.TTLLeases(func(l store.TTLLease) error {
 		ps = append(ps, lessor.Persisted{ID: l.ID, TTL: l.TTL, Remaining: l.Remaining, KeptAlive: l.KeptAlive, KeptSince: keptSince})
+		if l.Owner != 0 {
+			owners[l.ID] = l.Owner
+		}
 		return nil
 	})
 	if err != nil {
@@ -268,6 +277,7 @@ func (c *Core) resumeTTL(now, keptSince time.Time) (int, error) {
 	if err := c.ttl.ls.Resume(ps, now); err != nil {
 		return 0, fmt.Errorf("core: resume the TTL leases: %w", err)
 	}
+	maps.Copy(c.ttl.owners, owners)
 	c.poke()
 	return len(ps), nil
 }
@@ -328,6 +338,8 @@ func (c *Core) granted(r *Request, res store.Result, err error, now time.Time) O
 	if err == nil && !res.Duplicate {
 		if gerr := c.ttl.ls.Grant(res.Lease, r.TTL, now); gerr != nil && !errors.Is(gerr, lessor.ErrExists) {
 			err = fmt.Errorf("%w: track TTL lease %016x: %v", ErrInternal, res.Lease, gerr)
+		} else if r.Owner != 0 {
+			c.ttl.owners[res.Lease] = r.Owner
 		}
 	}
 	c.ttl.mu.Unlock()
@@ -465,6 +477,17 @@ func (c *Core) TTLLease(id uint64, keys bool) (remaining, granted time.Duration,
 	return remaining, granted, attached, found, nil
 }
 
+// TTLOwner returns the owner that the grant of TTL lease id recorded (0:
+// none), and whether the lease exists: live, or being revoked. A lease's
+// owner never changes, and its id is never reused, so what it returns for
+// a lease that exists stays true. Any goroutine may call it.
+func (c *Core) TTLOwner(id uint64) (owner uint64, ok bool) {
+	c.ttl.mu.Lock()
+	defer c.ttl.mu.Unlock()
+	_, _, ok = c.ttl.ls.TimeToLive(id, c.clock.Now())
+	return c.ttl.owners[id], ok || c.ttl.revoking[id] != nil
+}
+
 // TTLLeaseInfo is a live TTL lease and its remaining TTL.
 type TTLLeaseInfo struct {
 	ID        uint64
@@ -473,13 +496,18 @@ type TTLLeaseInfo struct {
 
 // TTLLeases returns the live TTL leases with an id above after, in id
 // order, at most limit of them (limit <= 0: all), and whether there were
-// more.
-func (c *Core) TTLLeases(after uint64, limit int) ([]TTLLeaseInfo, bool) {
+// more. With an owner other than 0, it lists only the leases that owner
+// owns and those with no owner (see TTLOwner).
+func (c *Core) TTLLeases(after uint64, limit int, owner uint64) ([]TTLLeaseInfo, bool) {
 	now := c.clock.Now()
 	c.ttl.mu.Lock()
+	listed := func(id uint64) bool {
+		o := c.ttl.owners[id]
+		return id > after && (owner == 0 || o == 0 || o == owner)
+	}
 	var out []TTLLeaseInfo
 	for id := range c.ttl.ls.Leases() {
-		if id > after && c.ttl.revoking[id] == nil {
+		if listed(id) && c.ttl.revoking[id] == nil {
 			left, _, _ := c.ttl.ls.TimeToLive(id, now)
 			out = append(out, TTLLeaseInfo{ID: id, Remaining: left})
 		}
@@ -487,7 +515,7 @@ func (c *Core) TTLLeases(after uint64, limit int) ([]TTLLeaseInfo, bool) {
 	// A lease being revoked is listed, with no time left, until its
 	// revocation is applied (TTLLease).
 	for id := range c.ttl.revoking {
-		if id > after {
+		if listed(id) {
 			out = append(out, TTLLeaseInfo{ID: id})
 		}
 	}
@@ -723,6 +751,7 @@ func (c *Core) settleRevocation(rv *revocation, gone bool) (waiters []*Request, 
 	after, rv.after = rv.after, nil
 	if gone {
 		c.ttl.ls.Revoke(rv.id)
+		delete(c.ttl.owners, rv.id)
 	}
 	return waiters, after
 }

@@ -634,3 +634,51 @@ func TestTTLStalledExpiryKeepsTheLeaseRevoking(t *testing.T) {
 		}
 	})
 }
+
+// TestTTLOwner: a grant records its Owner with the lease, in the store
+// and for TTLOwner; a restart reads it back; TTLLeases lists an owner's
+// leases and those with none; a revoked lease has no owner and does not
+// exist.
+func TestTTLOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := durable{store.NewMemory()}
+		a, _ := newTTLCore(t, st, TTLConfig{})
+		a.OpenSession(1)
+		owned := submit(t, a, &Request{Session: 1, Op: store.OpGrantTTL, TTL: time.Hour, Owner: 7}).must(t).Lease
+		other := submit(t, a, &Request{Session: 1, Op: store.OpGrantTTL, TTL: time.Hour, Owner: 8}).must(t).Lease
+		none := grant(t, a, 1, time.Hour)
+		check := func(c *Core, when string) {
+			t.Helper()
+			for id, want := range map[uint64]uint64{owned: 7, other: 8, none: 0} {
+				if owner, ok := c.TTLOwner(id); !ok || owner != want {
+					t.Errorf("%s: TTLOwner(%d) = %d, %v; want %d", when, id, owner, ok, want)
+				}
+			}
+			if l, _, _, _ := st.TTLLease(owned); l.Owner != 7 {
+				t.Errorf("%s: stored lease %+v, want owner 7", when, l)
+			}
+			var ids []uint64
+			infos, _ := c.TTLLeases(0, 0, 7)
+			for _, l := range infos {
+				ids = append(ids, l.ID)
+			}
+			if fmt.Sprint(ids) != fmt.Sprint([]uint64{owned, none}) {
+				t.Errorf("%s: owner 7 lists %v, want [%d %d]", when, ids, owned, none)
+			}
+			if all, _ := c.TTLLeases(0, 0, 0); len(all) != 3 {
+				t.Errorf("%s: %d leases listed to all, want 3", when, len(all))
+			}
+		}
+		check(a, "after the grants")
+		a.Close()
+
+		b, _ := newTTLCore(t, st, TTLConfig{})
+		defer b.Close()
+		b.OpenSession(2)
+		check(b, "after a restart")
+		submit(t, b, &Request{Session: 2, Op: store.OpRevokeTTL, Lease: owned}).must(t)
+		if owner, ok := b.TTLOwner(owned); ok || owner != 0 {
+			t.Fatalf("TTLOwner of a revoked lease = %d, %v; want 0, false", owner, ok)
+		}
+	})
+}

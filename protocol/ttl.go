@@ -4,7 +4,9 @@ import "time"
 
 // The messages of TTL leases (DESIGN §14). A TTL lease is not tied to the
 // session that granted it: any session may keep it alive, attach keys to
-// it, or revoke it, as in etcd. Its id is never 0 and never reused.
+// it, or revoke it, as in etcd, if its client may (DESIGN §15: under an
+// access policy, a lease belongs to the client certificate that granted
+// it). Its id is never 0 and never reused.
 
 // LeaseGrant asks for a TTL lease of TTL. From a client with a
 // Hello.ClientID, a grant sent again with the same ID (on any session)
@@ -67,11 +69,16 @@ type LeaseTTL struct {
 
 // LeaseKeepAliveReply lists the leases renewed, with their TTL, and those
 // that were not, because they do not exist (never granted, revoked, or
-// expired). Every lease of the request is in one of the two lists.
+// expired) or the client may not keep them alive. Every lease of the
+// request is in one of the two lists. Denied lists the leases of Unknown
+// that exist but that the client may not keep alive: another client's, or
+// with a key it lacks the ttl-lease right on (DESIGN §15). A client that
+// does not know Denied takes them for gone, which, for it, they are.
 type LeaseKeepAliveReply struct {
 	ID      uint64     `msgpack:"i"`
 	Renewed []LeaseTTL `msgpack:"r"`
 	Unknown []uint64   `msgpack:"u,omitempty"`
+	Denied  []uint64   `msgpack:"d,omitempty"`
 }
 
 // LeaseTimeToLive asks for the remaining TTL of Lease, and, if Keys is

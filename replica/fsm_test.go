@@ -133,12 +133,14 @@ func TestFailureStopsTheStateMachine(t *testing.T) {
 	}
 }
 
-// TestEntryCarriesTTLCommands: the TTL lease commands and a write's lease
-// go through a log entry unchanged, and a command without them encodes as
-// before they existed, so that older entries still decode the same.
+// TestEntryCarriesTTLCommands: the TTL lease commands, a grant's owner and
+// a write's lease go through a log entry unchanged, and a command without
+// them encodes as before they existed, so that older entries still decode
+// the same.
 func TestEntryCarriesTTLCommands(t *testing.T) {
 	cmds := []store.Command{
 		{Op: store.OpGrantTTL, Term: 10 * time.Second},
+		{Op: store.OpGrantTTL, Term: 10 * time.Second, Owner: 0xa11ce},
 		{Op: store.OpPut, Key: []byte("k"), Value: []byte("v"), Lease: 7},
 		{Op: store.OpRevokeTTL, Lease: 7},
 		{Op: store.OpCheckpointTTL, Checkpoints: []store.TTLCheckpoint{{ID: 7, Remaining: time.Second}}},
@@ -156,7 +158,7 @@ func TestEntryCarriesTTLCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, field := range []string{"Lease", "Checkpoints", "Leases"} {
+	for _, field := range []string{"Lease", "Owner", "Checkpoints", "Leases"} {
 		if bytes.Contains(plain, []byte(field)) {
 			t.Errorf("a put without a lease encodes field %s: %q", field, plain)
 		}

@@ -297,7 +297,7 @@ func TestClockname(t *testing.T) {
 
 // TestLaggingFollowerGetsSnapshot: a follower that missed entries the
 // leader has compacted away is caught up with a snapshot of the leader's
-// state. The logs are raft's in-memory store, kept across a node's restart:
+// state, TTL leases and their owners included. The logs are raft's in-memory store, kept across a node's restart:
 // the WAL drops compacted entries only a segment at a time, so a leader on
 // it may still hold them and catch the follower up from its log instead.
 func TestLaggingFollowerGetsSnapshot(t *testing.T) {
@@ -320,6 +320,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 		}
 	}
 	c.stop(follower)
+	lease := mustApply(t, l, store.Command{Op: store.OpGrantTTL, Term: time.Minute, Owner: 0xa11ce})[0].Lease
 	for i := range 100 {
 		mustApply(t, l, put(fmt.Sprintf("k%d", i%10), fmt.Sprint(i)))
 	}
@@ -339,6 +340,9 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	}
 	if list, err := snaps.List(); err != nil || len(list) == 0 {
 		t.Errorf("the follower holds no snapshot (%v): it was not caught up by one", err)
+	}
+	if ttl, _, ok, err := n.TTLLease(lease); err != nil || !ok || ttl.Owner != 0xa11ce {
+		t.Errorf("the follower's TTL lease %d: %+v, %v, %v; want owner 0xa11ce", lease, ttl, ok, err)
 	}
 	// It goes on applying entries after the snapshot.
 	mustApply(t, l, put("after", "x"))

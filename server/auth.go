@@ -6,10 +6,12 @@ package server
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 
 	"github.com/leased/leased/auth"
 	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/store"
 )
 
 // identityOf returns the identity of the client of a TLS connection: the
@@ -81,7 +83,8 @@ func (ss *session) allowedAny(right auth.Right) error {
 // Relinquishing (Release, Ack, ReleaseWrite, Cancel, Goodbye) needs no
 // right, nor do Stats, MemberList and EndpointStatus, which name no key.
 // Renew and the requests on an existing TTL lease are checked where they
-// are served: Renew key by key, the others against the lease's keys.
+// are served: Renew key by key, the others against the lease's owner
+// (mayUseLease) and its keys.
 func (ss *session) authorize(m protocol.Message) error {
 	switch m := m.(type) {
 	case *protocol.Get:
@@ -137,22 +140,65 @@ func (ss *session) allowedKeys(keys []string, right auth.Right) error {
 	return nil
 }
 
-// allowedLeases returns nil if the session's client has right on every key
-// attached to each of leases, and otherwise why not. Leases that do not
-// exist have no keys. It reads the keys from the store, and is called
-// only under a policy.
-func (ss *session) allowedLeases(leases []uint64, right auth.Right) error {
-	if ss.srv.policy.Load() == nil {
+// mayUseLease returns nil if the session's client may use TTL lease id
+// (attach a key to it, keep it alive, look it up or revoke it) as far as
+// its owner goes: it owns the lease, the lease has no owner, or the client
+// has the admin right; without a policy, every client may. Otherwise it
+// returns an error wrapping auth.ErrPermissionDenied that names the
+// client and the lease; and for a lease that does not exist, one wrapping
+// store.ErrLeaseNotFound, as the request would otherwise reach a lease of
+// that id granted to another client meanwhile. A lease's owner never
+// changes, so the answer for a lease that exists stays true. The rights on
+// the lease's keys are checked apart.
+func (ss *session) mayUseLease(id uint64) error {
+	p := ss.srv.policy.Load()
+	if p == nil || p.Check(ss.identity, nil, auth.Admin) == nil {
 		return nil
 	}
-	for _, id := range leases {
-		_, _, keys, _, err := ss.core.TTLLease(id, true)
-		if err != nil {
-			return err
-		}
-		if err := ss.allowedKeys(keys, right); err != nil {
-			return fmt.Errorf("TTL lease %016x: %w", id, err)
-		}
+	owner, ok := ss.core.TTLOwner(id)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %016x", store.ErrLeaseNotFound, id)
+	case owner != 0 && owner != ss.owner:
+		return fmt.Errorf("%w: client %q may not use TTL lease %016x: it belongs to another client", auth.ErrPermissionDenied, ss.identity, id)
 	}
 	return nil
+}
+
+// listsAllLeases reports whether LeaseList shows the session every TTL
+// lease: without a policy, or to a client with the admin right. Others
+// see their own leases and those with no owner.
+func (ss *session) listsAllLeases() bool {
+	p := ss.srv.policy.Load()
+	return p == nil || p.Check(ss.identity, nil, auth.Admin) == nil
+}
+
+// keepable sorts the leases of a keep-alive into those the session's
+// client may keep alive, those it may not (denied: another client's, or
+// with an attached key it lacks the TTL lease right on), and those that do
+// not exist. Without a policy it keeps them all. Under one, it reads each
+// lease's keys from the store.
+func (ss *session) keepable(leases []uint64) (keep, denied, unknown []uint64, err error) {
+	if ss.srv.policy.Load() == nil {
+		return leases, nil, nil, nil
+	}
+	for _, id := range leases {
+		err := ss.mayUseLease(id)
+		if err == nil {
+			var keys []string
+			if _, _, keys, _, err = ss.core.TTLLease(id, true); err != nil {
+				return nil, nil, nil, err
+			}
+			err = ss.allowedKeys(keys, auth.TTLLease)
+		}
+		switch {
+		case err == nil:
+			keep = append(keep, id)
+		case errors.Is(err, store.ErrLeaseNotFound):
+			unknown = append(unknown, id)
+		default:
+			denied = append(denied, id)
+		}
+	}
+	return keep, denied, unknown, nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/internal/testkit/protoclient"
+	"github.com/leased/leased/internal/testkit/wait"
 	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/protocol"
 )
@@ -42,7 +45,7 @@ clients:
     keys:
       - prefix: app/
         rights: [write-lease]
-  keeper:             # keeps TTL leases of app/ alive, reads, but may not delete
+  keeper:             # TTL leases and reads of app/, but may not delete
     keys:
       - prefix: app/
         rights: [read, ttl-lease]
@@ -70,6 +73,7 @@ type authServer struct {
 	caDir  string // the client CA
 	policy string // the policy file
 	certs  string // where client certificates are issued
+	cfg    Config // what srv was started with, its store aside
 }
 
 // startAuthServer starts a server on a fake clock that requires client
@@ -84,10 +88,28 @@ func startAuthServer(t *testing.T, policy string) *authServer {
 	if err := os.WriteFile(a.policy, []byte(policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.srv = serve(t, newServerWith(t, Config{Dir: filepath.Join(dir, "data"), Addr: "127.0.0.1:0", LeaseTerm: 10 * time.Second, Epsilon: eps,
+	a.cfg = Config{Dir: filepath.Join(dir, "data"), Addr: "127.0.0.1:0", LeaseTerm: 10 * time.Second, Epsilon: eps,
 		Clock: a.fc, Logger: quietLogger(), ClientCAs: certPool(t, filepath.Join(a.caDir, tlsfiles.CAFileName)), PolicyFile: a.policy,
-		TTL: core.TTLConfig{MinTTL: time.Second, MaxTTL: time.Hour}}))
+		TTL: core.TTLConfig{MinTTL: time.Second, MaxTTL: time.Hour}}
+	a.srv = serve(t, newServerWith(t, a.cfg))
 	return a
+}
+
+// restart closes a's server, calls between with the folder of its store,
+// if between is not nil, and starts the server again on that store, with
+// writes allowed: the clock is past the horizon the closed server left.
+// Sessions of the closed server are closed.
+func (a *authServer) restart(t *testing.T, between func(db string)) {
+	t.Helper()
+	if err := a.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if between != nil {
+		between(filepath.Join(a.cfg.Dir, "db"))
+	}
+	a.fc.Advance(a.cfg.LeaseTerm + eps)
+	a.srv = serve(t, newServerWith(t, a.cfg))
+	wait.For(t, testTimeout, "writes to be allowed", func() bool { return a.srv.Stats().WritesAllowedIn == 0 })
 }
 
 // certPool reads a PEM file of CA certificates.
@@ -259,20 +281,22 @@ func TestPolicyRights(t *testing.T) {
 	}
 	send(t, app, &protocol.Ack{Keys: [][]byte{[]byte("app/t")}}) // so that a revocation need not wait for app
 	wantDenied(t, "writer's put under a TTL lease", call(t, writer, &protocol.Write{Op: protocol.OpPut, Key: []byte("app/u"), Value: []byte("u"), Lease: lease}), "app/u", "ttl-lease")
-	wantDenied(t, "stranger's keep-alive", call(t, stranger, &protocol.LeaseKeepAlive{Leases: []uint64{bare, lease}}), "app/t", "ttl-lease")
-	wantDenied(t, "stranger's time to live", call(t, stranger, &protocol.LeaseTimeToLive{Lease: lease}), "app/t", "ttl-lease")
-	wantDenied(t, "keeper's revocation", call(t, keeper, &protocol.LeaseRevoke{Lease: lease}), "app/t", "write")
-	wantDenied(t, "stranger's revocation", call(t, stranger, &protocol.LeaseRevoke{Lease: lease}), "app/t", "ttl-lease")
-	ka, ok := call(t, keeper, &protocol.LeaseKeepAlive{Leases: []uint64{lease}}).(*protocol.LeaseKeepAliveReply)
-	if !ok || len(ka.Renewed) != 1 {
-		t.Fatalf("keeper's keep-alive: %#v", ka)
+	// A TTL lease is its granter's: another client may not use it
+	// (TestTTLLeaseOwner), whatever its rights on the lease's keys.
+	ka, ok := call(t, stranger, &protocol.LeaseKeepAlive{Leases: []uint64{bare, lease}}).(*protocol.LeaseKeepAliveReply)
+	if !ok || len(ka.Renewed) != 1 || ka.Renewed[0].Lease != bare || !slices.Equal(ka.Unknown, []uint64{lease}) || !slices.Equal(ka.Denied, []uint64{lease}) {
+		t.Fatalf("stranger's keep-alive of its lease and app's: %#v; want its own renewed, app's denied", ka)
 	}
-	ttl, ok := call(t, keeper, &protocol.LeaseTimeToLive{Lease: lease, Keys: true}).(*protocol.LeaseTimeToLiveReply)
+	others := fmt.Sprintf("%016x", lease)
+	wantDenied(t, "stranger's time to live", call(t, stranger, &protocol.LeaseTimeToLive{Lease: lease}), others, "belongs to another client")
+	wantDenied(t, "keeper's revocation", call(t, keeper, &protocol.LeaseRevoke{Lease: lease}), others, "belongs to another client")
+	wantDenied(t, "stranger's revocation", call(t, stranger, &protocol.LeaseRevoke{Lease: lease}), others, "belongs to another client")
+	if ka, ok := call(t, app, &protocol.LeaseKeepAlive{Leases: []uint64{lease}}).(*protocol.LeaseKeepAliveReply); !ok || len(ka.Renewed) != 1 {
+		t.Fatalf("app's keep-alive: %#v", ka)
+	}
+	ttl, ok := call(t, app, &protocol.LeaseTimeToLive{Lease: lease, Keys: true}).(*protocol.LeaseTimeToLiveReply)
 	if !ok || len(ttl.Keys) != 1 || string(ttl.Keys[0]) != "app/t" {
-		t.Fatalf("keeper's time to live with keys: %#v, want app/t alone: the denied revocations deleted nothing, the denied put attached nothing", ttl)
-	}
-	if r, ok := call(t, stranger, &protocol.LeaseKeepAlive{Leases: []uint64{bare}}).(*protocol.LeaseKeepAliveReply); !ok || len(r.Renewed) != 1 {
-		t.Fatalf("stranger's keep-alive of a lease with no keys: %#v", r)
+		t.Fatalf("app's time to live with keys: %#v, want app/t alone: the denied revocations deleted nothing, the denied put attached nothing", ttl)
 	}
 	if r, ok := call(t, app, &protocol.LeaseRevoke{Lease: lease}).(*protocol.LeaseRevokeReply); !ok || r.Keys != 1 {
 		t.Fatalf("app's revocation: %#v", r)

@@ -57,6 +57,9 @@ type session struct {
 	// none), by which the access policy knows it (auth.go). Fixed at
 	// newSession.
 	identity string
+	// owner is the owner recorded with the TTL leases the session grants
+	// (leaseOwner of identity; 0: none). Fixed at newSession.
+	owner uint64
 
 	replies *sender // on the request stream
 	notices *sender // invalidations and recalls, on their own stream
@@ -72,7 +75,8 @@ type session struct {
 }
 
 func newSession(s *Server, c conn, id leasetable.SessionID, cr *core.Core) *session {
-	return &session{srv: s, id: id, conn: c, core: cr, identity: c.Identity(), ops: make(map[uint64]*pendingOp), ended: make(chan struct{})}
+	identity := c.Identity()
+	return &session{srv: s, id: id, conn: c, core: cr, identity: identity, owner: leaseOwner(identity), ops: make(map[uint64]*pendingOp), ended: make(chan struct{})}
 }
 
 // helloReply accepts the session's hello with the server's settings.
@@ -463,8 +467,13 @@ func (ss *session) submitWrite(m *protocol.Write) error {
 	}
 	req := &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout,
 		Client: ss.client, ID: m.ID, Acked: m.Acked, NoReadLease: ss.allowed(m.Key, auth.Read) != nil}
-	if m.Op != protocol.OpDelete {
-		req.Lease = m.Lease // a delete detaches its key whatever it says
+	if m.Op != protocol.OpDelete && m.Lease != 0 {
+		// A delete detaches its key whatever it says; a put or a
+		// compare-and-swap attaches it to a lease the client may use.
+		if err := ss.mayUseLease(m.Lease); err != nil {
+			return err
+		}
+		req.Lease = m.Lease
 	}
 	return ss.submit(m.ID, req)
 }
@@ -636,6 +645,27 @@ func clientIdentity(id uint64, cert string) uint64 {
 	if id == 0 {
 		return 0
 	}
+	return identityHash(id, cert)
+}
+
+// leaseOwner returns the owner recorded with the TTL leases that the
+// client of certificate name cert grants (store.TTLLease.Owner), 0 for no
+// certificate: the hash clientIdentity takes, of the name with a ClientID
+// of 0, which no session's client identity is the hash of. A TTL lease
+// belongs to the certificate, not to the ClientID a session gives: leases
+// outlive sessions, and a client restarted with the same certificate, and
+// a new ClientID, keeps its leases.
+func leaseOwner(cert string) uint64 {
+	if cert == "" {
+		return 0
+	}
+	return identityHash(0, cert)
+}
+
+// identityHash is the hash of clientIdentity and leaseOwner: the first 8
+// bytes of a SHA-256 of the ClientID id and the certificate name cert,
+// never 0.
+func identityHash(id uint64, cert string) uint64 {
 	b := make([]byte, 0, len(clientIdentityDomain)+8+len(cert))
 	b = append(b, clientIdentityDomain...)
 	b = binary.BigEndian.AppendUint64(b, id)

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/leased/leased/auth"
 	"github.com/leased/leased/core"
@@ -24,7 +26,7 @@ func (ss *session) handleTTL(m protocol.Message) {
 			ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: TTL %v is not positive", errInvalidArgument, m.TTL)))
 			return
 		}
-		req := &core.Request{Op: store.OpGrantTTL, TTL: m.TTL, Client: ss.client, ID: m.ID, Acked: m.Acked}
+		req := &core.Request{Op: store.OpGrantTTL, TTL: m.TTL, Owner: ss.owner, Client: ss.client, ID: m.ID, Acked: m.Acked}
 		if err := ss.submit(m.ID, req); err != nil {
 			ss.replies.send(errorReply(m.ID, err))
 		}
@@ -35,6 +37,10 @@ func (ss *session) handleTTL(m protocol.Message) {
 			return
 		case m.Timeout < 0:
 			ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: negative timeout", errInvalidArgument)))
+			return
+		}
+		if err := ss.mayUseLease(m.Lease); err != nil {
+			ss.replies.send(errorReply(m.ID, err))
 			return
 		}
 		req := &core.Request{Op: store.OpRevokeTTL, Lease: m.Lease, Timeout: m.Timeout}
@@ -55,6 +61,14 @@ func (ss *session) handleTTL(m protocol.Message) {
 	case *protocol.LeaseKeepAlive:
 		ss.keepAlive(m)
 	case *protocol.LeaseTimeToLive:
+		switch err := ss.mayUseLease(m.Lease); {
+		case errors.Is(err, store.ErrLeaseNotFound):
+			ss.replies.send(&protocol.LeaseTimeToLiveReply{ID: m.ID, Lease: m.Lease, TTL: -1})
+			return
+		case err != nil:
+			ss.replies.send(errorReply(m.ID, err))
+			return
+		}
 		policy := ss.srv.policy.Load() != nil
 		left, granted, keys, ok, err := ss.core.TTLLease(m.Lease, m.Keys || policy)
 		if err == nil && policy {
@@ -87,7 +101,11 @@ func (ss *session) handleTTL(m protocol.Message) {
 	case *protocol.LeaseList:
 		// A page fits in a frame, with room for the reply's own fields.
 		page := max((ss.srv.cfg.maxFrameSize()-1024)/leaseListEntry, 1)
-		infos, more := ss.core.TTLLeases(m.After, page)
+		var owner uint64 // 0: every lease
+		if !ss.listsAllLeases() {
+			owner = ss.owner
+		}
+		infos, more := ss.core.TTLLeases(m.After, page, owner)
 		r := &protocol.LeaseListReply{ID: m.ID, Leases: make([]protocol.LeaseTTL, len(infos)), More: more}
 		for i, l := range infos {
 			r.Leases[i] = protocol.LeaseTTL{Lease: l.ID, TTL: l.Remaining}
@@ -103,9 +121,12 @@ func (ss *session) keepAlive(m *protocol.LeaseKeepAlive) {
 		ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: %d leases in one keep-alive, the limit is %d", errInvalidArgument, len(m.Leases), core.MaxKeepAliveLeases)))
 		return
 	}
-	// Keeping a lease alive keeps its keys: the client needs the TTL
-	// lease right on each key of each lease, or none is renewed.
-	if err := ss.allowedLeases(m.Leases, auth.TTLLease); err != nil {
+	// Each lease is renewed only if the client may use it and has the
+	// TTL lease right on each of its keys, as keeping it alive keeps its
+	// keys; one it may not keep alive is answered as unknown, and denied,
+	// and the others are renewed still.
+	keep, denied, unknown, err := ss.keepable(m.Leases)
+	if err != nil {
 		ss.replies.send(errorReply(m.ID, err))
 		return
 	}
@@ -125,12 +146,13 @@ func (ss *session) keepAlive(m *protocol.LeaseKeepAlive) {
 	ss.ops[m.ID] = p
 	ss.mu.Unlock()
 	id := m.ID
-	ss.core.KeepAlive(m.Leases, func(o core.KeepAliveOutcome) {
+	ss.core.KeepAlive(keep, func(o core.KeepAliveOutcome) {
 		if o.Err != nil {
 			ss.finishOp(p, errorReply(id, o.Err))
 			return
 		}
-		r := &protocol.LeaseKeepAliveReply{ID: id, Renewed: make([]protocol.LeaseTTL, len(o.Renewed)), Unknown: o.Unknown}
+		r := &protocol.LeaseKeepAliveReply{ID: id, Renewed: make([]protocol.LeaseTTL, len(o.Renewed)),
+			Unknown: slices.Concat(o.Unknown, unknown, denied), Denied: denied}
 		for i, rn := range o.Renewed {
 			r.Renewed[i] = protocol.LeaseTTL{Lease: rn.ID, TTL: rn.TTL}
 		}

@@ -25,6 +25,7 @@ func FuzzRecords(f *testing.F) {
 	f.Add(encodeWriteLease(WriteLease{Token: 3, Session: 4, Term: time.Second, Client: 5}))
 	f.Add(encodeTTLLease(TTLLease{TTL: time.Minute, Remaining: time.Second, Keys: 3, KeyBytes: 12, Gen: 4, KeptAlive: true}))
 	f.Add(encodeTTLLease(TTLLease{TTL: time.Minute, Remaining: time.Second, Keys: 2 * MaxTTLKeys, KeyBytes: 2 * MaxTTLKeyBytes, Gen: 1}))
+	f.Add(encodeTTLLease(TTLLease{TTL: time.Minute, Remaining: time.Second, Gen: 1, Owner: 7}))
 	f.Add(binary.BigEndian.AppendUint64(nil, 7))
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 33))
@@ -77,5 +78,38 @@ func TestTTLLeaseDecode(t *testing.T) {
 	big.Gen = 0
 	if l, err := decodeTTLLease(9, encodeTTLLease(big)); err == nil {
 		t.Errorf("lease at generation 0 decodes to %+v; want it corrupt", l)
+	}
+}
+
+// TestTTLLeaseOwnerDecode: a lease record written before leases had an
+// owner (33 bytes) decodes as a lease with none, and encodes back to the
+// same bytes; a lease with an owner keeps it; an owner of 0 written out
+// is corrupt.
+func TestTTLLeaseOwnerDecode(t *testing.T) {
+	// The record of a lease of a minute, 20 s left, 2 keys of 7 bytes,
+	// generation 3, kept alive, as it was written before owners.
+	old := []byte{
+		0x00, 0x00, 0x00, 0x0d, 0xf8, 0x47, 0x58, 0x00, // TTL: 1m
+		0x00, 0x00, 0x00, 0x04, 0xa8, 0x17, 0xc8, 0x00, // remaining: 20s
+		0x00, 0x00, 0x00, 0x02, // keys
+		0x00, 0x00, 0x00, 0x07, // key bytes
+		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, // generation
+		0x01, // kept alive
+	}
+	want := TTLLease{ID: 9, TTL: time.Minute, Remaining: 20 * time.Second, Keys: 2, KeyBytes: 7, Gen: 3, KeptAlive: true}
+	l, err := decodeTTLLease(9, old)
+	if err != nil || l != want {
+		t.Fatalf("old record decodes to %+v, %v; want %+v", l, err, want)
+	}
+	if b := encodeTTLLease(l); !bytes.Equal(b, old) {
+		t.Errorf("a lease without an owner encodes to %x, want the old layout %x", b, old)
+	}
+	want.Owner = 0xfeed
+	b := encodeTTLLease(want)
+	if l, err := decodeTTLLease(9, b); err != nil || l != want {
+		t.Errorf("owned lease decodes to %+v, %v; want %+v", l, err, want)
+	}
+	if l, err := decodeTTLLease(9, append(old, make([]byte, 8)...)); err == nil {
+		t.Errorf("lease with owner 0 written out decodes to %+v; want it corrupt", l)
 	}
 }

@@ -64,8 +64,9 @@ const (
 	// OpGrantTTL grants a TTL lease (DESIGN §14) of Term: it takes the
 	// next id of the TTL lease counter (Result.Lease), which no lease ever
 	// had, and records the lease with Term as its remaining TTL, not kept
-	// alive, at attachment generation 1 (TTLLease.Gen). A Term of 0 or
-	// less is refused with ErrInvalidCommand. A grant with a Client is
+	// alive, at attachment generation 1 (TTLLease.Gen), with Owner as its
+	// owner (TTLLease.Owner). A Term of 0 or less is refused with
+	// ErrInvalidCommand. A grant with a Client is
 	// applied once per (Client, Request), as a write is (Command.Client):
 	// a retry gets the first grant's lease back, marked Duplicate, and no
 	// second lease is granted.
@@ -185,7 +186,11 @@ type Command struct {
 	// with Lease 0 detaches it from any. An OpDelete detaches its key
 	// whatever Lease says. A write naming a lease that does not exist
 	// fails with ErrLeaseNotFound and changes nothing.
-	Lease       uint64          `msgpack:",omitempty"`
+	Lease uint64 `msgpack:",omitempty"`
+	// Owner is the owner an OpGrantTTL records with the lease
+	// (TTLLease.Owner): a hash of the identity of the client that asked
+	// for it, 0 for none.
+	Owner       uint64          `msgpack:",omitempty"`
 	Checkpoints []TTLCheckpoint `msgpack:",omitempty"` // OpCheckpointTTL
 	Leases      []uint64        `msgpack:",omitempty"` // OpKeptAliveTTL
 }
@@ -221,6 +226,11 @@ type TTLLease struct {
 	// too. An OpRevokeTTL whose Expect is Gen deletes only keys its
 	// caller knew of.
 	Gen uint64
+	// Owner is the owner its grant recorded (Command.Owner): a hash of
+	// the identity of the client that granted it, which the server holds
+	// its other requests on the lease to. 0: none, for a lease granted
+	// without an identity or before leases recorded one.
+	Owner uint64
 }
 
 // Cost returns a bound on the bytes that applying c writes in one

@@ -34,14 +34,20 @@ func attachKey(id uint64, key []byte) []byte {
 	return append(b, key...)
 }
 
-// ttlLeaseLen is the length of a lease record.
-const ttlLeaseLen = 33
+// ttlLeaseLen is the length of a lease record without an owner, and
+// ttlOwnedLen of one with an owner.
+const (
+	ttlLeaseLen = 33
+	ttlOwnedLen = ttlLeaseLen + 8
+)
 
 // encodeTTLLease lays a TTL lease out as its TTL and remaining TTL (ns, 8
 // bytes each), the number of its keys and their bytes (4 bytes each), its
-// attachment generation (8 bytes), and a flag byte (1: kept alive).
+// attachment generation (8 bytes), a flag byte (1: kept alive), and then
+// its owner, 8 bytes, if it has one. A lease without an owner has the
+// layout of the records written before leases had one.
 func encodeTTLLease(l TTLLease) []byte {
-	b := make([]byte, 0, ttlLeaseLen)
+	b := make([]byte, 0, ttlOwnedLen)
 	b = binary.BigEndian.AppendUint64(b, uint64(l.TTL))
 	b = binary.BigEndian.AppendUint64(b, uint64(l.Remaining))
 	b = binary.BigEndian.AppendUint32(b, uint32(l.Keys))
@@ -51,15 +57,19 @@ func encodeTTLLease(l TTLLease) []byte {
 	if l.KeptAlive {
 		f = 1
 	}
-	return append(b, f)
+	b = append(b, f)
+	if l.Owner != 0 {
+		b = binary.BigEndian.AppendUint64(b, l.Owner)
+	}
+	return b
 }
 
 // decodeTTLLease decodes the record of lease id. It does not hold the
 // counts of keys to MaxTTLKeys and MaxTTLKeyBytes: a lease filled under
 // higher limits than today's is no corruption.
 func decodeTTLLease(id uint64, b []byte) (TTLLease, error) {
-	if len(b) != ttlLeaseLen {
-		return TTLLease{}, fmt.Errorf("corrupt TTL lease %016x: %d bytes, want %d", id, len(b), ttlLeaseLen)
+	if len(b) != ttlLeaseLen && len(b) != ttlOwnedLen {
+		return TTLLease{}, fmt.Errorf("corrupt TTL lease %016x: %d bytes, want %d or %d", id, len(b), ttlLeaseLen, ttlOwnedLen)
 	}
 	l := TTLLease{
 		ID:        id,
@@ -72,6 +82,11 @@ func decodeTTLLease(id uint64, b []byte) (TTLLease, error) {
 	}
 	if l.TTL <= 0 || l.Remaining < 0 || l.Gen == 0 || b[32] > 1 {
 		return TTLLease{}, fmt.Errorf("corrupt TTL lease %016x: ttl %v, remaining %v, generation %d, flag %d", id, l.TTL, l.Remaining, l.Gen, b[32])
+	}
+	if len(b) == ttlOwnedLen {
+		if l.Owner = binary.BigEndian.Uint64(b[ttlLeaseLen:]); l.Owner == 0 {
+			return TTLLease{}, fmt.Errorf("corrupt TTL lease %016x: owner 0 written out", id)
+		}
 	}
 	return l, nil
 }
@@ -214,7 +229,7 @@ func execTTL(tx txn, ct *counters, c Command) (Result, error) {
 			return Result{Err: invalidTTL(c.Term)}, nil
 		}
 		ct.ttl++
-		l := TTLLease{ID: ct.ttl, TTL: c.Term, Remaining: c.Term, Gen: 1}
+		l := TTLLease{ID: ct.ttl, TTL: c.Term, Remaining: c.Term, Gen: 1, Owner: c.Owner}
 		return Result{Lease: l.ID}, tx.set(ttlKey(l.ID), encodeTTLLease(l))
 	case OpRevokeTTL:
 		return revokeTTL(tx, ct, c.Lease, c.Expect)

@@ -17,6 +17,11 @@ import (
 
 func grantTTL(ttl time.Duration) store.Command { return store.Command{Op: store.OpGrantTTL, Term: ttl} }
 
+// grantOwned grants a TTL lease of ttl owned by owner.
+func grantOwned(ttl time.Duration, owner uint64) store.Command {
+	return store.Command{Op: store.OpGrantTTL, Term: ttl, Owner: owner}
+}
+
 func revokeTTL(id uint64) store.Command { return store.Command{Op: store.OpRevokeTTL, Lease: id} }
 
 // revokeExpect revokes lease id if its attachment generation is gen.
@@ -446,13 +451,14 @@ var ttlContract = []struct {
 	}},
 }
 
-// TestTTLLeasesSurviveRestart: TTL leases, their keys, checkpoints and the
-// lease counter are durable: a Badger closed and opened again holds them,
-// gives the next id, revokes with the keys it held, and passes Check.
+// TestTTLLeasesSurviveRestart: TTL leases, their owners, keys,
+// checkpoints and the lease counter are durable: a Badger closed and
+// opened again holds them, gives the next id, revokes with the keys it
+// held, and passes Check.
 func TestTTLLeasesSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	b := openBadger(t, dir)
-	mustApply(t, b, grantTTL(time.Minute), grantTTL(time.Hour), grantTTL(time.Second))
+	mustApply(t, b, grantTTL(time.Minute), grantOwned(time.Hour, 0xa11ce), grantTTL(time.Second))
 	mustApply(t, b, withLease(put("a", "1"), 1), withLease(put("b", "2"), 1), withLease(put("c", "3"), 2), revokeTTL(3),
 		checkpoint(store.TTLCheckpoint{ID: 1, Remaining: 30 * time.Second}), keptAlive(2))
 	before := listTTL(t, b)
@@ -467,7 +473,7 @@ func TestTTLLeasesSurviveRestart(t *testing.T) {
 		t.Errorf("leases after a restart = %+v\nwant %+v", after, before)
 	}
 	wantTTL(t, b, store.TTLLease{ID: 1, TTL: time.Minute, Remaining: 30 * time.Second}, "a", "b")
-	wantTTL(t, b, store.TTLLease{ID: 2, TTL: time.Hour, Remaining: time.Hour, KeptAlive: true}, "c")
+	wantTTL(t, b, store.TTLLease{ID: 2, TTL: time.Hour, Remaining: time.Hour, KeptAlive: true, Owner: 0xa11ce}, "c")
 	rs := mustApply(t, b, grantTTL(time.Second), revokeTTL(1))
 	if rs[0].Lease != 4 || rs[1].Version != 4 || !reflect.DeepEqual(rs[1].Keys, []string{"a", "b"}) {
 		t.Errorf("after a restart: %+v; want lease 4, a revoke of [a b] at 4", rs)
@@ -478,11 +484,11 @@ func TestTTLLeasesSurviveRestart(t *testing.T) {
 }
 
 // TestSnapshotRestoreTTLLeases: a snapshot carries the TTL leases, their
-// keys and the lease counter; the restored database has the digest of the
-// one it came from, and revokes and grants as it would have.
+// owners and keys, and the lease counter; the restored database has the
+// digest of the one it came from, and revokes and grants as it would have.
 func TestSnapshotRestoreTTLLeases(t *testing.T) {
 	src := openBadger(t, t.TempDir())
-	mustApplyEntry(t, src, 1, grantTTL(time.Minute), grantTTL(time.Hour), grantTTL(time.Second))
+	mustApplyEntry(t, src, 1, grantTTL(time.Minute), grantOwned(time.Hour, 0xa11ce), grantTTL(time.Second))
 	mustApplyEntry(t, src, 2, withLease(put("a", "1"), 1), withLease(put("b", "2"), 2), withLease(put("c", "3"), 2), revokeTTL(3),
 		checkpoint(store.TTLCheckpoint{ID: 2, Remaining: time.Minute}), keptAlive(1))
 	want := listTTL(t, src)
@@ -507,7 +513,7 @@ func TestSnapshotRestoreTTLLeases(t *testing.T) {
 	if got := mustSummarize(t, dst).Digest; got != wantDigest {
 		t.Errorf("digest after a restore %v, want %v", got, wantDigest)
 	}
-	wantTTL(t, dst, store.TTLLease{ID: 2, TTL: time.Hour, Remaining: time.Minute}, "b", "c")
+	wantTTL(t, dst, store.TTLLease{ID: 2, TTL: time.Hour, Remaining: time.Minute, Owner: 0xa11ce}, "b", "c")
 	rs := mustApplyEntry(t, dst, 3, revokeTTL(2), grantTTL(time.Second))
 	if rs[0].Version != 4 || !reflect.DeepEqual(rs[0].Keys, []string{"b", "c"}) || rs[1].Lease != 4 {
 		t.Errorf("after a restore: %+v; want a revoke of [b c] at 4, lease 4", rs)
