@@ -191,20 +191,19 @@ type Cmd struct {
 	// Dir is the working directory; empty means the test's.
 	Dir string
 	// Env is added to the environment, from which every LEASED_ variable
-	// (leased's flags) and LEASECTL_ variable (leasectl's CA and
-	// certificate) is first removed so that the caller's shell cannot
-	// change a test.
+	// (leased's flags) and LEASECTL_CACERT (leasectl's CA) is first removed
+	// so that the caller's shell cannot change a test.
 	Env []string
 	// Stdin is the command's input.
 	Stdin io.Reader
 }
 
 // Env returns the environment for a command: os.Environ without its
-// LEASED_ and LEASECTL_ variables, plus extra.
+// LEASED_ variables and LEASECTL_CACERT, plus extra.
 func Env(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LEASED_") && !strings.HasPrefix(kv, "LEASECTL_") {
+		if !strings.HasPrefix(kv, "LEASED_") && !strings.HasPrefix(kv, "LEASECTL_CACERT=") {
 			env = append(env, kv)
 		}
 	}
