@@ -540,9 +540,26 @@ func newClientID() uint64 {
 	}
 }
 
-// beginWrite records that write id has no outcome yet, and returns the
-// least ID of such writes: the client has the outcomes of its writes
-// below it.
+// newWriteID returns the ID of a new write (or TTL lease grant), recorded
+// at once as having no outcome yet. The ID is taken under the same lock
+// that records it: a write whose ID was taken but not yet recorded could
+// otherwise be below another write's Acked, which would tell the server
+// that its outcome is known, and the server would refuse it as answered
+// already.
+func (c *Client) newWriteID() uint64 {
+	c.xmu.Lock()
+	defer c.xmu.Unlock()
+	id := c.nextID.Add(1)
+	c.writing[id] = struct{}{}
+	if c.lowest == 0 || id < c.lowest {
+		c.lowest = id
+	}
+	return id
+}
+
+// beginWrite records that write id, from newWriteID, has no outcome yet,
+// and returns the least ID of such writes: the client has the outcomes of
+// its writes below it.
 func (c *Client) beginWrite(id uint64) uint64 {
 	c.xmu.Lock()
 	defer c.xmu.Unlock()
@@ -886,7 +903,7 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		return 0, fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), max)
 	}
 	value = append([]byte(nil), value...)
-	id := c.nextID.Add(1)
+	id := c.newWriteID()
 	req := &protocol.Write{ID: id, Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token, Lease: uint64(o.lease)}
 	defer c.endWrite(id)
 	var retryUntil time.Time // set once the write may have reached a server

@@ -102,7 +102,7 @@ func (c *Client) grant(ctx context.Context, ttl time.Duration) (LeaseGrantResult
 	if err != nil {
 		return LeaseGrantResult{}, time.Time{}, err
 	}
-	id := c.nextID.Add(1)
+	id := c.newWriteID()
 	req := &protocol.LeaseGrant{ID: id, TTL: ttl}
 	defer c.endWrite(id)
 	var retryUntil time.Time // set once the grant may have reached a server
