@@ -33,6 +33,8 @@ package auth
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -113,6 +115,7 @@ var ErrBadPolicy = errors.New("bad access policy")
 type Policy struct {
 	clients map[string]*grants // by identity; Anyone's too
 	source  string             // where it came from, for messages
+	digest  string             // of the text it was parsed from
 }
 
 // grants are the rights of one identity.
@@ -170,7 +173,8 @@ func Parse(data []byte, source string) (*Policy, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, bad("more than one YAML document")
 	}
-	p := &Policy{clients: make(map[string]*grants, len(f.Clients)), source: source}
+	sum := sha256.Sum256(data)
+	p := &Policy{clients: make(map[string]*grants, len(f.Clients)), source: source, digest: hex.EncodeToString(sum[:6])}
 	for id, c := range f.Clients {
 		if id == "" || len(id) > maxIdentity || strings.ContainsFunc(id, unicode.IsControl) {
 			return nil, bad("client %q: an identity is a certificate's CommonName, 1 to %d printable characters", id, maxIdentity)
@@ -213,6 +217,12 @@ func Load(path string) (*Policy, error) {
 	}
 	return Parse(data, path)
 }
+
+// Digest names the text the policy was parsed from: the first 12 hex
+// digits of its SHA-256. Nodes of a cluster that read the same file show
+// the same digest (leasectl endpoint status), so a node left on an older
+// copy stands out.
+func (p *Policy) Digest() string { return p.digest }
 
 // Rights returns the rights client has on key. A client without a
 // certificate (identity "") has none: Anyone's grants are for clients

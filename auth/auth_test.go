@@ -532,3 +532,16 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestDigest: a policy's digest names the text it came from: the same
+// text gives the same digest, other text (a comment too) another.
+func TestDigest(t *testing.T) {
+	a, b := mustParse(t, rightsPolicy), mustParse(t, rightsPolicy)
+	c := mustParse(t, rightsPolicy+"# edited\n")
+	if len(a.Digest()) != 12 || a.Digest() != b.Digest() {
+		t.Fatalf("digests of the same text: %q, %q", a.Digest(), b.Digest())
+	}
+	if c.Digest() == a.Digest() {
+		t.Fatalf("other text has the same digest %q", c.Digest())
+	}
+}

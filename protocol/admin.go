@@ -86,6 +86,12 @@ type EndpointStatusReply struct {
 	// Alarm is this node's NOSPACE alarm, or why its data folder is
 	// lost (StatsReply.Alarm); empty when there is none.
 	Alarm string `msgpack:"al,omitempty"`
+	// Version is the node's build (as HelloReply.ServerVersion), and
+	// Policy the digest of the access policy it holds clients to
+	// (auth.Policy.Digest), empty for none: nodes of a cluster should show
+	// the same of both.
+	Version string `msgpack:"v,omitempty"`
+	Policy  string `msgpack:"po,omitempty"`
 }
 
 // SnapshotSave asks the leader for a snapshot of its applied state: a

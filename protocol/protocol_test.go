@@ -152,7 +152,7 @@ func samples() []sample {
 		{name: "endpoint_status", msg: &protocol.EndpointStatus{ID: 46}},
 		{name: "endpoint_status_reply", msg: &protocol.EndpointStatusReply{ID: 47, Name: "n1", ClientAddr: "10.0.0.1:7400",
 			PeerAddr: "10.0.0.1:7410", Role: protocol.RoleLeader, RaftTerm: math.MaxUint64, CommitIndex: 9, AppliedIndex: 8,
-			Leader: "n1", LeaderAddr: "10.0.0.1:7400", WritesHeldFor: maxDuration}},
+			Leader: "n1", LeaderAddr: "10.0.0.1:7400", WritesHeldFor: maxDuration, Version: "v1.2.3 go1.26.8", Policy: "0123456789ab"}},
 		{name: "endpoint_status_reply/follower", msg: &protocol.EndpointStatusReply{ID: 48, Role: protocol.RoleFollower, WritesHeldFor: minDuration}},
 		{name: "snapshot_save", msg: &protocol.SnapshotSave{ID: 49}},
 		{name: "snapshot_save_reply", msg: &protocol.SnapshotSaveReply{ID: 50, AppliedIndex: math.MaxUint64, Revision: 7, Fence: 2, Keys: 5,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/protocol"
 )
 
@@ -135,7 +136,10 @@ func okOrError(id uint64, err error) protocol.Message {
 // A server that is not a node of a cluster reports itself as the leader of
 // a cluster of one. Admin sessions and tests call it.
 func (s *Server) Status() *protocol.EndpointStatusReply {
-	st := &protocol.EndpointStatusReply{ClientAddr: s.Addr().String(), Alarm: s.alarm()}
+	st := &protocol.EndpointStatusReply{ClientAddr: s.Addr().String(), Alarm: s.alarm(), Version: version.String()}
+	if p := s.Policy(); p != nil {
+		st.Policy = p.Digest()
+	}
 	if c := s.currentCore(); c != nil {
 		st.WritesHeldFor = c.WritesAllowedIn()
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/protocol"
 )
 
@@ -101,4 +102,31 @@ func TestRenewWriteLeaseNeedsRight(t *testing.T) {
 		t.Fatalf("renewal after write-lease was taken away: term %v, want 0", got)
 	}
 	wantDenied(t, "locker's new acquisition", call(t, locker, &protocol.Acquire{Key: []byte("app/m")}), "app/m", "write-lease")
+}
+
+// TestStatusNamesPolicy: a node's status names its build and the digest
+// of the access policy in force, which a reload of other text changes and
+// a reload of the same text does not, so that nodes left on another copy
+// of the file stand out.
+func TestStatusNamesPolicy(t *testing.T) {
+	a := startAuthServer(t, testPolicy)
+	st := a.srv.Status()
+	if st.Version != version.String() || len(st.Policy) != 12 {
+		t.Fatalf("status: version %q, policy %q; want %q and a 12-digit digest", st.Version, st.Policy, version.String())
+	}
+	if err := a.srv.ReloadPolicy(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.srv.Status().Policy; got != st.Policy {
+		t.Fatalf("the same file read again: digest %q, want %q", got, st.Policy)
+	}
+	if err := os.WriteFile(a.policy, []byte(testPolicy+"\n  extra:\n    admin: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.srv.ReloadPolicy(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.srv.Status().Policy; got == st.Policy || len(got) != 12 {
+		t.Fatalf("another file: digest %q, want one other than %q", got, st.Policy)
+	}
 }

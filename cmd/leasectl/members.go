@@ -50,6 +50,10 @@ type endpointJSON struct {
 	// Alarm is the node's NOSPACE alarm, or why its data folder is lost;
 	// absent when none.
 	Alarm string `json:"alarm,omitempty"`
+	// Version is the node's build, and Policy the digest of its access
+	// policy (absent without one): every node should show the same.
+	Version string `json:"version,omitempty"`
+	Policy  string `json:"policy,omitempty"`
 	// Error says why the endpoint did not answer.
 	Error string `json:"error,omitempty"`
 }
@@ -66,7 +70,8 @@ func endpointOf(ep string, st *client.NodeStatus, at time.Time, err error) endpo
 	}
 	e := endpointJSON{Endpoint: ep, Name: st.Name, ClientAddr: st.ClientAddr, PeerAddr: st.PeerAddr, Role: st.Role,
 		RaftTerm: st.RaftTerm, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
-		Leader: st.Leader, LeaderAddr: st.LeaderAddr, WritesHeldForSeconds: seconds(st.WritesHeldFor), Alarm: st.Alarm}
+		Leader: st.Leader, LeaderAddr: st.LeaderAddr, WritesHeldForSeconds: seconds(st.WritesHeldFor), Alarm: st.Alarm,
+		Version: st.Version, Policy: st.Policy}
 	if st.WritesHeldFor > 0 {
 		// The answer's time bounds the node's from above, so the time is
 		// never earlier than the node's own.
@@ -77,10 +82,11 @@ func endpointOf(ep string, st *client.NodeStatus, at time.Time, err error) endpo
 
 // row is the endpoint's row in the endpoint status table, printed at time
 // now. On the leader, WRITES is "allowed", or "until" the local time it
-// holds writes until and, in parentheses, how long that is from now.
+// holds writes until and, in parentheses, how long that is from now; it
+// comes last, as it may hold spaces.
 func (e endpointJSON) row(now time.Time) []string {
 	if e.Error != "" {
-		return []string{e.Endpoint, "-", "-", "-", "unreachable", "-", "-", "-", "-", "-"}
+		return []string{e.Endpoint, "-", "-", "-", "unreachable", "-", "-", "-", "-", "-", "-", "-"}
 	}
 	writes := "allowed"
 	if e.Role != protocol.RoleLeader {
@@ -97,10 +103,10 @@ func (e endpointJSON) row(now time.Time) []string {
 	}
 	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
 	return []string{e.Endpoint, dash(e.Name), dash(e.ClientAddr), dash(e.PeerAddr), e.Role,
-		u(e.RaftTerm), u(e.CommitIndex), u(e.AppliedIndex), dash(e.Leader), writes}
+		u(e.RaftTerm), u(e.CommitIndex), u(e.AppliedIndex), dash(e.Leader), dash(e.Version), dash(e.Policy), writes}
 }
 
-var endpointHeader = []string{"ENDPOINT", "NAME", "CLIENT_ADDR", "PEER_ADDR", "ROLE", "RAFT_TERM", "COMMIT", "APPLIED", "LEADER", "WRITES"}
+var endpointHeader = []string{"ENDPOINT", "NAME", "CLIENT_ADDR", "PEER_ADDR", "ROLE", "RAFT_TERM", "COMMIT", "APPLIED", "LEADER", "VERSION", "POLICY", "WRITES"}
 
 // endpoints returns the --endpoints list.
 func (a *app) endpoints() []string { return strings.Split(a.endpoint, ",") }

@@ -13,6 +13,7 @@ import (
 	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/clitest"
 	"github.com/leased/leased/internal/testkit/wait"
+	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/server"
 )
@@ -66,7 +67,7 @@ func TestEndpointStatusAndMemberList(t *testing.T) {
 		t.Errorf("an unreachable endpoint: status %d, stderr %q", r.Code, r.Stderr)
 	}
 	rows := table(t, r.Stdout)
-	if len(rows) != 5 || strings.Join(rows[0], " ") != "ENDPOINT NAME CLIENT_ADDR PEER_ADDR ROLE RAFT_TERM COMMIT APPLIED LEADER WRITES" ||
+	if len(rows) != 5 || strings.Join(rows[0], " ") != "ENDPOINT NAME CLIENT_ADDR PEER_ADDR ROLE RAFT_TERM COMMIT APPLIED LEADER VERSION POLICY WRITES" ||
 		rows[4][0] != dead || rows[4][4] != "unreachable" {
 		t.Fatalf("endpoint status with an unreachable endpoint: %q", rows)
 	}
@@ -74,13 +75,14 @@ func TestEndpointStatusAndMemberList(t *testing.T) {
 		name := row[1]
 		// WRITES is "-" on a follower, and "allowed" or "until T (Ns)" on
 		// the leader.
-		writes := strings.Join(row[9:], " ")
+		writes := strings.Join(row[11:], " ")
 		okWrites := writes == "-"
 		if name == leader {
 			okWrites = writes == "allowed" || regexp.MustCompile(`^until \d\d:\d\d:\d\d\.\d{3} \(\d+\.\ds\)$`).MatchString(writes)
 		}
 		if row[0] != cl.Addrs[name] || row[2] != cl.Addrs[name] || row[3] != peers[name] ||
-			(row[4] != protocol.RoleLeader && row[4] != protocol.RoleFollower) || row[8] != leader || !okWrites {
+			(row[4] != protocol.RoleLeader && row[4] != protocol.RoleFollower) || row[8] != leader || !okWrites ||
+			row[9] != version.String() || row[10] != "-" {
 			t.Errorf("row %q; %s leads", row, leader)
 		}
 	}
@@ -189,28 +191,29 @@ func follower(cl *testkit.Cluster, leader string) string {
 func TestEndpointRowWrites(t *testing.T) {
 	at := time.Date(2030, 1, 2, 15, 4, 5, 0, time.Local)
 	st := &client.NodeStatus{Name: "n1", ClientAddr: "127.0.0.1:7401", PeerAddr: "127.0.0.1:7501", Role: protocol.RoleLeader,
-		RaftTerm: 3, CommitIndex: 9, AppliedIndex: 8, Leader: "n1", WritesHeldFor: 2300 * time.Millisecond}
+		RaftTerm: 3, CommitIndex: 9, AppliedIndex: 8, Leader: "n1", WritesHeldFor: 2300 * time.Millisecond,
+		Version: "v1.2.3", Policy: "0123456789ab"}
 	e := endpointOf("127.0.0.1:7401", st, at, nil)
 	if want := at.Add(2300 * time.Millisecond).Format(heldUntilLayout); e.WritesHeldUntil != want || e.WritesHeldForSeconds != 2.3 {
 		t.Errorf("held 2.3s at %v: until %q for %v, want until %q", at, e.WritesHeldUntil, e.WritesHeldForSeconds, want)
 	}
-	if got, want := strings.Join(e.row(at), "|"), "127.0.0.1:7401|n1|127.0.0.1:7401|127.0.0.1:7501|leader|3|9|8|n1|until 15:04:07.300 (2.3s)"; got != want {
+	if got, want := strings.Join(e.row(at), "|"), "127.0.0.1:7401|n1|127.0.0.1:7401|127.0.0.1:7501|leader|3|9|8|n1|v1.2.3|0123456789ab|until 15:04:07.300 (2.3s)"; got != want {
 		t.Errorf("row\n got %s\nwant %s", got, want)
 	}
-	if got := e.row(at.Add(time.Second))[9]; got != "until 15:04:07.300 (1.3s)" {
+	if got := e.row(at.Add(time.Second))[11]; got != "until 15:04:07.300 (1.3s)" {
 		t.Errorf("a second later: %q", got)
 	}
-	if got := e.row(at.Add(time.Minute))[9]; got != "until 15:04:07.300 (0.0s)" {
+	if got := e.row(at.Add(time.Minute))[11]; got != "until 15:04:07.300 (0.0s)" {
 		t.Errorf("after the time: %q", got)
 	}
 
 	st.WritesHeldFor = 0
 	e = endpointOf("127.0.0.1:7401", st, at, nil)
-	if e.WritesHeldUntil != "" || e.row(at)[9] != "allowed" {
+	if e.WritesHeldUntil != "" || e.row(at)[11] != "allowed" {
 		t.Errorf("writes not held: %+v, row %q", e, e.row(at))
 	}
 	st.Role, st.Leader = protocol.RoleFollower, "n2"
-	if got := endpointOf("127.0.0.1:7401", st, at, nil).row(at)[9]; got != "-" {
+	if got := endpointOf("127.0.0.1:7401", st, at, nil).row(at)[11]; got != "-" {
 		t.Errorf("a follower's WRITES: %q", got)
 	}
 	if got := endpointOf("127.0.0.1:7409", nil, at, errors.New("leased: refused")).row(at); got[4] != "unreachable" || len(got) != len(endpointHeader) {
