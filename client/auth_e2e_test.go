@@ -22,34 +22,15 @@ import (
 // without gets ErrUnauthenticated at once, not a timeout; and a certificate
 // without its key is refused before dialling.
 func TestClientCertificate(t *testing.T) {
-	dir := t.TempDir()
-	caDir, certs := filepath.Join(dir, "ca"), filepath.Join(dir, "certs")
-	if err := tlsfiles.CreateCA(caDir); err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := tlsfiles.IssueClient(caDir, certs, "app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := os.ReadFile(filepath.Join(caDir, tlsfiles.CAFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	policy := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policy, []byte("clients:\n  app:\n    keys:\n      - prefix: app/\n        rights: [read, write]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServer(t, server.Config{ClientCAs: pool, PolicyFile: policy, LeaseTerm: time.Second})
-
+	srv, issue := startPolicyServer(t, "clients:\n  app:\n    keys:\n      - prefix: app/\n        rights: [read, write]\n")
+	cert, key := issue("app")
 	c := dial(t, srv, client.Config{CertFile: cert, KeyFile: key})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	if _, err := c.Put(ctx, "app/k", []byte("v")); err != nil {
 		t.Fatalf("put under the client's rights: %v", err)
 	}
-	_, err = c.Put(ctx, "other/k", []byte("v"))
+	_, err := c.Put(ctx, "other/k", []byte("v"))
 	if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), `client "app" lacks the write right on key "other/k"`) {
 		t.Fatalf("put outside the client's rights: %v, want ErrPermissionDenied naming the client, key and right", err)
 	}
@@ -78,29 +59,10 @@ func TestClientCertificate(t *testing.T) {
 // ErrPermissionDenied naming the lease, its Leases leaves the lease out,
 // and the owner keeps it alive.
 func TestTTLLeaseOfAnotherClient(t *testing.T) {
-	dir := t.TempDir()
-	caDir, certs := filepath.Join(dir, "ca"), filepath.Join(dir, "certs")
-	if err := tlsfiles.CreateCA(caDir); err != nil {
-		t.Fatal(err)
-	}
-	pem, err := os.ReadFile(filepath.Join(caDir, tlsfiles.CAFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	policy := filepath.Join(dir, "policy.yaml")
-	rules := "clients:\n  alice:\n    keys:\n      - prefix: a/\n        rights: [read, write, ttl-lease]\n" +
-		"  mallory:\n    keys:\n      - prefix: m/\n        rights: [read, write, ttl-lease]\n"
-	if err := os.WriteFile(policy, []byte(rules), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServer(t, server.Config{ClientCAs: pool, PolicyFile: policy, LeaseTerm: time.Second})
+	srv, issue := startPolicyServer(t, "clients:\n  alice:\n    keys:\n      - prefix: a/\n        rights: [read, write, ttl-lease]\n"+
+		"  mallory:\n    keys:\n      - prefix: m/\n        rights: [read, write, ttl-lease]\n")
 	as := func(name string) *client.Client {
-		cert, key, err := tlsfiles.IssueClient(caDir, certs, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cert, key := issue(name)
 		return dial(t, srv, client.Config{CertFile: cert, KeyFile: key})
 	}
 	alice, mallory := as("alice"), as("mallory")
@@ -130,5 +92,39 @@ func TestTTLLeaseOfAnotherClient(t *testing.T) {
 	}
 	if r, err := alice.KeepAliveOnce(ctx, g.ID); err != nil || r.TTL != time.Minute {
 		t.Fatalf("alice's keep-alive: %+v, %v", r, err)
+	}
+}
+
+// startPolicyServer starts a server that requires client certificates from
+// a CA of its own and holds clients to the access policy rules. issue
+// returns the certificate and key files of a client named name from that
+// CA.
+func startPolicyServer(t *testing.T, rules string) (srv *testServer, issue func(name string) (cert, key string)) {
+	t.Helper()
+	dir := t.TempDir()
+	caDir, certs := filepath.Join(dir, "ca"), filepath.Join(dir, "certs")
+	if err := tlsfiles.CreateCA(caDir); err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(filepath.Join(caDir, tlsfiles.CAFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s holds no certificate", caDir)
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv = startServer(t, server.Config{ClientCAs: pool, PolicyFile: policy, LeaseTerm: time.Second})
+	return srv, func(name string) (string, string) {
+		t.Helper()
+		cert, key, err := tlsfiles.IssueClient(caDir, certs, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert, key
 	}
 }

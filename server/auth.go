@@ -69,6 +69,14 @@ func (ss *session) allowed(key []byte, right auth.Right) error {
 	return p.Check(ss.identity, key, right)
 }
 
+// mayRead reports whether the session's client may read key: always
+// without a policy. Unlike allowed, it makes no error, for the writes
+// that ask it whether to leave their writer a read lease.
+func (ss *session) mayRead(key []byte) bool {
+	p := ss.srv.policy.Load()
+	return p == nil || p.Rights(ss.identity, key)&auth.Read != 0
+}
+
 // allowedAny returns nil if the session's client has right on some key.
 func (ss *session) allowedAny(right auth.Right) error {
 	p := ss.srv.policy.Load()

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -88,16 +87,7 @@ func TestRenewWriteLeaseNeedsRight(t *testing.T) {
 	if renew() == 0 {
 		t.Fatal("locker's renewal of its write lease: term 0, want its term")
 	}
-	changed := strings.Replace(testPolicy, "rights: [read, write-lease]", "rights: [read]", 1)
-	if changed == testPolicy {
-		t.Fatal("the test's policy edit changed nothing")
-	}
-	if err := os.WriteFile(a.policy, []byte(changed), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.srv.ReloadPolicy(); err != nil {
-		t.Fatal(err)
-	}
+	a.editPolicy(t, "rights: [read, write-lease]", "rights: [read]")
 	if got := renew(); got != 0 {
 		t.Fatalf("renewal after write-lease was taken away: term %v, want 0", got)
 	}
@@ -120,10 +110,7 @@ func TestStatusNamesPolicy(t *testing.T) {
 	if got := a.srv.Status().Policy; got != st.Policy {
 		t.Fatalf("the same file read again: digest %q, want %q", got, st.Policy)
 	}
-	if err := os.WriteFile(a.policy, []byte(testPolicy+"\n  extra:\n    admin: true\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.srv.ReloadPolicy(); err != nil {
+	if err := a.writePolicy(t, testPolicy+"\n  extra:\n    admin: true\n"); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.srv.Status().Policy; got == st.Policy || len(got) != 12 {

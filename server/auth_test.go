@@ -112,6 +112,29 @@ func (a *authServer) restart(t *testing.T, between func(db string)) {
 	wait.For(t, testTimeout, "writes to be allowed", func() bool { return a.srv.Stats().WritesAllowedIn == 0 })
 }
 
+// writePolicy replaces a's policy file with text and reads it again
+// (Server.ReloadPolicy), returning what the reload says.
+func (a *authServer) writePolicy(t *testing.T, text string) error {
+	t.Helper()
+	if err := os.WriteFile(a.policy, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return a.srv.ReloadPolicy()
+}
+
+// editPolicy writes testPolicy with old replaced by new as a's policy,
+// which must then reload.
+func (a *authServer) editPolicy(t *testing.T, old, new string) {
+	t.Helper()
+	changed := strings.Replace(testPolicy, old, new, 1)
+	if changed == testPolicy {
+		t.Fatalf("the test's policy edit changed nothing: %q is not in it", old)
+	}
+	if err := a.writePolicy(t, changed); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // certPool reads a PEM file of CA certificates.
 func certPool(t *testing.T, file string) *x509.CertPool {
 	t.Helper()
@@ -342,16 +365,7 @@ func TestPolicyReload(t *testing.T) {
 		t.Fatalf("reader's read of app/k: %+v, want a lease", r)
 	}
 
-	changed := strings.Replace(testPolicy, "  reader:\n    keys:\n      - prefix: app/", "  reader:\n    keys:\n      - prefix: other/", 1)
-	if changed == testPolicy {
-		t.Fatal("the test's policy edit changed nothing")
-	}
-	if err := os.WriteFile(a.policy, []byte(changed), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.srv.ReloadPolicy(); err != nil {
-		t.Fatal(err)
-	}
+	a.editPolicy(t, "  reader:\n    keys:\n      - prefix: app/", "  reader:\n    keys:\n      - prefix: other/")
 	if r := get(t, reader, "other/k"); r.Term == 0 {
 		t.Fatalf("reader's read of other/k after the reload: %+v", r)
 	}
@@ -361,10 +375,7 @@ func TestPolicyReload(t *testing.T) {
 		t.Fatalf("renewal after the reload: %#v; want no term for app/k, one for other/k", r)
 	}
 
-	if err := os.WriteFile(a.policy, []byte("clients:\n  reader:\n    keys:\n      - prefix: x/\n        rights: [reed]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := a.srv.ReloadPolicy()
+	err := a.writePolicy(t, "clients:\n  reader:\n    keys:\n      - prefix: x/\n        rights: [reed]\n")
 	if err == nil || !strings.Contains(err.Error(), `unknown right "reed"`) {
 		t.Fatalf("reload of a bad file: %v", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leased/leased/auth"
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/leasetable"
@@ -466,7 +465,7 @@ func (ss *session) submitWrite(m *protocol.Write) error {
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
 	}
 	req := &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout,
-		Client: ss.client, ID: m.ID, Acked: m.Acked, NoReadLease: ss.allowed(m.Key, auth.Read) != nil}
+		Client: ss.client, ID: m.ID, Acked: m.Acked, NoReadLease: !ss.mayRead(m.Key)}
 	if m.Op != protocol.OpDelete && m.Lease != 0 {
 		// A delete detaches its key whatever it says; a put or a
 		// compare-and-swap attaches it to a lease the client may use.
