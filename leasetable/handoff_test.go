@@ -474,7 +474,7 @@ func (r *handoffRun) adopt(h, s SessionID) {
 	if hs != nil {
 		for li := hs.reads; li != noLease; li = r.tab.reads.at(li).sessNext {
 			moved++
-			if r.tab.sessionRead(r.tab.sessions[s], r.tab.recs.at(r.tab.reads.at(li).key).name) != noLease {
+			if r.tab.sessionRead(r.tab.sessions[s], r.tab.keyString(r.tab.reads.at(li).key)) != noLease {
 				merged++
 			}
 		}

@@ -252,8 +252,8 @@ func checkInvariants(tb testing.TB, tab *Table) {
 			fail("key record %d filed twice", ki)
 		}
 		live[ki] = true
-		if got, ok := tab.findKey(tab.recs.at(ki).name); !ok || got != ki {
-			fail("key %q not found under its name", tab.recs.at(ki).name)
+		if got, ok := tab.findKey(tab.keyString(ki)); !ok || got != ki {
+			fail("key %q not found under its name", tab.keyName(ki))
 		}
 	}
 	if len(live) != tab.index.n {
@@ -296,7 +296,7 @@ func checkInvariants(tb testing.TB, tab *Table) {
 		if i > 0 && tab.leases.Less(i, (i-1)/2) {
 			fail("write lease heap out of order at %d", i)
 		}
-		if ki, ok := tab.findKey(l.key.name); !ok || tab.recs.at(ki).ext != l.key {
+		if ki, ok := tab.findKey(l.key.name); !ok || tab.ext(tab.recs.at(ki)) != l.key {
 			fail("write lease %s/%d is on a key the table no longer knows", l.key.name, l.session.id)
 		}
 		if tab.sessions[l.session.id] != l.session {
@@ -320,8 +320,8 @@ func checkInvariants(tb testing.TB, tab *Table) {
 	waiting, onKeys := 0, 0
 	for ki := range live {
 		kr := tab.recs.at(ki)
-		name := kr.name
-		if kr.n == 0 && kr.ext == nil {
+		name := tab.keyString(ki)
+		if kr.n == 0 && kr.ext == noLease {
 			fail("idle key %q kept", name)
 		}
 		holders := make(map[int32]int32)
@@ -344,7 +344,7 @@ func checkInvariants(tb testing.TB, tab *Table) {
 			fail("key %q counts %d holders, lists %d", name, kr.n, len(holders))
 		}
 		onKeys += len(holders)
-		k := kr.ext
+		k := tab.ext(kr)
 		if k == nil {
 			if kr.n > holderMapAt {
 				fail("key %q has %d holders and no map of them", name, kr.n)
@@ -391,6 +391,31 @@ func checkInvariants(tb testing.TB, tab *Table) {
 			} else if _, ok := s.ops[op]; !ok {
 				fail("op of %q not listed in its session %d", name, op.Session)
 			}
+		}
+	}
+	// keyStates: each in use is the one of exactly one live key; the free
+	// ones are nil.
+	withExt := 0
+	for ki := range live {
+		if e := tab.recs.at(ki).ext; e != noLease {
+			withExt++
+			if e < 0 || int(e) >= len(tab.exts) || tab.exts[e] == nil || tab.exts[e].ki != ki {
+				fail("key %q names keyState %d, which is not its own", tab.keyName(ki), e)
+			}
+		}
+	}
+	inUse := 0
+	for _, k := range tab.exts {
+		if k != nil {
+			inUse++
+		}
+	}
+	if inUse != withExt || inUse+len(tab.freeExts) != len(tab.exts) {
+		fail("%d keys have a keyState, %d are in use, %d free of %d", withExt, inUse, len(tab.freeExts), len(tab.exts))
+	}
+	for _, e := range tab.freeExts {
+		if tab.exts[e] != nil {
+			fail("free keyState %d is in use", e)
 		}
 	}
 	if onKeys != len(tab.rheap) || onKeys != tab.stats.Leases {
@@ -495,7 +520,7 @@ func keyStates(tab *Table) map[string]*keyState {
 	ks := make(map[string]*keyState)
 	for _, v := range tab.index.slots {
 		if v != 0 {
-			if k := tab.recs.at(v - 1).ext; k != nil {
+			if k := tab.ext(tab.recs.at(v - 1)); k != nil {
 				ks[k.name] = k
 			}
 		}

@@ -1,6 +1,8 @@
 package leasetable
 
 import (
+	"bytes"
+	"os"
 	"runtime"
 	"strconv"
 	"testing"
@@ -12,6 +14,44 @@ func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapInuse)
+}
+
+// rss returns the process's resident memory in bytes after a collection,
+// or 0 where /proc/self/statm does not say.
+func rss() int64 {
+	runtime.GC()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
+}
+
+// mapped returns the bytes tab keeps in memory it mapped.
+func mapped(tab *Table) int64 {
+	n := 0
+	for _, b := range tab.mem.mapped {
+		n += len(b)
+	}
+	return int64(n)
+}
+
+// unmapAll gives back the memory tab mapped, at once rather than when the
+// collector finds it garbage, so that it does not leave the process
+// while a later measurement runs. tab must not be used after.
+func unmapAll(tab *Table) {
+	for k, b := range tab.mem.mapped {
+		delete(tab.mem.mapped, k)
+		unmap(b)
+	}
 }
 
 // memKey returns the name of key i of session s as a fresh string, the way
@@ -29,17 +69,23 @@ func memKey(buf []byte, s, i int) ([]byte, string) {
 var memBenchTable *Table
 
 // BenchmarkReadLeaseMemory grants 1,000,000 read leases on distinct keys
-// over 100 sessions and reports the live heap they take, key names
-// included, per lease (live-B/lease). An op is the whole run.
+// over 100 sessions and reports, per lease, the live Go heap they take
+// (heap-B/lease), the memory the Table mapped for them (mapped-B/lease),
+// and the growth of the process's resident memory (rss-B/lease: 0 where
+// it cannot be read), key names included. An op is the whole run.
 func BenchmarkReadLeaseMemory(b *testing.B) {
 	const sessions, leases = 100, 1_000_000
-	var perLease float64
+	var heapPer, mappedPer, rssPer float64
 	for b.Loop() {
+		if memBenchTable != nil {
+			unmapAll(memBenchTable)
+			memBenchTable = nil
+		}
 		tab := New(Config{Epsilon: eps})
 		for id := range SessionID(sessions) {
 			tab.AddSession(id + 1)
 		}
-		before := heapInUse()
+		rss0, before := rss(), heapInUse()
 		var buf []byte
 		var key string
 		for i := range leases {
@@ -49,12 +95,16 @@ func BenchmarkReadLeaseMemory(b *testing.B) {
 				b.Fatalf("Grant %d refused", i)
 			}
 		}
-		after := heapInUse()
+		after, rss1 := heapInUse(), rss()
 		if st := tab.Stats(); st.Leases != leases || st.Keys != leases {
 			b.Fatalf("Stats %+v", st)
 		}
-		perLease = float64(after-before) / leases
+		heapPer = float64(after-before) / leases
+		mappedPer = float64(mapped(tab)) / leases
+		rssPer = float64(rss1-rss0) / leases
 		memBenchTable = tab
 	}
-	b.ReportMetric(perLease, "live-B/lease")
+	b.ReportMetric(heapPer, "heap-B/lease")
+	b.ReportMetric(mappedPer, "mapped-B/lease")
+	b.ReportMetric(rssPer, "rss-B/lease")
 }

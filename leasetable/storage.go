@@ -2,6 +2,7 @@ package leasetable
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"time"
 )
 
@@ -13,10 +14,12 @@ import (
 //   - A key with a lease, a write lease or an op is a keyRec in
 //     Table.recs, named by its index, and found by name through
 //     Table.index. Its read leases are a doubly linked list through their
-//     records (keyPrev, keyNext). The key's name is stored once, in its
-//     keyRec: notices and write leases share that string.
+//     records (keyPrev, keyNext). The key's name is stored once, in
+//     Table.names; a keyState, a notice or a write lease that needs it as a
+//     string makes one.
 //   - A key that needs more than read holders (a write lease, ops, or more
-//     than holderMapAt holders) has a keyState too (keyRec.ext).
+//     than holderMapAt holders) has a keyState too (keyRec.ext, an index in
+//     Table.exts).
 //   - A session's read leases are a doubly linked list through their
 //     records (sessPrev, sessNext); a record names its session by its slot
 //     in Table.slots. A session finds its lease on a key through the key's
@@ -25,11 +28,17 @@ import (
 //   - Expiries are nanoseconds since Table.base, the first time the Table
 //     was given; the expiry heap (Table.rheap) holds record indexes.
 //
-// Storage only grows: chunks, the key index, the heap and the session
-// slots keep their peak size once their leases are gone (about 85 bytes a
-// read lease: 40 of its record, 32 of its key's, 4 in the heap, 4 to 8 in
-// the index), and later leases reuse them. Shrinking would mean moving
-// records, whose indexes the lists, the heap and bySession hold.
+// The records, the names, the index and the heap hold no pointers, and a
+// large Table keeps them off the Go heap (offheap.go): about 90 bytes a
+// read lease on a key of its own (40 of its record, 16 of its key's, its
+// name and two bytes of its length rounded up to 8 bytes, 4 in the heap,
+// 5.3 to 8 in the index).
+//
+// Storage only grows: chunks, the names' chunks and the session slots keep
+// their peak size once their leases are gone, and later leases reuse them;
+// the index and the heap keep their peak capacity, of which only the pages
+// touched take memory. Shrinking would mean moving records, whose indexes
+// the lists, the heap and bySession hold.
 //
 // A record's index is reused only once it is on no list and not in the
 // heap (freeRead); a key record's only once it has no holder and no
@@ -58,17 +67,18 @@ type readLease struct {
 
 // keyRec is a key the Table tracks.
 type keyRec struct {
-	name    string
-	holders int32     // the first of its read leases, or noLease; free records: the next free
-	n       int32     // how many read leases it has
-	ext     *keyState // nil if it has only read leases, at most holderMapAt
+	name    nameRef // its name in Table.names
+	holders int32   // the first of its read leases, or noLease; free records: the next free
+	n       int32   // how many read leases it has
+	ext     int32   // its keyState in Table.exts, or noLease if it has only read leases, at most holderMapAt
 }
 
 // chunkBits sets the records per chunk of a slab: storage grows a chunk at
 // a time, never copying what it holds.
 const chunkBits = 10
 
-// slab is a growable array of T addressed by int32 index.
+// slab is a growable array of T addressed by int32 index, in memory from
+// an offHeap. T holds no pointers.
 type slab[T any] struct {
 	chunks []*[1 << chunkBits]T
 	n      int32
@@ -77,16 +87,61 @@ type slab[T any] struct {
 func (s *slab[T]) at(i int32) *T { return &s.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
 
 // add returns the index of a new zero T.
-func (s *slab[T]) add() int32 {
+func (s *slab[T]) add(o *offHeap) int32 {
 	if int(s.n) == len(s.chunks)<<chunkBits {
-		s.chunks = append(s.chunks, new([1 << chunkBits]T))
+		s.chunks = append(s.chunks, (*[1 << chunkBits]T)(allocSlice[T](o, 1<<chunkBits)))
 	}
 	s.n++
 	return s.n - 1
 }
 
+// keyName returns the name of key record ki as bytes in Table.names, valid
+// until the record is freed.
+func (t *Table) keyName(ki int32) []byte {
+	return t.names.bytes(t.recs.at(ki).name)
+}
+
+// keyString returns the name of key record ki as a string of its own.
+func (t *Table) keyString(ki int32) string { return string(t.keyName(ki)) }
+
+// ext returns the keyState of key record kr, or nil.
+func (t *Table) ext(kr *keyRec) *keyState {
+	if kr.ext == noLease {
+		return nil
+	}
+	return t.exts[kr.ext]
+}
+
+// makeExt gives key record ki a keyState, if it has none, and returns it.
+func (t *Table) makeExt(ki int32) *keyState {
+	kr := t.recs.at(ki)
+	if kr.ext != noLease {
+		return t.exts[kr.ext]
+	}
+	k := &keyState{name: t.keyString(ki), ki: ki}
+	if n := len(t.freeExts); n > 0 {
+		kr.ext = t.freeExts[n-1]
+		t.freeExts = t.freeExts[:n-1]
+		t.exts[kr.ext] = k
+	} else {
+		kr.ext = int32(len(t.exts))
+		t.exts = append(t.exts, k)
+	}
+	return k
+}
+
+// dropExt forgets the keyState of key record kr.
+func (t *Table) dropExt(kr *keyRec) {
+	t.exts[kr.ext] = nil
+	t.freeExts = append(t.freeExts, kr.ext)
+	kr.ext = noLease
+}
+
 // keyIndex finds a key record by name: an open-addressing hash table,
-// linear probing, of record indexes plus one (0: an empty slot).
+// linear probing, of record indexes plus one (0: an empty slot). It is at
+// most three quarters full, and grows by half: its size need not be a
+// power of two, for a name's home slot is the high word of its hash times
+// the size.
 type keyIndex struct {
 	seed  maphash.Seed
 	slots []int32
@@ -94,7 +149,23 @@ type keyIndex struct {
 }
 
 func (t *Table) home(name string) int {
-	return int(maphash.String(t.index.seed, name) & uint64(len(t.index.slots)-1))
+	hi, _ := bits.Mul64(maphash.String(t.index.seed, name), uint64(len(t.index.slots)))
+	return int(hi)
+}
+
+// homeOf returns the home slot of key record ki: maphash.Bytes hashes the
+// bytes as maphash.String hashes the same string.
+func (t *Table) homeOf(ki int32) int {
+	hi, _ := bits.Mul64(maphash.Bytes(t.index.seed, t.keyName(ki)), uint64(len(t.index.slots)))
+	return int(hi)
+}
+
+// after returns the slot after slot i of the index.
+func (t *Table) after(i int) int {
+	if i++; i == len(t.index.slots) {
+		return 0
+	}
+	return i
 }
 
 // findKey returns the record of key name.
@@ -103,13 +174,12 @@ func (t *Table) findKey(name string) (int32, bool) {
 	if x.n == 0 {
 		return noLease, false
 	}
-	mask := len(x.slots) - 1
-	for i := t.home(name); ; i = (i + 1) & mask {
+	for i := t.home(name); ; i = t.after(i) {
 		v := x.slots[i]
 		if v == 0 {
 			return noLease, false
 		}
-		if t.recs.at(v-1).name == name {
+		if string(t.keyName(v-1)) == name {
 			return v - 1, true
 		}
 	}
@@ -120,7 +190,7 @@ func (t *Table) indexKey(ki int32) {
 	x := &t.index
 	if (x.n+1)*4 > len(x.slots)*3 {
 		old := x.slots
-		x.slots = make([]int32, max(16, 2*len(old)))
+		x.slots = allocSlice[int32](t.mem, max(16, len(old)+len(old)/2))
 		if len(old) == 0 {
 			x.seed = maphash.MakeSeed()
 		}
@@ -129,6 +199,7 @@ func (t *Table) indexKey(ki int32) {
 				t.place(v)
 			}
 		}
+		releaseSlice(t.mem, old)
 	}
 	t.place(ki + 1)
 	x.n++
@@ -136,10 +207,9 @@ func (t *Table) indexKey(ki int32) {
 
 func (t *Table) place(v int32) {
 	x := &t.index
-	mask := len(x.slots) - 1
-	i := t.home(t.recs.at(v - 1).name)
+	i := t.homeOf(v - 1)
 	for x.slots[i] != 0 {
-		i = (i + 1) & mask
+		i = t.after(i)
 	}
 	x.slots[i] = v
 }
@@ -148,13 +218,12 @@ func (t *Table) place(v int32) {
 // entries after it that probed past its slot.
 func (t *Table) unindexKey(ki int32) {
 	x := &t.index
-	mask := len(x.slots) - 1
-	i := t.home(t.recs.at(ki).name)
+	i := t.homeOf(ki)
 	for x.slots[i] != ki+1 {
-		i = (i + 1) & mask
+		i = t.after(i)
 	}
-	for j := (i + 1) & mask; x.slots[j] != 0; j = (j + 1) & mask {
-		h := t.home(t.recs.at(x.slots[j] - 1).name)
+	for j := t.after(i); x.slots[j] != 0; j = t.after(j) {
+		h := t.homeOf(x.slots[j] - 1)
 		// The entry at j may move to i if its home is not in (i, j].
 		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
 			x.slots[i] = x.slots[j]
@@ -223,8 +292,10 @@ func (t *Table) rdown(i0, n int) bool {
 }
 
 func (t *Table) rpush(li int32) {
-	t.reads.at(li).heapIndex = int32(len(t.rheap))
-	t.rheap = append(t.rheap, li)
+	n := len(t.rheap)
+	t.reads.at(li).heapIndex = int32(n)
+	t.rheap = grow(t.mem, t.rheap)[:n+1]
+	t.rheap[n] = li
 	t.rup(len(t.rheap) - 1)
 }
 

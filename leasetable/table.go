@@ -222,6 +222,10 @@ type Table struct {
 	// Read leases and keys; see storage.go.
 	base      time.Time // read-lease expiries count from it
 	based     bool
+	mem       *offHeap
+	names     nameArena
+	exts      []*keyState // by keyRec.ext; nil: free
+	freeExts  []int32
 	reads     slab[readLease]
 	freeRead  int32 // the first free read-lease record, or noLease
 	recs      slab[keyRec]
@@ -241,7 +245,7 @@ type Table struct {
 
 // New returns an empty Table.
 func New(cfg Config) *Table {
-	return &Table{
+	t := &Table{
 		eps:       cfg.Epsilon,
 		maxLeases: cfg.MaxLeasesPerSession,
 		maxTotal:  cfg.MaxLeases,
@@ -250,6 +254,8 @@ func New(cfg Config) *Table {
 		freeRec:   noLease,
 		sessions:  make(map[SessionID]*session),
 	}
+	t.mem = newOffHeap()
+	return t
 }
 
 // SetWriteBarrier holds every op until t: none becomes ready before it. A
@@ -435,7 +441,6 @@ func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
 		l := t.reads.at(li)
 		next := l.sessNext
 		ki := l.key
-		name := t.recs.at(ki).name
 		if mi := t.findRead(s, ki); mi != noLease {
 			// to holds a lease of its own: keep the later expiry on it.
 			mine := t.reads.at(mi)
@@ -451,12 +456,12 @@ func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
 			mine.invalidated = mine.invalidated || l.invalidated
 			t.removeRead(li)
 			if mine.invalidated {
-				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: name})
+				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: t.keyString(ki)})
 			}
 		} else {
 			t.moveRead(li, s)
 			if l.invalidated {
-				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: name})
+				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: t.keyString(ki)})
 			}
 		}
 		li = next
@@ -481,7 +486,7 @@ func (t *Table) Leases() []LeaseInfo {
 	out := make([]LeaseInfo, 0, len(t.rheap)+len(t.leases))
 	for _, li := range t.rheap {
 		l := t.reads.at(li)
-		out = append(out, LeaseInfo{Session: t.slots[l.session].id, Key: t.recs.at(l.key).name, Expiry: t.time(l.expiry)})
+		out = append(out, LeaseInfo{Session: t.slots[l.session].id, Key: t.keyString(l.key), Expiry: t.time(l.expiry)})
 	}
 	for _, l := range t.leases {
 		if l.ending {
@@ -553,9 +558,9 @@ func (t *Table) newKey(name string) int32 {
 	if ki != noLease {
 		t.freeRec = t.recs.at(ki).holders
 	} else {
-		ki = t.recs.add()
+		ki = t.recs.add(t.mem)
 	}
-	*t.recs.at(ki) = keyRec{name: name, holders: noLease}
+	*t.recs.at(ki) = keyRec{name: t.names.put(t.mem, name), holders: noLease, ext: noLease}
 	t.indexKey(ki)
 	return ki
 }
@@ -563,7 +568,7 @@ func (t *Table) newKey(name string) int32 {
 // extOf returns the keyState of key name, or nil if it has none.
 func (t *Table) extOf(name string) *keyState {
 	if ki, ok := t.findKey(name); ok {
-		return t.recs.at(ki).ext
+		return t.ext(t.recs.at(ki))
 	}
 	return nil
 }
@@ -574,23 +579,20 @@ func (t *Table) richKey(name string) *keyState {
 	if !ok {
 		ki = t.newKey(name)
 	}
-	kr := t.recs.at(ki)
-	if kr.ext == nil {
-		kr.ext = &keyState{name: kr.name, ki: ki}
-	}
-	return kr.ext
+	return t.makeExt(ki)
 }
 
 // gcKey drops the keyState of key record ki once it is idle, and the key
 // once it has no lease either.
 func (t *Table) gcKey(ki int32) {
 	kr := t.recs.at(ki)
-	if kr.ext != nil && kr.ext.idle() {
-		kr.ext = nil
+	if k := t.ext(kr); k != nil && k.idle() {
+		t.dropExt(kr)
 	}
-	if kr.ext == nil && kr.n == 0 {
+	if kr.ext == noLease && kr.n == 0 {
 		t.unindexKey(ki)
-		*kr = keyRec{holders: t.freeRec}
+		t.names.drop(kr.name)
+		*kr = keyRec{holders: t.freeRec, ext: noLease}
 		t.freeRec = ki
 	}
 }
@@ -598,8 +600,8 @@ func (t *Table) gcKey(ki int32) {
 // findRead returns session s's read lease on key record ki, or noLease.
 func (t *Table) findRead(s *session, ki int32) int32 {
 	kr := t.recs.at(ki)
-	if kr.ext != nil && kr.ext.bySession != nil {
-		if li, ok := kr.ext.bySession[s.slot]; ok {
+	if k := t.ext(kr); k != nil && k.bySession != nil {
+		if li, ok := k.bySession[s.slot]; ok {
 			return li
 		}
 		return noLease
@@ -629,7 +631,7 @@ func (t *Table) addRead(s *session, ki int32, expiry int64) int32 {
 	if li != noLease {
 		t.freeRead = t.reads.at(li).keyNext
 	} else {
-		li = t.reads.add()
+		li = t.reads.add(t.mem)
 	}
 	kr := t.recs.at(ki)
 	*t.reads.at(li) = readLease{expiry: expiry, key: ki, session: s.slot, keyPrev: noLease, keyNext: kr.holders, sessPrev: noLease, sessNext: s.reads}
@@ -654,13 +656,10 @@ func (t *Table) addRead(s *session, ki int32, expiry int64) int32 {
 // holders.
 func (t *Table) indexHolder(ki, slot, li int32) {
 	kr := t.recs.at(ki)
-	if kr.n <= holderMapAt && (kr.ext == nil || kr.ext.bySession == nil) {
+	if k := t.ext(kr); kr.n <= holderMapAt && (k == nil || k.bySession == nil) {
 		return
 	}
-	if kr.ext == nil {
-		kr.ext = &keyState{name: kr.name, ki: ki}
-	}
-	k := kr.ext
+	k := t.makeExt(ki)
 	if k.bySession == nil {
 		k.bySession = make(map[int32]int32, kr.n)
 		for h := kr.holders; h != noLease; h = t.reads.at(h).keyNext {
@@ -690,7 +689,7 @@ func (t *Table) unlinkSession(li int32) {
 func (t *Table) moveRead(li int32, s *session) {
 	l := t.reads.at(li)
 	t.unlinkSession(li)
-	if k := t.recs.at(l.key).ext; k != nil && k.bySession != nil {
+	if k := t.ext(t.recs.at(l.key)); k != nil && k.bySession != nil {
 		delete(k.bySession, l.session)
 		k.bySession[s.slot] = li
 	}
@@ -718,7 +717,7 @@ func (t *Table) removeRead(li int32) {
 		t.reads.at(l.keyNext).keyPrev = l.keyPrev
 	}
 	kr.n--
-	if k := kr.ext; k != nil && k.bySession != nil {
+	if k := t.ext(kr); k != nil && k.bySession != nil {
 		delete(k.bySession, l.session)
 		if kr.n == 0 {
 			k.bySession = nil
@@ -747,7 +746,7 @@ func (t *Table) Grant(id SessionID, key string, term time.Duration, now time.Tim
 	var k *keyState
 	li := noLease
 	if ok {
-		k = t.recs.at(ki).ext
+		k = t.ext(t.recs.at(ki))
 		li = t.findRead(s, ki)
 	}
 	if !t.cacheable(k, s) || t.full(s, li) {
@@ -788,7 +787,7 @@ func (t *Table) AtLeaseLimit(id SessionID, key string, term time.Duration) bool 
 	if !ok {
 		return t.full(s, noLease)
 	}
-	return t.full(s, t.findRead(s, ki)) && t.cacheable(t.recs.at(ki).ext, s)
+	return t.full(s, t.findRead(s, ki)) && t.cacheable(t.ext(t.recs.at(ki)), s)
 }
 
 // full reports whether session s may take no new read lease, given li, its
@@ -838,7 +837,7 @@ func (t *Table) Renew(id SessionID, keys []string, terms []time.Duration, readOn
 			continue
 		}
 		l := t.reads.at(li)
-		if l.invalidated || !t.cacheable(t.recs.at(ki).ext, s) {
+		if l.invalidated || !t.cacheable(t.ext(t.recs.at(ki)), s) {
 			continue
 		}
 		if e := t.ns(expiry); e > l.expiry {
@@ -943,7 +942,7 @@ func (t *Table) dropRead(li int32, now time.Time, eff *Effects, expired bool) {
 		}
 	}
 	t.removeRead(li)
-	if k := t.recs.at(ki).ext; k != nil {
+	if k := t.ext(t.recs.at(ki)); k != nil {
 		t.checkReady(k, now, eff)
 	}
 	t.gcKey(ki)

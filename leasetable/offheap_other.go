@@ -1,0 +1,9 @@
+//go:build !unix
+
+package leasetable
+
+// mapAnon returns n zeroed bytes. Without mmap they come from the Go heap.
+func mapAnon(n int) []byte { return make([]byte, n) }
+
+// unmap does nothing: the collector frees what mapAnon returned.
+func unmap([]byte) {}
