@@ -1,39 +1,11 @@
 package leasetable
 
 import (
-	"bytes"
-	"os"
-	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/leased/leased/internal/testkit/memtest"
 )
-
-// heapInUse returns the bytes of heap spans in use after a collection.
-func heapInUse() int64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapInuse)
-}
-
-// rss returns the process's resident memory in bytes after a collection,
-// or 0 where /proc/self/statm does not say.
-func rss() int64 {
-	runtime.GC()
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := bytes.Fields(b)
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return pages * int64(os.Getpagesize())
-}
 
 // mapped returns the bytes tab keeps in memory it mapped.
 func mapped(tab *Table) int64 {
@@ -85,7 +57,7 @@ func BenchmarkReadLeaseMemory(b *testing.B) {
 		for id := range SessionID(sessions) {
 			tab.AddSession(id + 1)
 		}
-		rss0, before := rss(), heapInUse()
+		rss0, before := memtest.RSS(), memtest.HeapInUse()
 		var buf []byte
 		var key string
 		for i := range leases {
@@ -95,7 +67,7 @@ func BenchmarkReadLeaseMemory(b *testing.B) {
 				b.Fatalf("Grant %d refused", i)
 			}
 		}
-		after, rss1 := heapInUse(), rss()
+		after, rss1 := memtest.HeapInUse(), memtest.RSS()
 		if st := tab.Stats(); st.Leases != leases || st.Keys != leases {
 			b.Fatalf("Stats %+v", st)
 		}
