@@ -106,6 +106,9 @@ func TestLargeTableMapsItsStorage(t *testing.T) {
 	if mapped > tab.mem.used {
 		t.Errorf("%d bytes mapped, %d in use: released arrays were not unmapped", mapped, tab.mem.used)
 	}
+	if st := tab.Stats(); st.StorageBytes != tab.mem.used || st.StorageBytes < mapped {
+		t.Errorf("Stats.StorageBytes = %d; %d in use, %d of it mapped", st.StorageBytes, tab.mem.used, mapped)
+	}
 	for i := range n {
 		if tab.Grant(1, keyOf(i), term, t0) != term {
 			t.Fatalf("renewing Grant %d refused", i)

@@ -140,10 +140,15 @@ type Config struct {
 }
 
 // Stats are the Table's counters. The Table keeps the gauges (Sessions to
-// WritesWaiting) as they change; Keys is the size of its key index.
+// WritesWaiting) as they change; Keys is the size of its key index, and
+// StorageBytes what its flat storage holds.
 type Stats struct {
-	Sessions             int    // open sessions
-	Keys                 int    // keys the Table tracks: with a lease, a write lease or an op
+	Sessions int // open sessions
+	Keys     int // keys the Table tracks: with a lease, a write lease or an op
+	// StorageBytes is the memory of the Table's flat storage (read-lease
+	// and key records, names, the key index and the expiry heap), on the
+	// Go heap or mapped outside it (see storage.go). It keeps its peak.
+	StorageBytes         int
 	Leases               int    // outstanding read leases, unexpired
 	WriteLeases          int    // outstanding write leases
 	WritesWaiting        int    // ops queued or waiting for holders
@@ -288,6 +293,7 @@ func (t *Table) LatestExpiry() time.Time {
 func (t *Table) Stats() Stats {
 	s := t.stats
 	s.Keys = t.index.n
+	s.StorageBytes = t.mem.used
 	return s
 }
 

@@ -379,6 +379,11 @@ type StatsReply struct {
 	// neither acknowledged nor expired: InvalidationsSent is the sum of
 	// the three and of those outstanding. Omitted when zero.
 	InvalidationsCancelled uint64 `msgpack:"ic,omitempty"`
+	// LeaseStorageBytes is the memory of the lease table's storage (read
+	// leases, keys, their names, the index and the expiry heap), which a
+	// large table keeps outside the Go heap. It keeps its peak. Omitted
+	// when zero.
+	LeaseStorageBytes int64 `msgpack:"lsb,omitempty"`
 }
 
 // Goodbye ends a session gracefully: the server frees all of its leases at

@@ -75,6 +75,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		"leased_write_wait_seconds_count 1",
 		"leased_sessions 1",
 		"leased_leases 1",
+		"leased_lease_storage_bytes ",
 		"leased_ttl_leases 1",
 		"leased_raft_leader 1",
 		"leased_nospace_alarm 0",
@@ -86,6 +87,9 @@ func TestMetricsAndHealth(t *testing.T) {
 		if !strings.Contains(body, want+"\n") && !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %q", want)
 		}
+	}
+	if strings.Contains(body, "leased_lease_storage_bytes 0\n") {
+		t.Error("leased_lease_storage_bytes is 0 with a lease outstanding")
 	}
 	if code, body := scrape(t, srv, "/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)

@@ -603,6 +603,7 @@ func (s *Server) Stats() *protocol.StatsReply {
 		InvalidationsAcked:     cs.InvalidationsAcked,
 		InvalidationsExpired:   cs.InvalidationsExpired,
 		InvalidationsCancelled: cs.InvalidationsCancelled,
+		LeaseStorageBytes:      int64(cs.StorageBytes),
 		Recalls:                cs.Recalls,
 		LeasesRenewed:          cs.Renewed,
 		MessagesIn:             make(map[string]uint64),

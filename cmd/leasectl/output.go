@@ -96,6 +96,7 @@ type statsJSON struct {
 	Revision               uint64            `json:"revision"`
 	Sessions               int               `json:"sessions"`
 	Leases                 int               `json:"leases"`
+	LeaseStorageBytes      int64             `json:"lease_storage_bytes"`
 	WriteLeases            int               `json:"write_leases"`
 	WritesWaiting          int               `json:"writes_waiting"`
 	InvalidationsSent      uint64            `json:"invalidations_sent"`
