@@ -43,9 +43,17 @@ func TestRandomizedHandoff(t *testing.T) {
 		seeds = *handoffSeeds
 	}
 	defer func(n int32) { holderMapAt = n }(holderMapAt)
+	// With a threshold of 2, the Table's storage is in mapped memory from
+	// its first byte.
+	defer func(at int) { offHeapAt = at }(offHeapAt)
+	heapAt := offHeapAt
 	var reached handoffCounts
 	for _, at := range []int32{1, 2, 8} {
 		holderMapAt = at
+		offHeapAt = heapAt
+		if at == 2 {
+			offHeapAt = 0
+		}
 		for seed := range uint64(seeds) {
 			r := newHandoffRun(t, seed, at)
 			for range 300 {

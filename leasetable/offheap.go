@@ -19,8 +19,8 @@ import (
 // the collector freed them.
 
 // offHeapAt is the storage a Table takes from the Go heap before it maps
-// memory of its own.
-const offHeapAt = 256 << 10
+// memory of its own. Tests set it to 0 to map everything.
+var offHeapAt = 256 << 10
 
 // offHeap hands out the memory of one Table's flat storage. Only types
 // without pointers may live in it (noPointers): the collector does not see
