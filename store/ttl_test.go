@@ -397,6 +397,28 @@ var ttlContract = []struct {
 		}
 		wantRecord(t, s, "k0999", nil, r.Version)
 	}},
+	{"the fullest lease is revoked in one step", func(t *testing.T, s store.Store) {
+		// MaxTTLKeys keys of MaxTTLKeyBytes in all: the most one
+		// revocation deletes, which store.Cost counts, and which one
+		// transaction of the database must take.
+		mustApply(t, s, grantTTL(time.Minute))
+		per := store.MaxTTLKeyBytes / store.MaxTTLKeys
+		cmds := make([]store.Command, store.MaxTTLKeys)
+		for i := range cmds {
+			key := fmt.Sprintf("%04d%s", i, strings.Repeat("k", per-4))
+			cmds[i] = withLease(put(key, "v"), 1)
+		}
+		for _, r := range mustApply(t, s, cmds...) {
+			if r.Err != nil {
+				t.Fatalf("filling the lease: %v", r.Err)
+			}
+		}
+		r := mustApply(t, s, revokeTTL(1))[0]
+		if r.Err != nil || len(r.Keys) != store.MaxTTLKeys {
+			t.Fatalf("revoke of the fullest lease: %v, %d keys", r.Err, len(r.Keys))
+		}
+		wantRecord(t, s, string(cmds[store.MaxTTLKeys-1].Key), nil, r.Version)
+	}},
 	{"TTL leases are listed in id order, a page at a time", func(t *testing.T, s store.Store) {
 		const n = 2500
 		cmds := make([]store.Command, n)
