@@ -134,6 +134,10 @@ func open(cfg Config) (_ *Server, handed bool, err error) {
 	}
 	tlsConf.MinVersion = tls.VersionTLS13
 	tlsConf.NextProtos = []string{protocol.ALPN}
+	// No client resumes a session (the client library keeps no session
+	// cache), so a ticket would only cost each handshake its encryption,
+	// and each connection its bytes, which quic-go keeps.
+	tlsConf.SessionTicketsDisabled = true
 	if cfg.ClientCAs != nil {
 		tlsConf.ClientAuth = tls.RequireAndVerifyClientCert
 		tlsConf.ClientCAs = cfg.ClientCAs

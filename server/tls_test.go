@@ -9,7 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/leased/leased/internal/clock"
+	"github.com/leased/leased/internal/testkit/protoclient"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
 )
@@ -112,5 +115,29 @@ func TestTLSNewCAWarned(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, TLSDirName, CAKeyFileName)); err == nil {
 		t.Error("the CA key is kept in the data folder")
+	}
+}
+
+// TestNoSessionTickets: the server issues no TLS session tickets (a ticket
+// would only cost memory and work, since no client resumes), so a client
+// that keeps a session cache does a full handshake every time, and is
+// served.
+func TestNoSessionTickets(t *testing.T) {
+	srv := startServer(t, t.TempDir(), clock.NewFake(), time.Second)
+	tlsConf, err := protoclient.TLSConfig(protoclient.Options{CAFile: CAPath(srv.cfg.Dir)}, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConf.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	for i := range 2 {
+		c := dial(t, srv, protoclient.Options{TLSConfig: tlsConf})
+		if err := c.Conn().Context().Err(); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if c.Conn().ConnectionState().TLS.DidResume {
+			t.Fatalf("connection %d resumed a TLS session", i)
+		}
+		get(t, c, "k")
+		c.Close()
 	}
 }
