@@ -330,25 +330,41 @@ func (s *Server) serve(ctx context.Context) error {
 	}
 }
 
-// handshakeKey is the context key of a connection's handshakeDone hook.
+// handshakeKey is the context key of a connection's handshake.
 type handshakeKey struct{}
+
+// handshake is a connection whose handshake Server.handshakes counts.
+type handshake struct {
+	s    *Server
+	done atomic.Bool
+	// stop unregisters end from the connection's context (AfterFunc), so
+	// that a session holds nothing of its handshake but this.
+	stop func() bool
+}
+
+// end uncounts the handshake, once.
+func (h *handshake) end() {
+	if h.done.CompareAndSwap(false, true) {
+		h.s.handshakes.Add(-1)
+	}
+}
 
 // connContext counts a connection whose handshake the transport begins,
 // until handshakeDone or the connection's end, whichever comes first. The
 // transport calls it (quic.Transport.ConnContext).
 func (s *Server) connContext(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
 	s.handshakes.Add(1)
-	var once sync.Once
-	done := func() { once.Do(func() { s.handshakes.Add(-1) }) }
-	context.AfterFunc(ctx, done)
-	return context.WithValue(ctx, handshakeKey{}, done), nil
+	h := &handshake{s: s}
+	h.stop = context.AfterFunc(ctx, h.end)
+	return context.WithValue(ctx, handshakeKey{}, h), nil
 }
 
 // handshakeDone uncounts the handshake of the connection of ctx, which the
 // accept loop has taken.
 func handshakeDone(ctx context.Context) {
-	if done, ok := ctx.Value(handshakeKey{}).(func()); ok {
-		done()
+	if h, ok := ctx.Value(handshakeKey{}).(*handshake); ok {
+		h.stop()
+		h.end()
 	}
 }
 
