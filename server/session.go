@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -68,14 +69,14 @@ type session struct {
 	// closes the core.
 	ended chan struct{}
 
-	mu       sync.Mutex // guards ops, opsBytes, and replies against goAway
-	ops      map[uint64]*pendingOp
-	opsBytes int // the sum of the sizes of ops
+	mu       sync.Mutex            // guards ops, opsBytes, and replies against goAway
+	ops      map[uint64]*pendingOp // made by the first op: most sessions write nothing
+	opsBytes int                   // the sum of the sizes of ops
 }
 
 func newSession(s *Server, c conn, id leasetable.SessionID, cr *core.Core) *session {
 	identity := c.Identity()
-	return &session{srv: s, id: id, conn: c, core: cr, identity: identity, owner: leaseOwner(identity), ops: make(map[uint64]*pendingOp), ended: make(chan struct{})}
+	return &session{srv: s, id: id, conn: c, core: cr, identity: identity, owner: leaseOwner(identity), ended: make(chan struct{})}
 }
 
 // helloReply accepts the session's hello with the server's settings.
@@ -108,23 +109,61 @@ func (ss *session) closeWith(err error) {
 }
 
 // run serves the session until its connection ends.
+//
+// Its goroutine is the only one an idle session holds, and its stack is
+// most of what the session costs the server beyond quic-go's own state:
+// idle, it waits in serve for the next request, and the collector shrinks
+// a stack to half whenever less than a quarter of it is in use. So the
+// frames below that wait are kept small: the work of accepting the stream
+// and of the hello, whose frames are large, is in functions of their own
+// that have returned by then (hence go:noinline, which keeps the compiler
+// from folding their frames into run's).
 func (ss *session) run() {
-	s := ss.srv
-	log := s.log.With("session", uint64(ss.id), "remote", ss.conn.RemoteAddr().String())
+	defer ss.srv.endSession(ss)
+	fr := ss.accept()
+	if fr == nil {
+		return
+	}
+	// The senders close, and then their goroutines end, before the session
+	// ends in its core.
+	defer ss.stopSenders()
+	if ss.greet(fr) {
+		ss.serve(fr)
+	}
+}
+
+// log returns the session's logger. It is built when needed, not kept:
+// most sessions log nothing.
+func (ss *session) log() *slog.Logger {
+	log := ss.srv.log.With("session", uint64(ss.id), "remote", ss.conn.RemoteAddr().String())
 	if ss.identity != "" {
 		log = log.With("identity", ss.identity)
 	}
-	defer s.endSession(ss)
+	return log
+}
 
+// debug logs msg at the debug level, if the server's logger takes it.
+func (ss *session) debug(msg string, args ...any) {
+	if ss.srv.log.Enabled(context.Background(), slog.LevelDebug) {
+		ss.log().Debug(msg, args...)
+	}
+}
+
+// accept waits for the client's request stream and sets the session's
+// replies up on it. It returns the stream's frame reader, or nil when the
+// session must end (the connection is closed).
+//
+//go:noinline
+func (ss *session) accept() *protocol.FrameReader {
+	s := ss.srv
 	ctx, cancel := context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
 	stream, err := ss.conn.AcceptStream(ctx)
 	cancel()
 	if err != nil {
 		ss.closeWith(fmt.Errorf("%w: no request stream: %v", errProtocol, err))
-		return
+		return nil
 	}
 	ss.stream = stream
-	fr := protocol.NewFrameReader(stream, s.cfg.maxFrameSize())
 	replies := newSender(stream, &s.msgsOut, func() {
 		ss.closeWith(fmt.Errorf("%w: client is not reading its replies", errResourceExhausted))
 	})
@@ -132,17 +171,29 @@ func (ss *session) run() {
 	ss.mu.Lock() // goAway reads it from another goroutine
 	ss.replies = replies
 	ss.mu.Unlock()
-	// The senders close, and then their goroutines end, before the session
-	// ends in its core.
-	defer func() {
-		replies.close()
-		if ss.notices != nil {
-			ss.notices.close()
-			ss.notices.wait()
-		}
-		replies.wait()
-	}()
+	return protocol.NewFrameReader(stream, s.cfg.maxFrameSize())
+}
 
+// stopSenders closes the session's senders and waits for their goroutines
+// to end.
+func (ss *session) stopSenders() {
+	ss.replies.close()
+	if ss.notices != nil {
+		ss.notices.close()
+		ss.notices.wait()
+	}
+	ss.replies.wait()
+}
+
+// greet reads and answers the hello, and opens the notice stream. It
+// reports whether the session goes on to serve requests; if not, it has
+// closed the connection, or served an admin session or a refusal to its
+// end.
+//
+//go:noinline
+func (ss *session) greet(fr *protocol.FrameReader) bool {
+	s := ss.srv
+	stream := ss.stream
 	// The hello names the protocol version. Nothing else may come first.
 	stream.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
 	m, err := ss.decode(fr.ReadFrame())
@@ -151,7 +202,7 @@ func (ss *session) run() {
 			err = fmt.Errorf("%w: %v", errProtocol, err) // no hello in time, or the stream ended
 		}
 		ss.closeWith(fmt.Errorf("reading hello: %w", err))
-		return
+		return false
 	}
 	hello, ok := m.(*protocol.Hello)
 	switch {
@@ -160,19 +211,19 @@ func (ss *session) run() {
 		ss.replies.send(errorReply(id, fmt.Errorf("%w: the first message must be hello, not %s", errProtocol, m.Type())))
 		ss.replies.flush(s.cfg.HelloTimeout)
 		ss.closeWith(fmt.Errorf("%w: request before hello", errProtocol))
-		return
+		return false
 	case hello.Version != protocol.Version:
 		err := fmt.Errorf("%w: protocol version %d is not supported; this server speaks %d", errProtocol, hello.Version, protocol.Version)
 		ss.replies.send(errorReply(0, err))
 		ss.replies.flush(s.cfg.HelloTimeout)
 		ss.closeWith(err)
-		return
+		return false
 	}
 	if hello.Admin {
 		stream.SetReadDeadline(time.Time{})
-		log.Debug("admin session opened", "client", hello.Client)
+		ss.debug("admin session opened", "client", hello.Client)
 		ss.serveAdmin(fr)
-		return
+		return false
 	}
 	if ss.core == nil {
 		// The reply, then the end of the stream; the client closes the
@@ -187,50 +238,67 @@ func (ss *session) run() {
 		case <-t.C:
 			ss.closeWith(err)
 		}
-		return
+		return false
 	}
 	ss.client = clientIdentity(hello.ClientID, ss.identity)
 	ss.core.SetClient(ss.id, ss.client)
 	stream.SetReadDeadline(time.Time{})
-	ctx, cancel = context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
+	ctx, cancel := context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
 	uni, err := ss.conn.OpenUniStreamSync(ctx)
 	cancel()
 	if err != nil {
 		// The client must let the server open one stream: a client that
 		// allows none does not speak the protocol.
 		ss.closeWith(fmt.Errorf("%w: cannot open the notice stream: %v", errProtocol, err))
-		return
+		return false
 	}
 	ss.notices = newSender(uni, &s.msgsOut, func() {
 		ss.closeWith(fmt.Errorf("%w: client is not reading its invalidations", errResourceExhausted))
 	})
 	ss.replies.send(ss.helloReply())
-	log.Debug("session opened", "client", hello.Client)
+	ss.debug("session opened", "client", hello.Client)
+	return true
+}
 
+// serve handles requests until the session must end. Between requests it
+// waits in read; see run for why its frame must stay small.
+func (ss *session) serve(fr *protocol.FrameReader) {
 	for {
 		m, err := ss.read(fr)
-		switch {
-		case err == nil:
-			if !ss.handle(m) {
+		if err != nil {
+			if !ss.readFailed(err) {
 				return
 			}
-		case errors.Is(err, protocol.ErrMalformed):
-			// The frame was read whole, so the stream is still in step:
-			// report and go on.
-			ss.replies.send(errorReply(0, err))
-		case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, errProtocol):
-			ss.replies.send(errorReply(0, err))
-			ss.replies.flush(s.cfg.HelloTimeout)
-			ss.closeWith(err)
-			return
-		default:
-			if !errors.Is(err, io.EOF) && ss.conn.Context().Err() == nil {
-				log.Debug("session read failed", "err", err)
-			}
-			ss.closeWith(fmt.Errorf("%w: request stream ended", errClosed))
+			continue
+		}
+		if !ss.handle(m) {
 			return
 		}
 	}
+}
+
+// readFailed answers a request that could not be read. It reports whether
+// the session goes on.
+//
+//go:noinline
+func (ss *session) readFailed(err error) bool {
+	switch {
+	case errors.Is(err, protocol.ErrMalformed):
+		// The frame was read whole, so the stream is still in step:
+		// report and go on.
+		ss.replies.send(errorReply(0, err))
+		return true
+	case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, errProtocol):
+		ss.replies.send(errorReply(0, err))
+		ss.replies.flush(ss.srv.cfg.HelloTimeout)
+		ss.closeWith(err)
+		return false
+	}
+	if !errors.Is(err, io.EOF) && ss.conn.Context().Err() == nil {
+		ss.debug("session read failed", "err", err)
+	}
+	ss.closeWith(fmt.Errorf("%w: request stream ended", errClosed))
+	return false
 }
 
 // read waits, as long as the connection lives, for the next frame to
@@ -533,14 +601,23 @@ func (ss *session) submit(id uint64, req *core.Request) error {
 		return fmt.Errorf("%w: a key and value of %d bytes would take the waiting writes of all sessions past the server's budget of %d bytes (MaxTotalInflightBytes)",
 			errResourceExhausted, p.size, s.cfg.MaxTotalInflightBytes)
 	}
-	ss.ops[id] = p
-	ss.opsBytes += p.size
+	ss.addOpLocked(p)
 	ss.mu.Unlock()
 	if err := ss.core.Submit(p.req); err != nil {
 		ss.forget(p)
 		return err
 	}
 	return nil
+}
+
+// addOpLocked records p among the session's ops, which it makes on the
+// first. ss.mu is held.
+func (ss *session) addOpLocked(p *pendingOp) {
+	if ss.ops == nil {
+		ss.ops = make(map[uint64]*pendingOp)
+	}
+	ss.ops[p.reqID] = p
+	ss.opsBytes += p.size
 }
 
 // opReply builds the reply to a write or acquisition that ended with o.

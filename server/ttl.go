@@ -143,7 +143,7 @@ func (ss *session) keepAlive(m *protocol.LeaseKeepAlive) {
 		ss.replies.send(errorReply(m.ID, fmt.Errorf("%w: %d requests in flight, limit %d", errResourceExhausted, n, ss.srv.cfg.MaxInflight)))
 		return
 	}
-	ss.ops[m.ID] = p
+	ss.addOpLocked(p)
 	ss.mu.Unlock()
 	id := m.ID
 	ss.core.KeepAlive(keep, func(o core.KeepAliveOutcome) {
