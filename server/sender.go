@@ -45,17 +45,17 @@ type sender struct {
 	// failed: a write failed, or the queue overflowed; what was queued was
 	// not all written.
 	failed    bool
-	finishing bool       // finish was called: close the stream once buf is written
-	flushed   *sync.Cond // signalled when buf has been written out, or the sender closed
+	finishing bool // finish was called: close the stream once buf is written
+	// flushed is signalled when buf has been written out, or the sender
+	// closed. flush makes it: most senders are never flushed.
+	flushed *sync.Cond
 
 	drains sync.WaitGroup // the goroutine of drain, while one runs
 	over   sync.Once
 }
 
 func newSender(w io.Writer, counts *[protocol.NumTypes]atomic.Uint64, overflow func()) *sender {
-	s := &sender{w: w, counts: counts, overflow: overflow}
-	s.flushed = sync.NewCond(&s.mu)
-	return s
+	return &sender{w: w, counts: counts, overflow: overflow}
 }
 
 // send queues m. It reports false if the sender is closed or overflowed.
@@ -124,12 +124,15 @@ func (s *sender) flush(timeout time.Duration) bool {
 	// the loop below sees the deadline passed or is woken.
 	t := time.AfterFunc(timeout, func() {
 		s.mu.Lock()
-		s.flushed.Broadcast()
+		s.broadcastLocked()
 		s.mu.Unlock()
 	})
 	defer t.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.flushed == nil {
+		s.flushed = sync.NewCond(&s.mu)
+	}
 	for (len(s.buf) > 0 || s.writing) && !s.closed {
 		if !time.Now().Before(deadline) {
 			return false
@@ -180,7 +183,7 @@ func (s *sender) drain() {
 	if fin {
 		s.closeLocked() // no frame may follow the end of the stream
 	}
-	s.flushed.Broadcast()
+	s.broadcastLocked()
 	s.mu.Unlock()
 	if fin {
 		if c, ok := s.w.(io.Closer); ok {
@@ -220,6 +223,13 @@ func (s *sender) close() {
 func (s *sender) closeLocked() {
 	if !s.closed {
 		s.closed = true
+		s.broadcastLocked()
+	}
+}
+
+// broadcastLocked wakes the flushes that wait, if any. s.mu is held.
+func (s *sender) broadcastLocked() {
+	if s.flushed != nil {
 		s.flushed.Broadcast()
 	}
 }
