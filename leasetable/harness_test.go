@@ -265,10 +265,10 @@ func checkInvariants(tb testing.TB, tab *Table) {
 		}
 	}
 	sessionOf := func(slot int32) *session {
-		if slot < 0 || int(slot) >= len(tab.slots) {
+		if slot < 0 || int(slot) >= len(tab.slots.items) {
 			return nil
 		}
-		return tab.slots[slot]
+		return tab.slots.items[slot]
 	}
 	for i, li := range tab.rheap {
 		l := tab.reads.at(li)
@@ -399,22 +399,22 @@ func checkInvariants(tb testing.TB, tab *Table) {
 	for ki := range live {
 		if e := tab.recs.at(ki).ext; e != noLease {
 			withExt++
-			if e < 0 || int(e) >= len(tab.exts) || tab.exts[e] == nil || tab.exts[e].ki != ki {
+			if e < 0 || int(e) >= len(tab.exts.items) || tab.exts.items[e] == nil || tab.exts.items[e].ki != ki {
 				fail("key %q names keyState %d, which is not its own", tab.keyName(ki), e)
 			}
 		}
 	}
 	inUse := 0
-	for _, k := range tab.exts {
+	for _, k := range tab.exts.items {
 		if k != nil {
 			inUse++
 		}
 	}
-	if inUse != withExt || inUse+len(tab.freeExts) != len(tab.exts) {
-		fail("%d keys have a keyState, %d are in use, %d free of %d", withExt, inUse, len(tab.freeExts), len(tab.exts))
+	if inUse != withExt || inUse+len(tab.exts.free) != len(tab.exts.items) {
+		fail("%d keys have a keyState, %d are in use, %d free of %d", withExt, inUse, len(tab.exts.free), len(tab.exts.items))
 	}
-	for _, e := range tab.freeExts {
-		if tab.exts[e] != nil {
+	for _, e := range tab.exts.free {
+		if tab.exts.items[e] != nil {
 			fail("free keyState %d is in use", e)
 		}
 	}

@@ -109,32 +109,49 @@ func (t *Table) ext(kr *keyRec) *keyState {
 	if kr.ext == noLease {
 		return nil
 	}
-	return t.exts[kr.ext]
+	return t.exts.items[kr.ext]
 }
 
 // makeExt gives key record ki a keyState, if it has none, and returns it.
 func (t *Table) makeExt(ki int32) *keyState {
 	kr := t.recs.at(ki)
 	if kr.ext != noLease {
-		return t.exts[kr.ext]
+		return t.exts.items[kr.ext]
 	}
 	k := &keyState{name: t.keyString(ki), ki: ki}
-	if n := len(t.freeExts); n > 0 {
-		kr.ext = t.freeExts[n-1]
-		t.freeExts = t.freeExts[:n-1]
-		t.exts[kr.ext] = k
-	} else {
-		kr.ext = int32(len(t.exts))
-		t.exts = append(t.exts, k)
-	}
+	kr.ext = t.exts.add(k)
 	return k
 }
 
 // dropExt forgets the keyState of key record kr.
 func (t *Table) dropExt(kr *keyRec) {
-	t.exts[kr.ext] = nil
-	t.freeExts = append(t.freeExts, kr.ext)
+	t.exts.remove(kr.ext)
 	kr.ext = noLease
+}
+
+// pool is a slice of *T whose freed slots are reused: a T is named by its
+// int32 slot, which stays its own until it is removed.
+type pool[T any] struct {
+	items []*T // nil: a free slot
+	free  []int32
+}
+
+// add files v in a free slot, or a new one, and returns the slot.
+func (p *pool[T]) add(v *T) int32 {
+	if n := len(p.free); n > 0 {
+		i := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.items[i] = v
+		return i
+	}
+	p.items = append(p.items, v)
+	return int32(len(p.items) - 1)
+}
+
+// remove frees slot i.
+func (p *pool[T]) remove(i int32) {
+	p.items[i] = nil
+	p.free = append(p.free, i)
 }
 
 // keyIndex finds a key record by name: an open-addressing hash table,

@@ -225,21 +225,19 @@ type Table struct {
 	maxWrite  int // Config.MaxWriteLeasesPerSession; 0: no cap
 
 	// Read leases and keys; see storage.go.
-	base      time.Time // read-lease expiries count from it
-	based     bool
-	mem       *offHeap
-	names     nameArena
-	exts      []*keyState // by keyRec.ext; nil: free
-	freeExts  []int32
-	reads     slab[readLease]
-	freeRead  int32 // the first free read-lease record, or noLease
-	recs      slab[keyRec]
-	freeRec   int32 // the first free key record, or noLease
-	index     keyIndex
-	rheap     []int32 // read leases by expiry
-	sessions  map[SessionID]*session
-	slots     []*session // sessions by slot; nil: free
-	freeSlots []int32
+	base     time.Time // read-lease expiries count from it
+	based    bool
+	mem      *offHeap
+	names    nameArena
+	exts     pool[keyState] // by keyRec.ext
+	reads    slab[readLease]
+	freeRead int32 // the first free read-lease record, or noLease
+	recs     slab[keyRec]
+	freeRec  int32 // the first free key record, or noLease
+	index    keyIndex
+	rheap    []int32 // read leases by expiry
+	sessions map[SessionID]*session
+	slots    pool[session] // sessions by slot
 
 	leases    leaseHeap // write leases by expiry
 	deadlines opHeap
@@ -317,14 +315,7 @@ func (t *Table) removeWrite(l *lease) {
 // newSession files a session with a slot of its own.
 func (t *Table) newSession(id SessionID, closed bool) *session {
 	s := &session{id: id, reads: noLease, wrlses: make(map[string]*lease), ops: make(map[*Op]struct{}), closed: closed}
-	if n := len(t.freeSlots); n > 0 {
-		s.slot = t.freeSlots[n-1]
-		t.freeSlots = t.freeSlots[:n-1]
-		t.slots[s.slot] = s
-	} else {
-		s.slot = int32(len(t.slots))
-		t.slots = append(t.slots, s)
-	}
+	s.slot = t.slots.add(s)
 	t.sessions[id] = s
 	return s
 }
@@ -492,7 +483,7 @@ func (t *Table) Leases() []LeaseInfo {
 	out := make([]LeaseInfo, 0, len(t.rheap)+len(t.leases))
 	for _, li := range t.rheap {
 		l := t.reads.at(li)
-		out = append(out, LeaseInfo{Session: t.slots[l.session].id, Key: t.keyString(l.key), Expiry: t.time(l.expiry)})
+		out = append(out, LeaseInfo{Session: t.slots.items[l.session].id, Key: t.keyString(l.key), Expiry: t.time(l.expiry)})
 	}
 	for _, l := range t.leases {
 		if l.ending {
@@ -540,12 +531,11 @@ func (t *Table) adopt(l *lease, s *session) {
 // gcSession forgets a closed session once it holds nothing. Its slot is
 // free then: no read lease names it.
 func (t *Table) gcSession(s *session) {
-	if s.closed && s.nreads == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 && t.slots[s.slot] == s {
+	if s.closed && s.nreads == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 && t.slots.items[s.slot] == s {
 		if t.sessions[s.id] == s {
 			delete(t.sessions, s.id)
 		}
-		t.slots[s.slot] = nil
-		t.freeSlots = append(t.freeSlots, s.slot)
+		t.slots.remove(s.slot)
 	}
 }
 
@@ -679,7 +669,7 @@ func (t *Table) indexHolder(ki, slot, li int32) {
 // unlinkSession takes read lease li out of its session's list.
 func (t *Table) unlinkSession(li int32) {
 	l := t.reads.at(li)
-	s := t.slots[l.session]
+	s := t.slots.items[l.session]
 	if l.sessPrev != noLease {
 		t.reads.at(l.sessPrev).sessNext = l.sessNext
 	} else {
@@ -1042,7 +1032,7 @@ func (t *Table) start(k *keyState, now time.Time, eff *Effects) {
 	for li := t.recs.at(k.ki).holders; li != noLease; {
 		l := t.reads.at(li)
 		next := l.keyNext
-		sid := t.slots[l.session].id
+		sid := t.slots.items[l.session].id
 		if sid == op.Session {
 			// The writer's own lease: its library dropped the entry before
 			// it sent the op, so there is nobody to ask.
@@ -1080,7 +1070,7 @@ func (t *Table) checkReady(k *keyState, now time.Time, eff *Effects) {
 	}
 	// A session holds one read lease on a key at most: any but the op's
 	// own holds the op back.
-	if kr := t.recs.at(k.ki); kr.n > 1 || (kr.n == 1 && t.slots[t.reads.at(kr.holders).session].id != op.Session) {
+	if kr := t.recs.at(k.ki); kr.n > 1 || (kr.n == 1 && t.slots.items[t.reads.at(kr.holders).session].id != op.Session) {
 		return
 	}
 	if k.wlease != nil && k.wlease.session.id != op.Session {
@@ -1247,7 +1237,7 @@ func (t *Table) Tick(now time.Time) Effects {
 		switch {
 		case read:
 			li := t.rheap[0]
-			s := t.slots[t.reads.at(li).session]
+			s := t.slots.items[t.reads.at(li).session]
 			t.dropRead(li, now, &eff, true)
 			t.gcSession(s)
 			continue
