@@ -243,20 +243,27 @@ var clientCertAlerts = map[uint8]bool{
 }
 
 // connectError is the error of a failure to connect to addr while doing
-// what: ErrUnavailable, which trying again may mend, unless the server
-// refused the client's certificate (ErrUnauthenticated).
+// what (lostError).
 func connectError(what, addr string, err error) error {
+	return lostError(what+" "+addr, err)
+}
+
+// lostError is the error of a connection that failed while doing what:
+// ErrUnavailable, which trying again may mend, unless the server refused
+// the client's certificate (ErrUnauthenticated). The refusal may reach the
+// client after its side of the handshake is done, as it sends its hello.
+func lostError(what string, err error) error {
 	err = transportError(err)
 	if errors.Is(err, ErrUnauthenticated) {
-		return fmt.Errorf("%s %s: %w", what, addr, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, what, addr, err)
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 }
 
 // fail records why the connection is gone and wakes its waiters.
 func (cn *conn) fail(err error) {
 	cn.errOnce.Do(func() {
-		cn.err = fmt.Errorf("%w: connection lost: %w", ErrUnavailable, transportError(err))
+		cn.err = lostError("connection lost", err)
 		close(cn.done)
 		cn.qc.CloseWithError(0, "")
 	})
@@ -279,7 +286,7 @@ func (cn *conn) write(m protocol.Message) error {
 	}
 	if _, err := cn.stream.Write(cn.wbuf); err != nil {
 		cn.fail(err)
-		return fmt.Errorf("%w: send: %w", ErrUnavailable, transportError(err))
+		return lostError("send", err)
 	}
 	if cap(cn.wbuf) > 64<<10 {
 		cn.wbuf = nil

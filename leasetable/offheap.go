@@ -23,9 +23,10 @@ import (
 var offHeapAt = 256 << 10
 
 // offHeap hands out the memory of one Table's flat storage. Only types
-// without pointers may live in it (noPointers): the collector does not see
-// what mapped memory refers to. Mapped regions are unmapped when they are
-// released, or when the offHeap is garbage (newOffHeap).
+// without pointers may live in it (TestOffHeapTypesHoldNoPointers checks
+// the Table's): the collector does not see what mapped memory refers to.
+// Mapped regions are unmapped when they are released, or when the offHeap
+// is garbage (newOffHeap).
 type offHeap struct {
 	used   int              // bytes handed out and not released
 	mapped map[*byte][]byte // mapped regions by their first byte
