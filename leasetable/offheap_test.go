@@ -99,10 +99,7 @@ func TestLargeTableMapsItsStorage(t *testing.T) {
 	if len(tab.mem.mapped) == 0 {
 		t.Fatal("a Table of 20,000 leases mapped no memory")
 	}
-	mapped := 0
-	for _, b := range tab.mem.mapped {
-		mapped += len(b)
-	}
+	mapped := int(mapped(tab))
 	if mapped > tab.mem.used {
 		t.Errorf("%d bytes mapped, %d in use: released arrays were not unmapped", mapped, tab.mem.used)
 	}

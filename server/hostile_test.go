@@ -554,6 +554,13 @@ func sessionOf(t *testing.T, srv *Server, id uint64) *session {
 	return ss
 }
 
+// queuedBytes returns the bytes of the frames s holds queued.
+func (s *sender) queuedBytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.buf)
+}
+
 func (ss *session) waitingBytes() int {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -1023,10 +1030,7 @@ func TestSenderOverflow(t *testing.T) {
 		if s.send(&protocol.GetReply{ID: uint64(i + 1), Value: value}) {
 			taken++
 		}
-		s.mu.Lock()
-		queued := len(s.buf)
-		s.mu.Unlock()
-		if queued > maxQueuedBytes+len(value)+64 {
+		if queued := s.queuedBytes(); queued > maxQueuedBytes+len(value)+64 {
 			t.Fatalf("%d bytes queued, cap %d", queued, maxQueuedBytes)
 		}
 	}
@@ -1038,10 +1042,7 @@ func TestSenderOverflow(t *testing.T) {
 	if max := 2 * (maxQueuedBytes>>20 + 1); taken > max {
 		t.Fatalf("%d frames of 1 MiB taken, want at most %d", taken, max)
 	}
-	s.mu.Lock()
-	queued := len(s.buf)
-	s.mu.Unlock()
-	if queued != 0 {
+	if queued := s.queuedBytes(); queued != 0 {
 		t.Fatalf("%d bytes still queued after the overflow", queued)
 	}
 	done := make(chan struct{})
@@ -1090,19 +1091,14 @@ func TestSenderLargeReplyBesideSmall(t *testing.T) {
 			}
 			// The goroutine takes the first frame and blocks writing it.
 			wait.For(t, testTimeout, "the first frame to be taken", func() bool {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				return len(s.buf) == 0
+				return s.queuedBytes() == 0
 			})
 			refused := 0
 			for _, m := range tc.msgs {
 				if !s.send(m) {
 					refused++
 				}
-				s.mu.Lock()
-				queued := len(s.buf)
-				s.mu.Unlock()
-				if queued > maxQueuedBytes+len(big)+64 {
+				if queued := s.queuedBytes(); queued > maxQueuedBytes+len(big)+64 {
 					t.Fatalf("%d bytes queued, cap %d and one frame", queued, maxQueuedBytes)
 				}
 			}

@@ -132,21 +132,19 @@ func (ss *session) run() {
 	}
 }
 
-// log returns the session's logger. It is built when needed, not kept:
-// most sessions log nothing.
-func (ss *session) log() *slog.Logger {
-	log := ss.srv.log.With("session", uint64(ss.id), "remote", ss.conn.RemoteAddr().String())
+// debug logs msg at the debug level, with the session's attributes, if the
+// server's logger takes it. The session keeps no logger of its own: most
+// sessions log nothing.
+func (ss *session) debug(msg string, args ...any) {
+	log := ss.srv.log
+	if !log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	log = log.With("session", uint64(ss.id), "remote", ss.conn.RemoteAddr().String())
 	if ss.identity != "" {
 		log = log.With("identity", ss.identity)
 	}
-	return log
-}
-
-// debug logs msg at the debug level, if the server's logger takes it.
-func (ss *session) debug(msg string, args ...any) {
-	if ss.srv.log.Enabled(context.Background(), slog.LevelDebug) {
-		ss.log().Debug(msg, args...)
-	}
+	log.Debug(msg, args...)
 }
 
 // accept waits for the client's request stream and sets the session's
