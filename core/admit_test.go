@@ -47,7 +47,7 @@ func (g *gate) set(err error) { g.mu.Lock(); g.shut = err; g.mu.Unlock() }
 func TestAdmit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &gate{allowD: true}
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Admit: g.admit,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
 		if err != nil {
@@ -75,7 +75,7 @@ func TestAdmit(t *testing.T) {
 		if err := c.Submit(&Request{Session: 2, Op: store.OpPut, Key: []byte("k"), Value: []byte("c"), Done: func(Outcome) {}}); !errors.Is(err, errFull) {
 			t.Fatalf("put under a full disk: %v, want the admission's error", err)
 		}
-		if err := c.Submit(&Request{Session: 2, Acquire: true, Key: []byte("w"), Done: func(Outcome) {}}); !errors.Is(err, errFull) {
+		if err := c.Submit(&Request{Session: 2, Op: store.OpGrantWriteLease, Key: []byte("w"), Done: func(Outcome) {}}); !errors.Is(err, errFull) {
 			t.Fatalf("write-lease acquisition under a full disk: %v, want the admission's error", err)
 		}
 		if rec, _ := st.Get([]byte("k")); string(rec.Value) != "a" {
@@ -126,7 +126,7 @@ func TestAdmitRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &gate{}
 		g.set(errFull)
-		st := store.NewMemory()
+		st := newMemory(t)
 		now := time.Now()
 		// The old leader's horizon, and its last write, whose writer was
 		// not told.
@@ -140,7 +140,7 @@ func TestAdmitRetry(t *testing.T) {
 		inherited := res[1].Version
 		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Admit: g.admit,
 			Inherited: map[string]time.Time{"k": now.Add(3 * time.Second)},
-			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil))}, durable{st}, &notices{})
+			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
 		if err != nil {
 			t.Fatal(err)
 		}

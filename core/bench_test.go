@@ -21,7 +21,7 @@ import (
 func BenchmarkReadDuringStatsFlood(b *testing.B) {
 	const sessions, leases = 1000, 1_000_000
 	c, err := New(Config{LeaseTerm: time.Hour, Epsilon: eps, HorizonStep: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store.NewMemory(), &notices{})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, newMemory(b), &notices{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,8 +82,9 @@ func BenchmarkReadLeaseMemory(b *testing.B) {
 	const sessions, leases = 100, 1_000_000
 	var heapPer, rssPer float64
 	for b.Loop() {
+		st := store.NewMemory()
 		c, err := New(Config{LeaseTerm: time.Hour, Epsilon: eps, HorizonStep: time.Hour,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store.NewMemory(), &notices{})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -109,6 +110,7 @@ func BenchmarkReadLeaseMemory(b *testing.B) {
 		heapPer = float64(after-before) / leases
 		rssPer = float64(rss1-rss0) / leases
 		c.Close()
+		st.Close()
 	}
 	b.ReportMetric(heapPer, "heap-B/lease")
 	b.ReportMetric(rssPer, "rss-B/lease")

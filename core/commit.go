@@ -35,7 +35,7 @@ func (c *Core) command(j job) store.Command {
 		return *j.ttl
 	case r == nil:
 		return store.Command{Op: store.OpEndWriteLease, Key: []byte(j.end.Key), Token: j.end.Token}
-	case r.Acquire:
+	case r.acquires():
 		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Client: r.holder, Term: c.cfg.WriteTermFor(string(r.Key))}
 	case r.Op == store.OpGrantTTL:
 		cmd := store.Command{Op: store.OpGrantTTL, Term: r.TTL, Owner: r.Owner}
@@ -99,7 +99,7 @@ func (c *Core) commit(batch []job) {
 	// only under the horizon.
 	var horizonErr error
 	for _, j := range batch[:len(results)] {
-		if r := j.req; r != nil && r.Op != store.OpGrantTTL && (r.Acquire || c.cfg.TermFor(string(r.Key)) > 0) {
+		if r := j.req; r != nil && r.Op != store.OpGrantTTL && (r.acquires() || c.cfg.TermFor(string(r.Key)) > 0) {
 			horizonErr = c.ensureHorizon(now)
 			break
 		}
@@ -139,7 +139,7 @@ func (c *Core) commit(batch []job) {
 			eff = c.table.EndWriteLease(j.end.Key, j.end.Token, now)
 		case r.Op == store.OpGrantTTL:
 			outs[i] = c.granted(r, res, err, now)
-		case r.Acquire:
+		case r.acquires():
 			key, term := string(r.Key), c.cfg.WriteTermFor(string(r.Key))
 			if err == nil && horizonErr != nil {
 				err = horizonErr
@@ -198,7 +198,7 @@ func (c *Core) commit(batch []job) {
 			}
 			continue
 		}
-		if r.Acquire && outs[i].Err == nil {
+		if r.acquires() && outs[i].Err == nil {
 			rec, err := c.store.Get(r.Key)
 			if err != nil {
 				outs[i].Err = fmt.Errorf("%w: read after grant: %v", ErrInternal, err)
@@ -227,11 +227,11 @@ func (c *Core) admit(batch []job) []job {
 	var through map[retryKey]bool // the writes with a Client let through so far
 	for _, j := range batch {
 		if r := j.req; r != nil {
-			if err := c.cfg.Admit(r.storeOp(), len(r.Key)+len(r.Value)); err != nil && !c.mayBeApplied(r, through) {
+			if err := c.cfg.Admit(r.Op, len(r.Key)+len(r.Value)); err != nil && !c.mayBeApplied(r, through) {
 				refused = append(refused, refusal{r, fmt.Errorf("write to %q refused: %w", r.Key, err)})
 				continue
 			}
-			if r.Client != 0 && !r.Acquire {
+			if r.Client != 0 && !r.acquires() {
 				if through == nil {
 					through = make(map[retryKey]bool)
 				}
@@ -250,7 +250,7 @@ func (c *Core) admit(batch []job) []job {
 		switch {
 		case f.r.Op == store.OpGrantTTL:
 			c.granted(f.r, store.Result{}, f.err, now)
-		case f.r.Acquire:
+		case f.r.acquires():
 			effs[i] = c.table.DoneAcquire(&f.r.op, 0, c.cfg.WriteTermFor(string(f.r.Key)), now)
 		default:
 			_, effs[i] = c.table.Done(&f.r.op, false, 0, now)
@@ -272,7 +272,7 @@ func (c *Core) admit(batch []job) []job {
 // same batch (through). The committer calls it; the copies that reached
 // the table before r on its key have ended, or are in r's batch.
 func (c *Core) mayBeApplied(r *Request, through map[retryKey]bool) bool {
-	if r.Client == 0 || r.Acquire {
+	if r.Client == 0 || r.acquires() {
 		return false
 	}
 	if through[retryKey{r.Client, r.ID}] {
@@ -280,28 +280,6 @@ func (c *Core) mayBeApplied(r *Request, through map[retryKey]bool) bool {
 	}
 	_, ok, unknown := c.kept(r)
 	return ok || unknown
-}
-
-// apply applies cmds to the store, unless it is down and its retry is not
-// due. A failure takes it down.
-func (c *Core) apply(cmds []store.Command) ([]store.Result, error) {
-	if err := c.recover(c.clock.Now()); err != nil {
-		return nil, err
-	}
-	rs, err := c.store.Apply(cmds)
-	for _, r := range rs {
-		if r.Version > c.revision.Load() && r.Err == nil {
-			c.revision.Store(r.Version)
-		}
-	}
-	if err != nil {
-		ferr := c.down.fail(c, err)
-		if errors.Is(err, store.ErrNotLeader) {
-			return rs, fmt.Errorf("%w: %v", ErrNotLeader, err)
-		}
-		return rs, ferr
-	}
-	return rs, nil
 }
 
 // recover brings the store back if it is down and its retry is due: it

@@ -50,11 +50,21 @@ func (n *notices) Recall(id SessionID, key string, token uint64) {
 	n.recalls = append(n.recalls, leasetable.Notice{Session: id, Key: key, Token: token})
 }
 
-// durable is a store that outlives the cores over it, as a disk outlives
-// a process: Close leaves it open.
-type durable struct{ store.Store }
+// owned closes st when the test ends, after the cores over it have
+// closed, and returns it: the test owns its stores, as a server does, and
+// a core never closes one (New). A store outlives the cores over it, as a
+// disk outlives a process.
+func owned[S store.Store](t testing.TB, st S) S {
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close the store: %v", err)
+		}
+	})
+	return st
+}
 
-func (durable) Close() error { return nil }
+// newMemory returns a new store.Memory that the test owns (owned).
+func newMemory(t testing.TB) *store.Memory { return owned(t, store.NewMemory()) }
 
 // bootFiles maps each store of a test to the boot file (Config.BootFile)
 // of the node it stands for: like the store, it outlives the cores over it.
@@ -132,7 +142,7 @@ func runWithWriteLease(t *testing.T, st store.Store) Outcome {
 	a, _ := newCore(t, st)
 	a.OpenSession(1)
 	a.SetClient(1, holderClient)
-	acq := submit(t, a, &Request{Session: 1, Acquire: true, Key: []byte("k")}).must(t)
+	acq := submit(t, a, &Request{Session: 1, Op: store.OpGrantWriteLease, Key: []byte("k")}).must(t)
 	a.Close() // the lease is live: the horizon stays past it
 	return acq
 }
@@ -150,7 +160,7 @@ func put(s SessionID, key, value string) *Request {
 // passed.
 func TestWriteLeaseSurvivesRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := durable{store.NewMemory()}
+		st := newMemory(t)
 		acq := runWithWriteLease(t, st)
 		if acq.Token != 1 || acq.Term != term {
 			t.Fatalf("acquire: token %d term %v, want 1 and %v", acq.Token, acq.Term, term)
@@ -224,7 +234,7 @@ func TestWriteLeaseSurvivesRestart(t *testing.T) {
 // at the barrier, and the lease's end is persisted.
 func TestRestoredWriteLeaseExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := durable{store.NewMemory()}
+		st := newMemory(t)
 		runWithWriteLease(t, st)
 
 		b, _ := newCore(t, st)
@@ -254,7 +264,7 @@ func TestRestoredWriteLeaseExpires(t *testing.T) {
 // horizon has passed are ended in the store when the next run starts.
 func TestExpiredWriteLeasesEndAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := durable{store.NewMemory()}
+		st := newMemory(t)
 		runWithWriteLease(t, st)
 		time.Sleep(time.Minute)
 		b, _ := newCore(t, st)
@@ -274,7 +284,7 @@ func TestExpiredWriteLeasesEndAtStart(t *testing.T) {
 // durable, exactly as on a store that never saw the failed commands.
 func TestFailedCommitLeavesNoTrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := faultstore.New(store.NewMemory())
+		fs := owned(t, faultstore.New(store.NewMemory()))
 		c, _ := newCore(t, fs)
 		defer c.Close()
 		c.OpenSession(1)
@@ -299,7 +309,7 @@ func TestFailedCommitLeavesNoTrace(t *testing.T) {
 		if o := submit(t, c, put(1, "d", "1")).must(t); o.Version != 2 {
 			t.Fatalf("put after the store came back: version %d, want 2", o.Version)
 		}
-		if o := submit(t, c, &Request{Session: 1, Acquire: true, Key: []byte("w")}).must(t); o.Token != 1 {
+		if o := submit(t, c, &Request{Session: 1, Op: store.OpGrantWriteLease, Key: []byte("w")}).must(t); o.Token != 1 {
 			t.Fatalf("acquire after the store came back: token %d, want 1", o.Token)
 		}
 		for _, k := range []string{"b", "c"} {
@@ -318,7 +328,7 @@ func TestFailedCommitLeavesNoTrace(t *testing.T) {
 func TestRetriedWriteAppliedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const window = time.Minute
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, RetryWindow: window,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
 		if err != nil {
@@ -365,14 +375,14 @@ func TestRetriedWriteAppliedOnce(t *testing.T) {
 // core otherwise holds writes for.
 func TestUnsafeSkipHorizonWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		now := time.Now()
 		if _, err := st.Apply([]store.Command{{Op: store.OpSetHorizon, Horizon: now.Add(5 * time.Second), Span: 5 * time.Second}}); err != nil {
 			t.Fatal(err)
 		}
 		for _, unsafe := range []bool{false, true} {
 			c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, UnsafeSkipHorizonWait: unsafe,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, durable{st}, &notices{})
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -389,7 +399,7 @@ func TestUnsafeSkipHorizonWait(t *testing.T) {
 // outcome, ErrNotLeader, not a storage failure.
 func TestLostLeadOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := faultstore.New(store.NewMemory())
+		fs := owned(t, faultstore.New(store.NewMemory()))
 		c, _ := newCore(t, fs)
 		defer c.Close()
 		c.OpenSession(1)
@@ -408,7 +418,7 @@ func TestLostLeadOutcome(t *testing.T) {
 // at once.
 func TestInheritedKeysHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		now := time.Now()
 		// The old leader's horizon, and its last write, whose writer was
 		// not told.
@@ -420,7 +430,7 @@ func TestInheritedKeysHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Inherited: map[string]time.Time{"k": now.Add(3 * time.Second), "gone": now.Add(-eps)},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, durable{st}, &notices{})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -470,8 +480,6 @@ func (a applied) State() (store.State, error) {
 	return st, err
 }
 
-func (applied) Close() error { return nil }
-
 // TestLongestLeaseLasts: a read lease of the longest term allowed, with
 // the largest ε and horizon step, is live on the core until exactly term
 // + ε after it was granted: a write to its key waits that long for a
@@ -481,7 +489,7 @@ func (applied) Close() error { return nil }
 func TestLongestLeaseLasts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, err := New(Config{LeaseTerm: MaxLeaseTerm, Epsilon: MaxEpsilon, HorizonStep: MaxHorizonStep,
-			RetryWindow: MaxRetryWindow, Logger: slog.New(slog.DiscardHandler)}, store.NewMemory(), &notices{})
+			RetryWindow: MaxRetryWindow, Logger: slog.New(slog.DiscardHandler)}, newMemory(t), &notices{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,8 +532,101 @@ func TestConfigBounds(t *testing.T) {
 	} {
 		cfg := good
 		tc.change(&cfg)
-		if _, err := New(cfg, store.NewMemory(), &notices{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(cfg, newMemory(t), &notices{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New: %v, want an error containing %q", err, tc.want)
 		}
 	}
+}
+
+// called is a store that records which of its methods were called, in
+// order, and with which op each Apply began.
+type called struct {
+	store.Store
+	mu    sync.Mutex
+	calls []string
+}
+
+func (c *called) note(call string) {
+	c.mu.Lock()
+	c.calls = append(c.calls, call)
+	c.mu.Unlock()
+}
+
+func (c *called) Apply(cmds []store.Command) ([]store.Result, error) {
+	c.note("apply " + cmds[0].Op.String())
+	return c.Store.Apply(cmds)
+}
+
+func (c *called) State() (store.State, error) {
+	c.note("state")
+	return c.Store.State()
+}
+
+// TestNewRecordsTheLeader: a core given Config.LeaderName records, as its
+// first command and before it reads the state, that the node leads and
+// where it serves clients; a store that cannot record it fails New. A core
+// without it records no leader.
+func TestNewRecordsTheLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Logger: slog.New(slog.DiscardHandler),
+			LeaderName: "n1", LeaderAddr: "10.0.0.1:7000"}
+		st := &called{Store: newMemory(t)}
+		c, err := New(cfg, st, &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if len(st.calls) < 2 || st.calls[0] != "apply set leader" || st.calls[1] != "state" {
+			t.Errorf("calls of the store: %q; want the set leader first, then the state read", st.calls)
+		}
+		if s, err := st.State(); err != nil || s.Leader != "n1" || s.LeaderAddr != "10.0.0.1:7000" {
+			t.Errorf("state: leader %q at %q, %v; want n1 at 10.0.0.1:7000", s.Leader, s.LeaderAddr, err)
+		}
+
+		fs := owned(t, faultstore.New(store.NewMemory()))
+		fs.Fail(syscall.EIO)
+		if _, err := New(cfg, fs, &notices{}); err == nil || !strings.Contains(err.Error(), "record that n1 leads") || !strings.Contains(err.Error(), syscall.EIO.Error()) {
+			t.Errorf("New over a store that fails: %v; want an error naming the leader and the fault", err)
+		}
+
+		cfg.LeaderName, cfg.LeaderAddr = "", ""
+		alone := &called{Store: newMemory(t)}
+		c, err = New(cfg, alone, &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		for _, call := range alone.calls {
+			if call == "apply set leader" {
+				t.Errorf("a core without a leader name recorded a leader: %q", alone.calls)
+			}
+		}
+	})
+}
+
+// TestCloseLeavesTheStoreOpen: Close does not close the store, which its
+// owner closes after: what the core applied can still be read, and
+// applied to, and a new core can run over it.
+func TestCloseLeavesTheStoreOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemory(t)
+		c, _ := newCore(t, st)
+		c.OpenSession(1)
+		submit(t, c, put(1, "k", "v")).must(t)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := st.Get([]byte("k")); err != nil || string(rec.Value) != "v" {
+			t.Fatalf("the store after Close: %q, %v; want the value the core wrote", rec.Value, err)
+		}
+		if _, err := st.Apply([]store.Command{{Op: store.OpPut, Key: []byte("k2"), Value: []byte("w")}}); err != nil {
+			t.Fatalf("apply after the core closed: %v", err)
+		}
+		b, _ := newCore(t, st)
+		defer b.Close()
+		b.OpenSession(1)
+		if rec, _, err := b.Read(1, []byte("k2")); err != nil || string(rec.Value) != "w" {
+			t.Fatalf("read on a second core over the store: %q, %v", rec.Value, err)
+		}
+	})
 }

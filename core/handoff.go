@@ -188,7 +188,7 @@ func (c *Core) restoreHandoff(st store.State) error {
 	if len(ends) == 0 {
 		return nil
 	}
-	if _, err := c.store.Apply(ends); err != nil {
+	if _, err := c.writeLog(ends); err != nil {
 		return fmt.Errorf("core: end the write leases the last leader did not hand over: %w", err)
 	}
 	return nil

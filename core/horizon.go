@@ -91,7 +91,7 @@ func (c *Core) restore() error {
 	for i, wl := range st.WriteLeases {
 		ends[i] = store.Command{Op: store.OpEndWriteLease, Key: []byte(wl.Key), Token: wl.Token}
 	}
-	if _, err := c.store.Apply(ends); err != nil {
+	if _, err := c.writeLog(ends); err != nil {
 		return fmt.Errorf("core: end the expired write leases of an earlier run: %w", err)
 	}
 	return nil

@@ -32,7 +32,7 @@ import (
 func crashed(t *testing.T, st store.Store, file string, wall clock.Clock, boot clock.Boot) store.State {
 	t.Helper()
 	a, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self",
-		Clock: wall, BootClock: boot, BootFile: file, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, durable{st}, &notices{})
+		Clock: wall, BootClock: boot, BootFile: file, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestRestartCountsDowntimeOnBootClock(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				dir := t.TempDir()
 				file := filepath.Join(dir, "horizon.boot")
-				st := store.NewMemory()
+				st := newMemory(t)
 				fa := clock.NewFake()
 				fb := clock.NewFakeBoot(fa)
 				h := crashed(t, st, file, fa, fb)
@@ -131,7 +131,7 @@ func TestRestartCountsDowntimeOnBootClock(t *testing.T) {
 				}
 				fc := clockwork.NewFakeClockAt(fa.Now().Add(tc.wall))
 				b, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self",
-					Clock: fc, BootClock: fb, BootFile: file, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, durable{st}, &notices{})
+					Clock: fc, BootClock: fb, BootFile: file, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st, &notices{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -156,7 +156,7 @@ func TestHorizonYearsAheadIsBounded(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			dir := t.TempDir()
 			file := filepath.Join(dir, "horizon.boot")
-			st := store.NewMemory()
+			st := newMemory(t)
 			future := clockwork.NewFakeClockAt(time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC))
 			fb := clock.NewFakeBoot(future)
 			h := crashed(t, st, file, future, fb)
@@ -169,7 +169,7 @@ func TestHorizonYearsAheadIsBounded(t *testing.T) {
 			var logs logbuf.Buffer
 			now := clock.NewFake() // 2026: the wall clock was put right
 			b, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self",
-				Clock: now, BootClock: fb, BootFile: file, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, durable{st}, &notices{})
+				Clock: now, BootClock: fb, BootFile: file, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, st, &notices{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +191,7 @@ func TestOwnHorizonApplied(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			dir := t.TempDir()
 			file := filepath.Join(dir, "horizon.boot")
-			st := store.NewMemory()
+			st := newMemory(t)
 			fa := clock.NewFake()
 			fb := clock.NewFakeBoot(fa)
 			h := crashed(t, st, file, fa, fb)
@@ -229,7 +229,7 @@ func TestBootRecordKeptWhenPersistFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "horizon.boot")
 		mem := store.NewMemory()
-		fs := faultstore.New(durable{mem})
+		fs := owned(t, faultstore.New(mem))
 		fa := clock.NewFake()
 		fb := clock.NewFakeBoot(fa)
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -251,7 +251,7 @@ func TestBootRecordKeptWhenPersistFails(t *testing.T) {
 		fb.Advance(time.Second)
 		fc := clockwork.NewFakeClockAt(fa.Now().Add(5 * time.Hour))
 		b, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self",
-			Clock: fc, BootClock: fb, BootFile: file, Logger: quiet}, durable{mem}, &notices{})
+			Clock: fc, BootClock: fb, BootFile: file, Logger: quiet}, mem, &notices{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,6 +278,7 @@ func BenchmarkSetHorizon(b *testing.B) {
 			if kept {
 				cfg.BootFile = filepath.Join(dir, "horizon.boot")
 			}
+			defer st.Close() // after the core's Close: the store is the caller's (New)
 			c, err := New(cfg, st, &notices{})
 			if err != nil {
 				b.Fatal(err)
@@ -307,7 +308,7 @@ func TestSuspendRecordsTheHorizonAgain(t *testing.T) {
 		fa := clock.NewFake()
 		fb := clock.NewFakeBoot(fa)
 		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Clockname: "self",
-			Clock: fa, BootClock: fb, BootFile: file, Logger: slog.New(slog.DiscardHandler)}, durable{store.NewMemory()}, &notices{})
+			Clock: fa, BootClock: fb, BootFile: file, Logger: slog.New(slog.DiscardHandler)}, newMemory(t), &notices{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,21 +10,21 @@ import (
 	"github.com/leased/leased/store"
 )
 
-// Request is a write (Put, Delete or CompareAndSwap) or a write-lease
-// acquisition on one key, or the grant or revocation of a TTL lease (Op
-// store.OpGrantTTL or OpRevokeTTL), from its submission until its outcome. The
-// caller fills the exported fields and hands it to Submit; the core owns it
-// from then until it calls Done.
+// Request is a write or a write-lease acquisition on one key, or the grant
+// or revocation of a TTL lease, from its submission until its outcome: its
+// Op, the store.Op that carries it out, says which. The caller fills the
+// exported fields and hands it to Submit; the core owns it from then until
+// it calls Done.
 type Request struct {
 	Session SessionID
-	// Acquire makes it a write-lease acquisition; otherwise it is a write
-	// of Op (store.OpPut, OpDelete or OpCAS).
-	Acquire bool
-	Op      store.Op
-	Key     []byte
-	Value   []byte
-	Expect  uint64 // OpCAS: the expected version (0: absent)
-	Token   uint64 // a write under a write lease: its fencing token, or 0
+	// Op is what it does: a write (store.OpPut, OpDelete or OpCAS), a
+	// write-lease acquisition (store.OpGrantWriteLease), or the grant or
+	// revocation of a TTL lease (store.OpGrantTTL or OpRevokeTTL).
+	Op     store.Op
+	Key    []byte
+	Value  []byte
+	Expect uint64 // OpCAS: the expected version (0: absent)
+	Token  uint64 // a write under a write lease: its fencing token, or 0
 	// Lease is the TTL lease of an Op of store.OpRevokeTTL (the lease to
 	// revoke), or of an OpPut or OpCAS (attach Key to it; 0 detaches).
 	Lease uint64
@@ -104,13 +104,8 @@ type Outcome struct {
 	Keys  int
 }
 
-// storeOp is the store.Op that carries out r.
-func (r *Request) storeOp() store.Op {
-	if r.Acquire {
-		return store.OpGrantWriteLease
-	}
-	return r.Op
-}
+// acquires reports whether r is a write-lease acquisition.
+func (r *Request) acquires() bool { return r.Op == store.OpGrantWriteLease }
 
 func (r *Request) finish(o Outcome) {
 	r.once.Do(func() {
@@ -177,11 +172,11 @@ func (c *Core) kept(r *Request) (res store.Result, ok, unknown bool) {
 // gone. Its outcome comes later, through r.Done.
 func (c *Core) Submit(r *Request) error {
 	switch {
-	case r.Op == store.OpGrantTTL && !r.Acquire:
+	case r.Op == store.OpGrantTTL:
 		return c.submitGrant(r)
-	case r.Op == store.OpRevokeTTL && !r.Acquire:
+	case r.Op == store.OpRevokeTTL:
 		return c.submitRevoke(r)
-	case r.Lease != 0 && !r.Acquire && (r.Op == store.OpPut || r.Op == store.OpCAS) && c.afterRevocation(r):
+	case r.Lease != 0 && (r.Op == store.OpPut || r.Op == store.OpCAS) && c.afterRevocation(r):
 		// Its lease is being revoked: it waits for the revocation to end.
 		return nil
 	}
@@ -189,7 +184,7 @@ func (c *Core) Submit(r *Request) error {
 	// was applied, which must not be said of a write an earlier copy of
 	// which may have committed (Config.Admit).
 	admit := c.cfg.Admit != nil
-	if r.Client != 0 && !r.Acquire {
+	if r.Client != 0 && !r.acquires() {
 		// Counted before the store is asked, so that a retry either sees
 		// this copy on its way or finds its outcome kept.
 		another := admit && c.track(r)
@@ -216,7 +211,7 @@ func (c *Core) Submit(r *Request) error {
 		}
 	}
 	if admit {
-		if err := c.cfg.Admit(r.storeOp(), 0); err != nil {
+		if err := c.cfg.Admit(r.Op, 0); err != nil {
 			r.uncount()
 			return fmt.Errorf("write to %q refused: %w", r.Key, err)
 		}
@@ -224,7 +219,7 @@ func (c *Core) Submit(r *Request) error {
 	now := c.clock.Now()
 	r.received = now
 	r.op = leasetable.Op{Kind: leasetable.OpWrite, Session: r.Session, Key: string(r.Key), Token: r.Token, Data: r}
-	if r.Acquire {
+	if r.acquires() {
 		r.op.Kind = leasetable.OpAcquire
 	}
 	if r.Timeout > 0 {
@@ -236,7 +231,7 @@ func (c *Core) Submit(r *Request) error {
 		r.uncount()
 		return fmt.Errorf("%w: the server is shutting down; no new writes", ErrClosed)
 	}
-	if r.Acquire {
+	if r.acquires() {
 		r.holder = c.clients[r.Session]
 	}
 	eff, err := c.table.Submit(&r.op, now)
@@ -261,10 +256,10 @@ func (c *Core) Submit(r *Request) error {
 // twice, or one that has ended, does nothing.
 func (c *Core) Cancel(r *Request, why error) {
 	switch {
-	case r.Op == store.OpRevokeTTL && !r.Acquire:
+	case r.Op == store.OpRevokeTTL:
 		c.cancelRevoke(r, why)
 		return
-	case r.Op == store.OpGrantTTL && !r.Acquire:
+	case r.Op == store.OpGrantTTL:
 		return // queued to commit at once
 	case r.Lease != 0 && c.cancelHeld(r, why):
 		return

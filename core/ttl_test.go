@@ -84,7 +84,7 @@ func exists(t *testing.T, st store.Store, key string) bool {
 // delete waits for its acknowledgement. The lease is gone for keep-alives.
 func TestTTLLeaseExpiryDeletesItsKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, n := newTTLCore(t, st, TTLConfig{})
 		defer c.Close()
 		c.OpenSession(1)
@@ -133,7 +133,7 @@ func TestTTLLeaseExpiryDeletesItsKeys(t *testing.T) {
 // then; after the last one it ends ttl + ε later, not before.
 func TestTTLKeepAliveExtends(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, _ := newTTLCore(t, st, TTLConfig{})
 		defer c.Close()
 		c.OpenSession(1)
@@ -169,7 +169,7 @@ func TestTTLKeepAliveExtends(t *testing.T) {
 // stays; a revoked or unknown lease is not found, by id.
 func TestTTLRevoke(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, _ := newTTLCore(t, st, TTLConfig{})
 		defer c.Close()
 		c.OpenSession(1)
@@ -217,7 +217,7 @@ func TestTTLRevoke(t *testing.T) {
 // done again with the new keys.
 func TestTTLRevokeSeesKeysAttachedMeanwhile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, _ := newTTLCore(t, st, TTLConfig{})
 		defer c.Close()
 		c.OpenSession(1)
@@ -255,7 +255,7 @@ func TestTTLRevokeSeesKeysAttachedMeanwhile(t *testing.T) {
 // server's cap, is refused with a reason and grants nothing.
 func TestTTLGrantBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, _ := newTTLCore(t, st, TTLConfig{MinTTL: time.Second, MaxTTL: time.Minute, MaxLeases: 2})
 		defer c.Close()
 		c.OpenSession(1)
@@ -281,7 +281,7 @@ func TestTTLGrantBounds(t *testing.T) {
 // granted once, and the retry names the first grant's lease.
 func TestTTLGrantRetriedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, _ := newTTLCore(t, st, TTLConfig{})
 		defer c.Close()
 		c.OpenSession(1)
@@ -302,7 +302,7 @@ func TestTTLGrantRetriedOnce(t *testing.T) {
 // record says is left; the lease counter goes on.
 func TestTTLRestartResumes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := durable{store.NewMemory()}
+		st := newMemory(t)
 		a, _ := newTTLCore(t, st, TTLConfig{})
 		a.OpenSession(1)
 		kept := grant(t, a, 1, ttl)
@@ -349,7 +349,7 @@ func TestTTLRestartResumes(t *testing.T) {
 // revoked at the configured rate, not all at once.
 func TestTTLMassExpiryIsPaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, _ := newTTLCore(t, st, TTLConfig{MaxRevokesPerSecond: 100})
 		defer c.Close()
 		c.OpenSession(1)
@@ -377,7 +377,7 @@ func TestTTLMassExpiryIsPaced(t *testing.T) {
 // on.
 func TestTTLRevokeCanceled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, _ := newTTLCore(t, st, TTLConfig{})
 		defer c.Close()
 		c.OpenSession(1)
@@ -416,8 +416,8 @@ func TestTTLRevokeCanceled(t *testing.T) {
 // it.
 func TestTTLDeposedLeaderStopsAcknowledging(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := durable{store.NewMemory()}
-		fs := faultstore.New(mem)
+		mem := store.NewMemory()
+		fs := owned(t, faultstore.New(mem))
 		newReplicated := func(st store.Store, name string) *Core {
 			c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Replicated: true, Clockname: name,
 				TTL: TTLConfig{MinTTL: time.Second}, BootFile: bootFile(t, st), BootClock: clock.NewFakeBoot(nil),
@@ -469,7 +469,7 @@ func TestTTLDeposedLeaderStopsAcknowledging(t *testing.T) {
 // waited for a revocation that was abandoned renews the lease.
 func TestTTLRevocationInProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, _ := newTTLCore(t, st, TTLConfig{})
 		defer c.Close()
 		c.OpenSession(1)
@@ -537,7 +537,7 @@ func TestTTLRevocationInProgress(t *testing.T) {
 // its holder a falsehood.
 func TestTTLExpiredLeaseLivesUntilRevoked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, _ := newTTLCore(t, st, TTLConfig{MaxRevokesPerSecond: 1})
 		defer c.Close()
 		c.OpenSession(1)
@@ -597,7 +597,7 @@ func TestTTLExpiredLeaseLivesUntilRevoked(t *testing.T) {
 func TestTTLStalledExpiryKeepsTheLeaseRevoking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := store.NewMemory()
-		fs := faultstore.New(mem)
+		fs := owned(t, faultstore.New(mem))
 		c, _ := newTTLCore(t, fs, TTLConfig{})
 		defer c.Close()
 		c.OpenSession(1)
@@ -641,7 +641,7 @@ func TestTTLStalledExpiryKeepsTheLeaseRevoking(t *testing.T) {
 // exist.
 func TestTTLOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := durable{store.NewMemory()}
+		st := newMemory(t)
 		a, _ := newTTLCore(t, st, TTLConfig{})
 		a.OpenSession(1)
 		owned := submit(t, a, &Request{Session: 1, Op: store.OpGrantTTL, TTL: time.Hour, Owner: 7}).must(t).Lease

@@ -86,7 +86,7 @@ func checkLeaseKept(t *testing.T, c *Core, st store.Store, id uint64, keys ...st
 // A revocation by someone who may delete them goes through afterwards.
 func TestTTLRevokeRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := newMemory(t)
 		c, n := newTTLCore(t, st, TTLConfig{})
 		defer c.Close()
 		c.OpenSession(1)
@@ -138,7 +138,7 @@ func TestTTLRevokeJoinRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				st := store.NewMemory()
+				st := newMemory(t)
 				c, _ := newTTLCore(t, st, TTLConfig{})
 				defer c.Close()
 				c.OpenSession(1)
@@ -206,7 +206,7 @@ func TestTTLRevokeRelaunchAuthorizesNewKeys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				st := store.NewMemory()
+				st := newMemory(t)
 				c, _ := newTTLCore(t, st, TTLConfig{})
 				defer c.Close()
 				c.OpenSession(1)
@@ -271,7 +271,7 @@ func TestTTLRevokeRelaunchAuthorizesNewKeys(t *testing.T) {
 func TestTTLExpiryNotStoppedByRefusedRevoker(t *testing.T) {
 	t.Run("joins the expiry", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			st := store.NewMemory()
+			st := newMemory(t)
 			c, _ := newTTLCore(t, st, TTLConfig{})
 			defer c.Close()
 			c.OpenSession(1)
@@ -311,7 +311,7 @@ func TestTTLExpiryNotStoppedByRefusedRevoker(t *testing.T) {
 	})
 	t.Run("refused on the relaunch", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			st := store.NewMemory()
+			st := newMemory(t)
 			c, _ := newTTLCore(t, st, TTLConfig{})
 			defer c.Close()
 			c.OpenSession(1)

@@ -1,10 +1,6 @@
 package leasetable
 
-import (
-	"hash/maphash"
-	"math/bits"
-	"time"
-)
+import "time"
 
 // The Table keeps its read leases and keys in flat storage, so that an
 // outstanding read lease costs a few words and no map of its own:
@@ -95,40 +91,6 @@ func (s *slab[T]) add(o *offHeap) int32 {
 	return s.n - 1
 }
 
-// keyName returns the name of key record ki as bytes in Table.names, valid
-// until the record is freed.
-func (t *Table) keyName(ki int32) []byte {
-	return t.names.bytes(t.recs.at(ki).name)
-}
-
-// keyString returns the name of key record ki as a string of its own.
-func (t *Table) keyString(ki int32) string { return string(t.keyName(ki)) }
-
-// ext returns the keyState of key record kr, or nil.
-func (t *Table) ext(kr *keyRec) *keyState {
-	if kr.ext == noLease {
-		return nil
-	}
-	return t.exts.items[kr.ext]
-}
-
-// makeExt gives key record ki a keyState, if it has none, and returns it.
-func (t *Table) makeExt(ki int32) *keyState {
-	kr := t.recs.at(ki)
-	if kr.ext != noLease {
-		return t.exts.items[kr.ext]
-	}
-	k := &keyState{name: t.keyString(ki), ki: ki}
-	kr.ext = t.exts.add(k)
-	return k
-}
-
-// dropExt forgets the keyState of key record kr.
-func (t *Table) dropExt(kr *keyRec) {
-	t.exts.remove(kr.ext)
-	kr.ext = noLease
-}
-
 // pool is a slice of *T whose freed slots are reused: a T is named by its
 // int32 slot, which stays its own until it is removed.
 type pool[T any] struct {
@@ -154,101 +116,137 @@ func (p *pool[T]) remove(i int32) {
 	p.free = append(p.free, i)
 }
 
-// keyIndex finds a key record by name: an open-addressing hash table,
-// linear probing, of record indexes plus one (0: an empty slot). It is at
-// most three quarters full, and grows by half: its size need not be a
-// power of two, for a name's home slot is the high word of its hash times
-// the size.
-type keyIndex struct {
-	seed  maphash.Seed
-	slots []int32
-	n     int
-}
-
-func (t *Table) home(name string) int {
-	hi, _ := bits.Mul64(maphash.String(t.index.seed, name), uint64(len(t.index.slots)))
-	return int(hi)
-}
-
-// homeOf returns the home slot of key record ki: maphash.Bytes hashes the
-// bytes as maphash.String hashes the same string.
-func (t *Table) homeOf(ki int32) int {
-	hi, _ := bits.Mul64(maphash.Bytes(t.index.seed, t.keyName(ki)), uint64(len(t.index.slots)))
-	return int(hi)
-}
-
-// after returns the slot after slot i of the index.
-func (t *Table) after(i int) int {
-	if i++; i == len(t.index.slots) {
-		return 0
-	}
-	return i
-}
-
-// findKey returns the record of key name.
-func (t *Table) findKey(name string) (int32, bool) {
-	x := &t.index
-	if x.n == 0 {
-		return noLease, false
-	}
-	for i := t.home(name); ; i = t.after(i) {
-		v := x.slots[i]
-		if v == 0 {
-			return noLease, false
+// findRead returns session s's read lease on key record ki, or noLease.
+func (t *Table) findRead(s *session, ki int32) int32 {
+	kr := t.recs.at(ki)
+	if k := t.ext(kr); k != nil && k.bySession != nil {
+		if li, ok := k.bySession[s.slot]; ok {
+			return li
 		}
-		if string(t.keyName(v-1)) == name {
-			return v - 1, true
-		}
+		return noLease
 	}
+	for li := kr.holders; li != noLease; {
+		l := t.reads.at(li)
+		if l.session == s.slot {
+			return li
+		}
+		li = l.keyNext
+	}
+	return noLease
 }
 
-// indexKey files record ki under its name, which is not filed yet.
-func (t *Table) indexKey(ki int32) {
-	x := &t.index
-	if (x.n+1)*4 > len(x.slots)*3 {
-		old := x.slots
-		x.slots = allocSlice[int32](t.mem, max(16, len(old)+len(old)/2))
-		if len(old) == 0 {
-			x.seed = maphash.MakeSeed()
-		}
-		for _, v := range old {
-			if v != 0 {
-				t.place(v)
-			}
-		}
-		releaseSlice(t.mem, old)
+// sessionRead returns session s's read lease on key name, or noLease.
+func (t *Table) sessionRead(s *session, name string) int32 {
+	if ki, ok := t.findKey(name); ok {
+		return t.findRead(s, ki)
 	}
-	t.place(ki + 1)
-	x.n++
+	return noLease
 }
 
-func (t *Table) place(v int32) {
-	x := &t.index
-	i := t.homeOf(v - 1)
-	for x.slots[i] != 0 {
-		i = t.after(i)
+// addRead gives session s a read lease on key record ki until expiry: a
+// record linked into the key's and the session's lists and the heap.
+func (t *Table) addRead(s *session, ki int32, expiry int64) int32 {
+	li := t.freeRead
+	if li != noLease {
+		t.freeRead = t.reads.at(li).keyNext
+	} else {
+		li = t.reads.add(t.mem)
 	}
-	x.slots[i] = v
+	kr := t.recs.at(ki)
+	*t.reads.at(li) = readLease{expiry: expiry, key: ki, session: s.slot, keyPrev: noLease, keyNext: kr.holders, sessPrev: noLease, sessNext: s.reads}
+	if kr.holders != noLease {
+		t.reads.at(kr.holders).keyPrev = li
+	}
+	kr.holders = li
+	kr.n++
+	if s.reads != noLease {
+		t.reads.at(s.reads).sessPrev = li
+	}
+	s.reads = li
+	s.nreads++
+	t.indexHolder(ki, s.slot, li)
+	t.rpush(li)
+	t.stats.Leases++
+	return li
 }
 
-// unindexKey removes record ki, which is filed, and shifts back the
-// entries after it that probed past its slot.
-func (t *Table) unindexKey(ki int32) {
-	x := &t.index
-	i := t.homeOf(ki)
-	for x.slots[i] != ki+1 {
-		i = t.after(i)
+// indexHolder files read lease li of session slot on key record ki in the
+// key's bySession map, making it once the key has more than holderMapAt
+// holders.
+func (t *Table) indexHolder(ki, slot, li int32) {
+	kr := t.recs.at(ki)
+	if k := t.ext(kr); kr.n <= holderMapAt && (k == nil || k.bySession == nil) {
+		return
 	}
-	for j := t.after(i); x.slots[j] != 0; j = t.after(j) {
-		h := t.homeOf(x.slots[j] - 1)
-		// The entry at j may move to i if its home is not in (i, j].
-		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
-			x.slots[i] = x.slots[j]
-			i = j
+	k := t.makeExt(ki)
+	if k.bySession == nil {
+		k.bySession = make(map[int32]int32, kr.n)
+		for h := kr.holders; h != noLease; h = t.reads.at(h).keyNext {
+			k.bySession[t.reads.at(h).session] = h
+		}
+		return
+	}
+	k.bySession[slot] = li
+}
+
+// unlinkSession takes read lease li out of its session's list.
+func (t *Table) unlinkSession(li int32) {
+	l := t.reads.at(li)
+	s := t.slots.items[l.session]
+	if l.sessPrev != noLease {
+		t.reads.at(l.sessPrev).sessNext = l.sessNext
+	} else {
+		s.reads = l.sessNext
+	}
+	if l.sessNext != noLease {
+		t.reads.at(l.sessNext).sessPrev = l.sessPrev
+	}
+	s.nreads--
+}
+
+// moveRead gives read lease li to session s, which holds none on its key.
+func (t *Table) moveRead(li int32, s *session) {
+	l := t.reads.at(li)
+	t.unlinkSession(li)
+	if k := t.ext(t.recs.at(l.key)); k != nil && k.bySession != nil {
+		delete(k.bySession, l.session)
+		k.bySession[s.slot] = li
+	}
+	l.session = s.slot
+	l.sessPrev, l.sessNext = noLease, s.reads
+	if s.reads != noLease {
+		t.reads.at(s.reads).sessPrev = li
+	}
+	s.reads = li
+	s.nreads++
+}
+
+// removeRead takes read lease li off its key's and its session's lists and
+// out of the heap, stops counting it, and frees its record. It neither
+// moves the key's ops on nor forgets the key or the session.
+func (t *Table) removeRead(li int32) {
+	l := t.reads.at(li)
+	kr := t.recs.at(l.key)
+	if l.keyPrev != noLease {
+		t.reads.at(l.keyPrev).keyNext = l.keyNext
+	} else {
+		kr.holders = l.keyNext
+	}
+	if l.keyNext != noLease {
+		t.reads.at(l.keyNext).keyPrev = l.keyPrev
+	}
+	kr.n--
+	if k := t.ext(kr); k != nil && k.bySession != nil {
+		delete(k.bySession, l.session)
+		if kr.n == 0 {
+			k.bySession = nil
 		}
 	}
-	x.slots[i] = 0
-	x.n--
+	t.unlinkSession(li)
+	t.rremove(li)
+	t.stats.Leases--
+	*l = readLease{session: noLease, keyNext: t.freeRead}
+	t.freeRead = li
 }
 
 // ns turns a time into the Table's nanoseconds; the first time it is given

@@ -11,7 +11,9 @@
 // scan and no timer per lease. The server's core owns the one Lessor of the
 // leader, guards it with its lock, writes what it returns through the log,
 // and keeps one timer for NextDeadline. A Lessor is not safe for concurrent
-// use.
+// use. The Lessor decides when a lease expires; what happens then (the
+// readers of its keys invalidated, the keys deleted in one revocation
+// through the log) the core carries out, in core/ttlexpiry.go.
 //
 // # Promises, in the holder's favour
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
 
@@ -63,7 +64,7 @@ func fillDamageFolder(t *testing.T, crash bool) (string, written) {
 		}
 	}
 	write(0)
-	if err := n.Raft().Snapshot().Error(); err != nil {
+	if err := replica.RaftOf(n).Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Close(); err != nil {

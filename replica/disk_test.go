@@ -160,13 +160,13 @@ func TestSnapshotsScaleWithTheDatabase(t *testing.T) {
 	}
 	defer n.Close()
 	value := strings.Repeat("v", 32<<10)
-	snapshotAt := func() string { return n.Raft().Stats()["last_snapshot_index"] }
+	snapshotAt := func() string { return replica.RaftOf(n).Stats()["last_snapshot_index"] }
 	// A database of 2 MiB: 64 keys of 32 KiB.
 	for i := range 64 {
 		mustApply(t, n, put(fmt.Sprintf("k%02d", i), value))
 	}
 	// A snapshot of all of it, so that the newest one is of 2 MiB.
-	if err := n.Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	if err := replica.RaftOf(n).Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		t.Fatal(err)
 	}
 	settled := snapshotAt()

@@ -65,12 +65,6 @@ func (c *cluster) leaderOtherThan(id raft.ServerID) *replica.Node {
 	return nil
 }
 
-// unowned keeps a core from closing the node it applies through: the test
-// closes the nodes.
-type unowned struct{ *replica.Node }
-
-func (unowned) Close() error { return nil }
-
 // nobody is a core.Notifier for sessions that never answer.
 type nobody struct{}
 
@@ -79,7 +73,7 @@ func (nobody) Recall(core.SessionID, string, uint64) {}
 
 func newCore(t *testing.T, n *replica.Node) *core.Core {
 	t.Helper()
-	c, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true, Logger: quiet()}, unowned{n}, nobody{})
+	c, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true, Logger: quiet()}, n, nobody{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +144,8 @@ func testFailover(t *testing.T, stall bool) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := map[raft.ServerID]*stallable{}
 		c := newCluster(t, 3, func(cfg *replica.Config) {
-			logs[cfg.ID] = newStallable()
-			cfg.LogStore, cfg.StableStore = logs[cfg.ID], logs[cfg.ID]
+			logs[raft.ServerID(cfg.ID)] = newStallable()
+			cfg.LogStore, cfg.StableStore = logs[raft.ServerID(cfg.ID)], logs[raft.ServerID(cfg.ID)]
 		})
 		old := c.leader()
 		oc := newCore(t, old)
@@ -265,10 +259,10 @@ func testRestartOfEveryNode(t *testing.T, own, rebooted bool) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := map[raft.ServerID]*raft.InmemStore{}
 		c := newCluster(t, 3, func(cfg *replica.Config) {
-			if logs[cfg.ID] == nil {
-				logs[cfg.ID] = raft.NewInmemStore()
+			if logs[raft.ServerID(cfg.ID)] == nil {
+				logs[raft.ServerID(cfg.ID)] = raft.NewInmemStore()
 			}
-			cfg.LogStore, cfg.StableStore = logs[cfg.ID], logs[cfg.ID]
+			cfg.LogStore, cfg.StableStore = logs[raft.ServerID(cfg.ID)], logs[raft.ServerID(cfg.ID)]
 		})
 		// The machines' boot clocks follow the bubble's time.
 		boot := clock.NewFakeBoot(nil)
@@ -276,7 +270,7 @@ func testRestartOfEveryNode(t *testing.T, own, rebooted bool) {
 		recorder := c.id(l)
 		oc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true,
 			Clockname: l.Clockname(), BootFile: filepath.Join(c.dirs[recorder], "horizon.boot"), BootClock: boot,
-			Logger: quiet()}, unowned{l}, nobody{})
+			Logger: quiet()}, l, nobody{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +301,7 @@ func testRestartOfEveryNode(t *testing.T, own, rebooted bool) {
 		}
 		nl := c.leader()
 		if own && nl != c.nodes[recorder] {
-			if err := nl.Raft().LeadershipTransferToServer(recorder, raft.ServerAddress(recorder)).Error(); err != nil {
+			if err := replica.RaftOf(nl).LeadershipTransferToServer(recorder, raft.ServerAddress(recorder)).Error(); err != nil {
 				t.Fatal(err)
 			}
 			nl = c.leader()
@@ -324,7 +318,7 @@ func testRestartOfEveryNode(t *testing.T, own, rebooted bool) {
 		}
 		nc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true,
 			Clockname: nl.Clockname(), BootFile: filepath.Join(c.dirs[c.id(nl)], "horizon.boot"), BootClock: boot,
-			Logger: quiet()}, unowned{nl}, nobody{})
+			Logger: quiet()}, nl, nobody{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -395,7 +389,7 @@ func TestHandoffWaitsForNoHorizon(t *testing.T) {
 				break
 			}
 		}
-		if err := l.Raft().LeadershipTransferToServer(next, raft.ServerAddress(next)).Error(); err != nil {
+		if err := replica.RaftOf(l).LeadershipTransferToServer(next, raft.ServerAddress(next)).Error(); err != nil {
 			t.Fatal(err)
 		}
 		nl := c.leader()
@@ -414,7 +408,7 @@ func TestHandoffWaitsForNoHorizon(t *testing.T) {
 		}
 		applied := st.HorizonApplied
 		n := notices{ch: make(chan core.SessionID, 8)}
-		nc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true, Logger: quiet()}, unowned{nl}, n)
+		nc, err := core.New(core.Config{LeaseTerm: foTerm, Epsilon: foEps, HorizonStep: foStep, Replicated: true, Logger: quiet()}, nl, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -503,7 +497,7 @@ func TestHandoffWhileHoldingWaitsOutTheOldLeader(t *testing.T) {
 				thirdID = id
 			}
 		}
-		if err := second.Raft().LeadershipTransferToServer(thirdID, raft.ServerAddress(thirdID)).Error(); err != nil {
+		if err := replica.RaftOf(second).LeadershipTransferToServer(thirdID, raft.ServerAddress(thirdID)).Error(); err != nil {
 			t.Fatal(err)
 		}
 		third := c.nodes[thirdID]

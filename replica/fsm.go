@@ -1,3 +1,6 @@
+// Where a log entry is applied: the FSM, to which raft hands each committed entry, applies its commands
+// to badger and notes what the entry means for leases. Its encoding is in entry.go, snapshots in snapshot.go.
+
 // Package replica replicates leased's state machine with hashicorp/raft.
 // Every change that package core makes is a batch of store.Commands; a
 // Node appends each batch to the raft log as one entry, and every replica
@@ -11,11 +14,8 @@
 package replica
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"log/slog"
 	"maps"
 	"sync"
@@ -23,75 +23,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/leased/leased/internal/clock"
 	"github.com/leased/leased/store"
 )
-
-// The first byte of every log entry this package writes is the version of
-// the encoding that follows. entryFormat, the one written, carries a
-// CRC-32C of its commands, because the log on disk checks its records only
-// at the tail it recovers after a crash: a bit flipped in an older entry
-// would otherwise be applied as another command, or as none. Entries of
-// entryFormatNoSum, written before, are still read.
-const (
-	entryFormatNoSum = 1
-	entryFormat      = 2
-)
-
-// entry is the data of one log entry: a batch of commands applied together.
-type entry struct {
-	Cmds []store.Command `msgpack:"c"`
-}
-
-// encodeEntry lays out cmds as the data of one log entry: the format, the
-// CRC-32C of the rest (4 bytes, big-endian), and the commands.
-func encodeEntry(cmds []store.Command) ([]byte, error) {
-	b, err := msgpack.Marshal(&entry{Cmds: cmds})
-	if err != nil {
-		return nil, err
-	}
-	head := binary.BigEndian.AppendUint32([]byte{entryFormat}, crc32.Checksum(b, castagnoli))
-	return append(head, b...), nil
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// checkEntry verifies the checksum of a log entry's data, if its format
-// has one: ErrDamagedEntry if it does not match.
-func checkEntry(data []byte) error {
-	if len(data) == 0 || data[0] != entryFormat {
-		return nil
-	}
-	if len(data) < 5 || binary.BigEndian.Uint32(data[1:5]) != crc32.Checksum(data[5:], castagnoli) {
-		return fmt.Errorf("%w: checksum mismatch in %d bytes", ErrDamagedEntry, len(data))
-	}
-	return nil
-}
-
-// decodeEntry reads the commands of a log entry.
-func decodeEntry(data []byte) ([]store.Command, error) {
-	var body []byte
-	switch {
-	case len(data) == 0:
-		return nil, fmt.Errorf("%w: empty entry", ErrBadEntry)
-	case data[0] == entryFormatNoSum:
-		body = data[1:]
-	case data[0] == entryFormat:
-		if err := checkEntry(data); err != nil {
-			return nil, err
-		}
-		body = data[5:]
-	default:
-		return nil, fmt.Errorf("%w: unknown entry format", ErrBadEntry)
-	}
-	var e entry
-	if err := msgpack.Unmarshal(body, &e); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadEntry, err)
-	}
-	return e.Cmds, nil
-}
 
 // Errors of the state machine.
 var (
@@ -333,65 +268,3 @@ func (f *FSM) stoppedErr() error {
 	defer f.mu.Unlock()
 	return f.stopped
 }
-
-// Snapshot makes what is applied durable and takes a view of it, which
-// raft persists while later entries are applied.
-func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	if err := f.stoppedErr(); err != nil {
-		return nil, err
-	}
-	s, err := f.db.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	// Called between two entries: the snapshot holds every byte counted.
-	f.sinceSnapshot.Store(0)
-	f.entriesSince.Store(0)
-	return fsmSnapshot{s}, nil
-}
-
-// Restore replaces the database with a snapshot, unless the database
-// already holds the snapshot's index or a later one (as after a restart,
-// when raft restores its last snapshot to a database that is ahead of it).
-func (f *FSM) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	idx, r, err := store.SnapshotIndex(rc)
-	if err != nil {
-		return err
-	}
-	if cur := f.applied.Load(); idx <= cur {
-		f.log.Info("snapshot skipped: the database is at or past it", "snapshot_index", idx, "applied_index", cur)
-		return nil
-	}
-	if err := f.db.Restore(r); err != nil {
-		f.applied.Store(0)
-		return err
-	}
-	f.applied.Store(idx)
-	f.sinceSnapshot.Store(0)
-	f.entriesSince.Store(0)
-	f.log.Info("restored a snapshot", "snapshot_index", idx)
-	st, err := f.db.State()
-	if err != nil {
-		return err
-	}
-	now := f.clock.Now()
-	f.mu.Lock()
-	f.stopped = nil // the database is whole again
-	f.horizonApplied, f.span = now, st.Span
-	f.mu.Unlock()
-	return nil
-}
-
-// fsmSnapshot streams a store snapshot into raft's snapshot sink.
-type fsmSnapshot struct{ s *store.Snapshot }
-
-func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.s.WriteTo(sink); err != nil {
-		sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (s fsmSnapshot) Release() { s.s.Release() }

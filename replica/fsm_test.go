@@ -100,7 +100,7 @@ func TestFailureStopsTheStateMachine(t *testing.T) {
 	_, tr := raft.NewInmemTransport("n1")
 	n, err := Open(Config{Dir: t.TempDir(), ID: "n1", Transport: tr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		LogStore: raft.NewInmemStore(), StableStore: raft.NewInmemStore(),
-		Bootstrap: []raft.Server{{ID: "n1", Address: "n1"}}})
+		Bootstrap: []Member{{ID: "n1", Address: "n1", Voter: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestHandedOverWriteLeaseKeepsItsClient(t *testing.T) {
 		oc.OpenSession(1)
 		oc.SetClient(1, holder)
 		got := make(chan core.Outcome, 1)
-		if err := oc.Submit(&core.Request{Session: 1, Acquire: true, Key: []byte("w"), Done: func(o core.Outcome) { got <- o }}); err != nil {
+		if err := oc.Submit(&core.Request{Session: 1, Op: store.OpGrantWriteLease, Key: []byte("w"), Done: func(o core.Outcome) { got <- o }}); err != nil {
 			t.Fatal(err)
 		}
 		acq := <-got
@@ -49,7 +49,7 @@ func TestHandedOverWriteLeaseKeepsItsClient(t *testing.T) {
 				break
 			}
 		}
-		if err := l.Raft().LeadershipTransferToServer(next, raft.ServerAddress(next)).Error(); err != nil {
+		if err := replica.RaftOf(l).LeadershipTransferToServer(next, raft.ServerAddress(next)).Error(); err != nil {
 			t.Fatal(err)
 		}
 		nl := c.leader()

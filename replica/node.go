@@ -77,14 +77,20 @@ type Config struct {
 	Dir string
 	// ID names the node in the cluster. It must not change across
 	// restarts.
-	ID raft.ServerID
-	// Transport carries raft's messages to the other nodes. The Node
-	// closes it in Close if it is an io.Closer.
+	ID string
+	// Network is the node's peer port, over which raft's messages travel
+	// to the other nodes (Open builds raft's transport on it). Nil, with
+	// no Transport, means a cluster of this node alone, which talks to no
+	// peer.
+	Network *Network
+	// Transport, if set instead of Network, carries raft's messages to
+	// the other nodes (tests: raft.NewInmemTransport). The Node closes it
+	// in Close if it is an io.Closer.
 	Transport raft.Transport
 	// Bootstrap is the initial cluster, used only when the node starts
-	// with no log: every node of a new cluster gets the same list. Nil
-	// means a cluster of this node alone.
-	Bootstrap []raft.Server
+	// with no log: every node of a new cluster gets the same list, and
+	// every member of it votes. Nil means a cluster of this node alone.
+	Bootstrap []Member
 	// Join means that a node with no log bootstraps nothing: it waits, in
 	// no configuration, until the leader of a running cluster adds it.
 	// Bootstrap must then be nil.
@@ -253,8 +259,11 @@ var _ store.Store = (*Node)(nil)
 // Open opens, or creates, the node's state in cfg.Dir and starts raft.
 // A node with no log bootstraps the cluster of cfg.Bootstrap.
 func Open(cfg Config) (_ *Node, err error) {
-	if cfg.ID == "" || cfg.Transport == nil {
-		return nil, errors.New("replica: Config.ID and Config.Transport are required")
+	if cfg.ID == "" {
+		return nil, errors.New("replica: Config.ID is required")
+	}
+	if cfg.Network != nil && cfg.Transport != nil {
+		return nil, errors.New("replica: set Config.Network or Config.Transport, not both")
 	}
 	if cfg.Join && cfg.Bootstrap != nil {
 		return nil, errors.New("replica: a node that joins (Config.Join) takes no Config.Bootstrap")
@@ -269,7 +278,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", string(cfg.ID))}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
 	var closers []io.Closer
 	defer func() {
 		if err != nil {
@@ -278,6 +287,18 @@ func Open(cfg Config) (_ *Node, err error) {
 			}
 		}
 	}()
+	var routes *peerRoutes
+	switch {
+	case cfg.Network != nil:
+		if n.cfg.Transport, routes, err = cfg.Network.transport(cfg.Logger); err != nil {
+			return nil, fmt.Errorf("replica: %w", err)
+		}
+		closers = append(closers, n.cfg.Transport.(io.Closer))
+	case cfg.Transport == nil:
+		// A cluster of this node alone hears from no peer.
+		_, n.cfg.Transport = raft.NewInmemTransport(raft.ServerAddress(cfg.ID))
+	}
+	cfg = n.cfg
 	raftDir := filepath.Join(cfg.Dir, layout.RaftDir)
 	for _, d := range []string{filepath.Join(raftDir, "wal"), filepath.Join(cfg.Dir, layout.DBDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -322,7 +343,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		logs, stable = n.wal, n.wal
 	}
 	rc := raft.DefaultConfig()
-	rc.LocalID = cfg.ID
+	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
@@ -344,9 +365,9 @@ func Open(cfg Config) (_ *Node, err error) {
 		// Written to the stores before raft starts, so that a peer's
 		// message cannot reach the node between its start and its
 		// bootstrap.
-		servers := cfg.Bootstrap
+		servers := raftServers(cfg.Bootstrap)
 		if servers == nil {
-			servers = []raft.Server{{ID: cfg.ID, Address: cfg.Transport.LocalAddr()}}
+			servers = []raft.Server{{ID: raft.ServerID(cfg.ID), Address: cfg.Transport.LocalAddr()}}
 		}
 		if err := raft.BootstrapCluster(rc, logs, stable, snaps, cfg.Transport, raft.Configuration{Servers: servers}); err != nil {
 			return nil, fmt.Errorf("replica: bootstrap: %w", err)
@@ -361,6 +382,9 @@ func Open(cfg Config) (_ *Node, err error) {
 	n.prepareCompactor(snaps)
 	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, cfg.Transport); err != nil {
 		return nil, fmt.Errorf("replica: start raft: %w", err)
+	}
+	if routes != nil {
+		routes.raft.Store(n.raft)
 	}
 	n.fsm.SetTerm(n.raft.CurrentTerm)
 	if err := n.db.StartGC(cfg.GCInterval, cfg.GCDiscardRatio); err != nil {
@@ -397,9 +421,6 @@ func clockname(stable raft.StableStore) (string, error) {
 // the same across restarts and differs between nodes, and between a node
 // and a later one of the same ID with a new log.
 func (n *Node) Clockname() string { return n.clockname }
-
-// Raft is the node's raft instance, for membership changes and status.
-func (n *Node) Raft() *raft.Raft { return n.raft }
 
 // AppliedIndex is the index of the last log entry in the node's state.
 func (n *Node) AppliedIndex() uint64 { return n.fsm.AppliedIndex() }

@@ -49,10 +49,10 @@ func newCluster(t *testing.T, n int, change func(*replica.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dirs: map[raft.ServerID]string{}, nodes: map[raft.ServerID]*replica.Node{},
 		trans: map[raft.ServerID]*raft.InmemTransport{}, change: change}
-	var servers []raft.Server
+	var servers []replica.Member
 	for _, id := range ids(n) {
 		c.dirs[id] = t.TempDir()
-		servers = append(servers, raft.Server{ID: id, Address: raft.ServerAddress(id)})
+		servers = append(servers, replica.Member{ID: string(id), Address: string(id)})
 	}
 	for _, id := range ids(n) {
 		c.start(id, servers)
@@ -83,7 +83,7 @@ func newRealTimeCluster(t *testing.T, n int, change func(*replica.Config)) *clus
 
 // start opens node id on its folder with a fresh transport connected to
 // every other running node.
-func (c *cluster) start(id raft.ServerID, bootstrap []raft.Server) *replica.Node {
+func (c *cluster) start(id raft.ServerID, bootstrap []replica.Member) *replica.Node {
 	c.t.Helper()
 	n := c.open(id, bootstrap)
 	c.connect(id)
@@ -92,11 +92,11 @@ func (c *cluster) start(id raft.ServerID, bootstrap []raft.Server) *replica.Node
 
 // open opens node id on a transport of its own that no other node reaches
 // yet (connect).
-func (c *cluster) open(id raft.ServerID, bootstrap []raft.Server) *replica.Node {
+func (c *cluster) open(id raft.ServerID, bootstrap []replica.Member) *replica.Node {
 	c.t.Helper()
 	_, tr := raft.NewInmemTransport(raft.ServerAddress(id))
 	c.trans[id] = tr
-	cfg := replica.Config{Dir: c.dirs[id], ID: id, Transport: tr, Bootstrap: bootstrap, Logger: quiet()}
+	cfg := replica.Config{Dir: c.dirs[id], ID: string(id), Transport: tr, Bootstrap: bootstrap, Logger: quiet()}
 	if c.change != nil {
 		c.change(&cfg)
 	}
@@ -322,10 +322,10 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	logs := map[raft.ServerID]*raft.InmemStore{}
 	c := newRealTimeCluster(t, 3, func(cfg *replica.Config) {
 		cfg.SnapshotThreshold, cfg.TrailingLogs = 16, 4
-		if logs[cfg.ID] == nil {
-			logs[cfg.ID] = raft.NewInmemStore()
+		if logs[raft.ServerID(cfg.ID)] == nil {
+			logs[raft.ServerID(cfg.ID)] = raft.NewInmemStore()
 		}
-		cfg.LogStore, cfg.StableStore = logs[cfg.ID], logs[cfg.ID]
+		cfg.LogStore, cfg.StableStore = logs[raft.ServerID(cfg.ID)], logs[raft.ServerID(cfg.ID)]
 	})
 	l := c.leader()
 	mustApply(t, l, put("first", "1"))
@@ -341,7 +341,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	for i := range 100 {
 		mustApply(t, l, put(fmt.Sprintf("k%d", i%10), fmt.Sprint(i)))
 	}
-	if err := l.Raft().Snapshot().Error(); err != nil {
+	if err := replica.RaftOf(l).Snapshot().Error(); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
 	n := c.start(follower, nil)

@@ -1,3 +1,6 @@
+// Restore a data folder from a snapshot stream (leased restore): a new node's database and raft snapshot.
+// Node.Snapshot, the view a backup streams, is here too; raft's own snapshots are in snapshot.go.
+
 package replica
 
 import (
@@ -40,7 +43,7 @@ const restoredTerm = 1
 // holds anything is ErrNotEmpty. On any error, Restore leaves dir as it
 // found it (missing, or empty). It returns the summary of the restored
 // database.
-func Restore(dir string, r io.Reader, servers []raft.Server, bump uint64, log *slog.Logger) (_ store.Summary, err error) {
+func Restore(dir string, r io.Reader, servers []Member, bump uint64, log *slog.Logger) (_ store.Summary, err error) {
 	if len(servers) == 0 {
 		return store.Summary{}, errors.New("replica: restore: no servers in the new cluster's configuration")
 	}
@@ -83,7 +86,7 @@ func Restore(dir string, r io.Reader, servers []raft.Server, bump uint64, log *s
 	if db, err = store.Open(dbDir, log, store.NoSync()); err != nil {
 		return store.Summary{}, fmt.Errorf("replica: restore: %w", err)
 	}
-	err = placeSnapshot(dir, db, sum.Applied, servers, log)
+	err = placeSnapshot(dir, db, sum.Applied, raftServers(servers), log)
 	if cerr := db.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("replica: restore: close the database: %w", cerr)
 	}

@@ -51,10 +51,10 @@ func TestRestoreNewCluster(t *testing.T) {
 	const bump = 1000
 	c := &cluster{t: t, dirs: map[raft.ServerID]string{}, nodes: map[raft.ServerID]*replica.Node{},
 		trans: map[raft.ServerID]*raft.InmemTransport{}}
-	var servers []raft.Server
+	var servers []replica.Member
 	for _, id := range ids(3) {
 		c.dirs[id] = filepath.Join(t.TempDir(), "data")
-		servers = append(servers, raft.Server{ID: id, Address: raft.ServerAddress(id)})
+		servers = append(servers, replica.Member{ID: string(id), Address: string(id)})
 	}
 	var digest store.Digest
 	for i, id := range ids(3) {
@@ -79,7 +79,7 @@ func TestRestoreNewCluster(t *testing.T) {
 		c.start(id, nil) // nothing to bootstrap: raft starts from the snapshot
 	}
 	nl := c.leader()
-	if got := nl.Raft().GetConfiguration().Configuration().Servers; len(got) != 3 {
+	if got := replica.RaftOf(nl).GetConfiguration().Configuration().Servers; len(got) != 3 {
 		t.Errorf("configuration of the restored cluster: %+v", got)
 	}
 	for _, n := range c.nodes {
@@ -118,7 +118,7 @@ func TestRestoreRefuses(t *testing.T) {
 	l := old.leader()
 	mustApply(t, l, put("a", "1"), put("b", string(bytes.Repeat([]byte("v"), 100<<10))))
 	good := snapshotOf(t, l)
-	servers := []raft.Server{{ID: "n1", Address: "n1"}}
+	servers := []replica.Member{{ID: "n1", Address: "n1"}}
 
 	used := t.TempDir()
 	if err := os.WriteFile(filepath.Join(used, "keep"), []byte("x"), 0o600); err != nil {

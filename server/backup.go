@@ -2,16 +2,16 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/quic-go/quic-go"
 
+	"github.com/leased/leased/node"
 	"github.com/leased/leased/protocol"
-	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
 
@@ -25,40 +25,18 @@ import (
 // the view, which holds old versions of the database alive.
 const snapshotStall = 30 * time.Second
 
-// snapshotter takes consistent views of the applied state
-// (replica.Node.Snapshot).
-type snapshotter interface {
-	Snapshot() (*store.Snapshot, error)
-}
-
-// snapshotSource returns what the leader takes its snapshots from: its
-// node, on the leader of a cluster or on a server alone. A follower
-// returns the error that names the leader; a server whose store was given
-// (Config.Store) takes none.
-func (s *Server) snapshotSource() (snapshotter, error) {
-	switch {
-	case s.node != nil && !s.node.IsLeader():
-		return nil, s.notLeader()
-	case s.node != nil:
-		return s.node, nil
-	case s.solo != nil:
-		return s.solo, nil
-	}
-	return nil, fmt.Errorf("%w: this server's store (Config.Store) takes no snapshots", errInvalidArgument)
-}
-
 // saveSnapshot answers m: it streams a snapshot on a new unidirectional
 // stream, ends the stream, and returns the reply that says what it held;
 // or, if it fails on the way, resets the stream and returns the error. The
 // admin session's reader calls it, and reads no other request meanwhile.
 func (ss *session) saveSnapshot(m *protocol.SnapshotSave) protocol.Message {
 	s := ss.srv
-	src, err := s.snapshotSource()
-	if err != nil {
+	snap, err := s.node.Snapshot()
+	var nl node.NotLeaderError
+	switch {
+	case errors.As(err, &nl), errors.Is(err, node.ErrInvalidArgument):
 		return okOrError(m.ID, err)
-	}
-	snap, err := src.Snapshot()
-	if err != nil {
+	case err != nil:
 		return errorReply(m.ID, fmt.Errorf("%w: take a snapshot: %v", errUnavailable, err))
 	}
 	defer snap.Release()
@@ -107,27 +85,8 @@ func (s stallWriter) Write(p []byte) (int, error) {
 }
 
 // Restore makes dir, which must be missing or empty, the data folder of a
-// new server from a snapshot stream (leasectl snapshot save), with the
-// revision and fencing-token counters raised by bump: of a server alone if
-// peers is nil, or of node name of a new cluster whose initial members are
-// peers, every one of which is restored from the same snapshot with the
-// same peers and bump. The server started on dir starts from the snapshot
-// (replica.Restore). It returns the summary of the restored state. A
-// stream that is not a whole snapshot is store.ErrCorruptSnapshot, and a
-// dir that holds anything replica.ErrNotEmpty; either way dir is left as
-// it was. `leased restore` calls it.
+// new server from a snapshot stream: node.Restore. `leased restore` calls
+// it.
 func Restore(dir string, snapshot io.Reader, name string, peers []Peer, bump uint64, log *slog.Logger) (store.Summary, error) {
-	servers := []raft.Server{{ID: nodeName, Address: nodeName}}
-	if peers != nil {
-		servers = servers[:0]
-		self := false
-		for _, p := range peers {
-			servers = append(servers, raft.Server{ID: raft.ServerID(p.Name), Address: raft.ServerAddress(p.Addr)})
-			self = self || p.Name == name
-		}
-		if !self {
-			return store.Summary{}, fmt.Errorf("%w: the initial members do not name this node %q", errInvalidArgument, name)
-		}
-	}
-	return replica.Restore(dir, snapshot, servers, bump, log)
+	return node.Restore(dir, snapshot, name, peers, bump, log)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/leased/leased/core"
@@ -15,6 +16,7 @@ import (
 	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/internal/tlsfiles"
+	"github.com/leased/leased/node"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
 )
@@ -304,7 +306,7 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TTL.MinTTL == 0 && c.Cluster != nil {
 		// A TTL lease must outlive a failover (see TTL).
-		if f := c.Cluster.failoverTTL(); f > 0 {
+		if f := c.Cluster.FailoverTTL(); f > 0 {
 			c.TTL.MinTTL = max(core.DefaultMinTTL, f)
 		}
 	}
@@ -377,90 +379,165 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate checks a Config, where a zero value means its default, and
-// returns an error that names the first bad field. New calls it; callers may
-// call it to check a configuration early.
+// Validate checks c as New does: it applies the defaults first, so that a
+// zero field, which means its default, is valid, and then checks every
+// field against its bounds and against the fields it depends on: the
+// durations against their bounds (LeaseTerm, PrefixTerms, Epsilon,
+// HorizonStep, RetryWindow, IdleTimeout, HelloTimeout, FrameTimeout, the
+// TTL bounds and, for a node of a cluster, Cluster.Replica's raft
+// timeouts, also against each other), MaxValueSize against
+// MaxValueSizeLimit, MaxInflightBytes and MaxTotalInflightBytes against
+// MaxValueSize plus MaxKeySize, TTL.MinTTL against TTL.MaxTTL and, in a
+// cluster, against three election timeouts, the limits on counts against
+// 0, the TLS hosts, the prefixes, and which fields need which others
+// (MetricsPprof needs MetricsListen, PolicyFile client certificates).
+// It creates nothing and reads no file: that Dir, PolicyFile or the
+// certificates can be used is found out by New.
+//
+// Its error begins with the name of the first bad field, as Go spells it,
+// with the path to a field of a field, and says its value and the bound
+// it passes: "MaxValueSize 73400320 is over the limit of 66060288 bytes
+// (63 MiB)", "TTL.MaxTTL 2562047h0m0s is longer than 720h0m0s, the
+// longest allowed", "Cluster.Replica.ElectionTimeout 1ms is outside
+// 5ms..1m0s". A field named later in the message is one the first is
+// checked against; one without a path there is the first one's sibling
+// ("TTL.MinTTL 2h0m0s is above MaxTTL 1h0m0s"). The errors of the rest of
+// Cluster are Cluster.Validate's, which begin with "cluster: ".
+//
+// New calls it; a caller may call it to check a configuration early, such
+// as one built from a command line.
 func (c Config) Validate() error { return c.withDefaults().validate() }
 
-// validate checks a Config after withDefaults.
+// maxRevokesPerSecond bounds TTL.MaxRevokesPerSecond, as
+// lessor.Config.Validate does.
+const maxRevokesPerSecond = 1e9
+
+// validate checks a Config after withDefaults: see Validate.
 func (c Config) validate() error {
-	if err := c.coreConfig().Validate(); err != nil {
-		return err
-	}
+	// The terms first: withDefaults derives HorizonStep from them.
 	switch {
-	case c.MaxValueSize < 0 || c.MaxValueSize > MaxValueSizeLimit:
-		return fmt.Errorf("max value size %d is outside 0..%d (63 MiB)", c.MaxValueSize, MaxValueSizeLimit)
-	case c.MaxInflight < 0:
-		return fmt.Errorf("max inflight %d is negative", c.MaxInflight)
-	case c.MaxSessions < 0:
-		return fmt.Errorf("max sessions %d is negative", c.MaxSessions)
-	case c.IdleTimeout < 0:
-		return fmt.Errorf("idle timeout %v is negative", c.IdleTimeout)
-	case c.IdleTimeout > MaxIdleTimeout:
-		return fmt.Errorf("idle timeout %v is longer than %v, the longest allowed", c.IdleTimeout, MaxIdleTimeout)
-	case c.MaxInflightBytes < c.MaxValueSize+MaxKeySize:
-		return fmt.Errorf("max inflight bytes %d is less than max value size %d plus max key size %d: a write of the largest key and value could never be taken", c.MaxInflightBytes, c.MaxValueSize, MaxKeySize)
-	case c.MaxTotalInflightBytes < int64(c.MaxValueSize+MaxKeySize):
-		return fmt.Errorf("max total inflight bytes %d is less than max value size %d plus max key size %d: a write of the largest key and value could never be taken", c.MaxTotalInflightBytes, c.MaxValueSize, MaxKeySize)
-	case c.MaxLeasesPerSession < 0:
-		return fmt.Errorf("max leases per session %d is negative", c.MaxLeasesPerSession)
-	case c.MaxLeases < 0:
-		return fmt.Errorf("max leases %d is negative", c.MaxLeases)
-	case c.MaxWriteLeasesPerSession < 0:
-		return fmt.Errorf("max write leases per session %d is negative", c.MaxWriteLeasesPerSession)
-	case c.MaxSessionsPerAddr < 0:
-		return fmt.Errorf("max sessions per address %d is negative", c.MaxSessionsPerAddr)
-	case c.HelloTimeout < 0:
-		return fmt.Errorf("hello timeout %v is negative", c.HelloTimeout)
-	case c.HelloTimeout > MaxHelloTimeout:
-		return fmt.Errorf("hello timeout %v is longer than %v, the longest allowed", c.HelloTimeout, MaxHelloTimeout)
-	case c.HorizonStep < MinHorizonStep:
-		return fmt.Errorf("horizon step %v is shorter than %v: the horizon would be persisted for almost every lease", c.HorizonStep, MinHorizonStep)
-	case c.FrameTimeout < 0 || c.FrameTimeout > MaxIdleTimeout:
-		return fmt.Errorf("frame timeout %v is outside 0..%v", c.FrameTimeout, MaxIdleTimeout)
-	case c.MetricsPprof && c.MetricsListen == "":
-		return errors.New("profiles (MetricsPprof) are served on the metrics listener: set MetricsListen too")
-	}
-	if c.MetricsListen != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
-			return fmt.Errorf("metrics listener %q: %w", c.MetricsListen, err)
-		}
-	}
-	if c.Cluster != nil {
-		if c.Store != nil {
-			return errors.New("cluster: a node of a cluster keeps its state in its data folder; Store must be nil")
-		}
-		if err := c.Cluster.validate(); err != nil {
-			return err
-		}
-		if f := c.Cluster.failoverTTL(); c.TTL.MinTTL < f {
-			return fmt.Errorf("minimum TTL %v is shorter than three election timeouts (%v): a TTL lease must outlive a failover, during which no keep-alive gets through", c.TTL.MinTTL, f)
-		}
-	}
-	if c.PolicyFile != "" && c.ClientCAs == nil && (c.TLSConfig == nil || c.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert) {
-		return fmt.Errorf("access policy %s: a policy knows clients by their certificates; require them (ClientCAs)", c.PolicyFile)
-	}
-	if c.ClientCAs == nil && c.TLSConfig != nil && c.TLSConfig.ClientAuth >= tls.VerifyClientCertIfGiven && c.TLSConfig.ClientCAs == nil {
-		// crypto/tls would verify client certificates against the system's
-		// roots: any publicly issued certificate would name a client.
-		return errors.New("TLS: client certificates are verified but no CA is given for them: set ClientCAs (or TLSConfig.ClientCAs)")
-	}
-	if c.TLSConfig == nil {
-		for _, h := range c.TLSHosts {
-			if err := tlsfiles.CheckHost(h); err != nil {
-				return fmt.Errorf("TLS host: %w", err)
-			}
-		}
+	case c.LeaseTerm <= 0:
+		return fmt.Errorf("LeaseTerm %v is not positive", c.LeaseTerm)
+	case c.LeaseTerm > MaxLeaseTerm:
+		return fmt.Errorf("LeaseTerm %v is longer than %v, the longest allowed", c.LeaseTerm, MaxLeaseTerm)
 	}
 	seen := make(map[string]bool)
 	for _, p := range c.PrefixTerms {
 		switch {
+		case p.Term < 0:
+			return fmt.Errorf("PrefixTerms: term %v for prefix %q is negative", p.Term, p.Prefix)
+		case p.Term > MaxLeaseTerm:
+			return fmt.Errorf("PrefixTerms: term %v for prefix %q is longer than %v, the longest allowed", p.Term, p.Prefix, MaxLeaseTerm)
 		case len(p.Prefix) > MaxKeySize:
-			return fmt.Errorf("prefix of %d bytes is longer than a key may be (%d)", len(p.Prefix), MaxKeySize)
+			return fmt.Errorf("PrefixTerms: prefix of %d bytes is longer than a key may be (%d)", len(p.Prefix), MaxKeySize)
 		case seen[p.Prefix]:
-			return fmt.Errorf("prefix %q has two terms", p.Prefix)
+			return fmt.Errorf("PrefixTerms: prefix %q is given twice", p.Prefix)
 		}
 		seen[p.Prefix] = true
+	}
+	ttl := c.TTL
+	switch {
+	case c.Epsilon < 0:
+		return fmt.Errorf("Epsilon %v is negative", c.Epsilon)
+	case c.Epsilon > MaxEpsilon:
+		return fmt.Errorf("Epsilon %v is longer than %v, the longest allowed", c.Epsilon, MaxEpsilon)
+	case c.HorizonStep < MinHorizonStep:
+		return fmt.Errorf("HorizonStep %v is shorter than %v: the horizon would be persisted for almost every lease", c.HorizonStep, MinHorizonStep)
+	case c.HorizonStep > MaxHorizonStep:
+		return fmt.Errorf("HorizonStep %v is longer than %v, the longest allowed", c.HorizonStep, MaxHorizonStep)
+	case c.RetryWindow < 0:
+		return fmt.Errorf("RetryWindow %v is negative", c.RetryWindow)
+	case c.RetryWindow > MaxRetryWindow:
+		return fmt.Errorf("RetryWindow %v is longer than %v, the longest allowed", c.RetryWindow, MaxRetryWindow)
+	case ttl.MinTTL < 0:
+		return fmt.Errorf("TTL.MinTTL %v is negative", ttl.MinTTL)
+	case ttl.MaxTTL < 0:
+		return fmt.Errorf("TTL.MaxTTL %v is negative", ttl.MaxTTL)
+	case ttl.MaxTTL > core.MaxTTL:
+		return fmt.Errorf("TTL.MaxTTL %v is longer than %v, the longest allowed", ttl.MaxTTL, core.MaxTTL)
+	case ttl.MinTTL > ttl.MaxTTL:
+		return fmt.Errorf("TTL.MinTTL %v is above MaxTTL %v", ttl.MinTTL, ttl.MaxTTL)
+	case ttl.MaxLeases < 0:
+		return fmt.Errorf("TTL.MaxLeases %d is negative", ttl.MaxLeases)
+	case ttl.CheckpointInterval < 0:
+		return fmt.Errorf("TTL.CheckpointInterval %v is negative", ttl.CheckpointInterval)
+	case ttl.MaxRevokesPerSecond < 0 || ttl.MaxRevokesPerSecond > maxRevokesPerSecond:
+		return fmt.Errorf("TTL.MaxRevokesPerSecond %d is outside 0..%d", ttl.MaxRevokesPerSecond, int(maxRevokesPerSecond))
+	}
+	// The core's own check, which the checks above name by field: it
+	// still stops any it adds.
+	if err := c.coreConfig().Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.MaxValueSize < 0:
+		return fmt.Errorf("MaxValueSize %d is negative", c.MaxValueSize)
+	case c.MaxValueSize > MaxValueSizeLimit:
+		return fmt.Errorf("MaxValueSize %d is over the limit of %d bytes (63 MiB)", c.MaxValueSize, MaxValueSizeLimit)
+	case c.MaxInflight < 0:
+		return fmt.Errorf("MaxInflight %d is negative", c.MaxInflight)
+	case c.MaxSessions < 0:
+		return fmt.Errorf("MaxSessions %d is negative", c.MaxSessions)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("IdleTimeout %v is negative", c.IdleTimeout)
+	case c.IdleTimeout > MaxIdleTimeout:
+		return fmt.Errorf("IdleTimeout %v is longer than %v, the longest allowed", c.IdleTimeout, MaxIdleTimeout)
+	case c.MaxInflightBytes < c.MaxValueSize+MaxKeySize:
+		return fmt.Errorf("MaxInflightBytes %d is less than MaxValueSize %d plus MaxKeySize %d: a write of the largest key and value could never be taken", c.MaxInflightBytes, c.MaxValueSize, MaxKeySize)
+	case c.MaxTotalInflightBytes < int64(c.MaxValueSize+MaxKeySize):
+		return fmt.Errorf("MaxTotalInflightBytes %d is less than MaxValueSize %d plus MaxKeySize %d: a write of the largest key and value could never be taken", c.MaxTotalInflightBytes, c.MaxValueSize, MaxKeySize)
+	case c.MaxLeasesPerSession < 0:
+		return fmt.Errorf("MaxLeasesPerSession %d is negative", c.MaxLeasesPerSession)
+	case c.MaxLeases < 0:
+		return fmt.Errorf("MaxLeases %d is negative", c.MaxLeases)
+	case c.MaxWriteLeasesPerSession < 0:
+		return fmt.Errorf("MaxWriteLeasesPerSession %d is negative", c.MaxWriteLeasesPerSession)
+	case c.MaxSessionsPerAddr < 0:
+		return fmt.Errorf("MaxSessionsPerAddr %d is negative", c.MaxSessionsPerAddr)
+	case c.HelloTimeout < 0:
+		return fmt.Errorf("HelloTimeout %v is negative", c.HelloTimeout)
+	case c.HelloTimeout > MaxHelloTimeout:
+		return fmt.Errorf("HelloTimeout %v is longer than %v, the longest allowed", c.HelloTimeout, MaxHelloTimeout)
+	case c.FrameTimeout < 0 || c.FrameTimeout > MaxIdleTimeout:
+		return fmt.Errorf("FrameTimeout %v is outside 0..%v", c.FrameTimeout, MaxIdleTimeout)
+	case c.MetricsPprof && c.MetricsListen == "":
+		return errors.New("MetricsPprof: profiles are served on the metrics listener: set MetricsListen too")
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return fmt.Errorf("MetricsListen %q: %w", c.MetricsListen, err)
+		}
+	}
+	if c.Cluster != nil {
+		if c.Store != nil {
+			return errors.New("Store: a node of a cluster keeps its state in its data folder; Store must be nil")
+		}
+		// Raft's timeouts first, named by their path: Cluster.Validate
+		// checks them too.
+		if err := c.Cluster.Replica.Validate(); err != nil {
+			return fmt.Errorf("Cluster.Replica.%w", err)
+		}
+		if err := c.Cluster.Validate(); err != nil {
+			return err
+		}
+		if f := c.Cluster.FailoverTTL(); c.TTL.MinTTL < f {
+			return fmt.Errorf("TTL.MinTTL %v is shorter than three times Cluster.Replica.ElectionTimeout (%v): a TTL lease must outlive a failover, during which no keep-alive gets through", c.TTL.MinTTL, f)
+		}
+	}
+	if c.PolicyFile != "" && c.ClientCAs == nil && (c.TLSConfig == nil || c.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert) {
+		return fmt.Errorf("PolicyFile %s: a policy knows clients by their certificates; require them (ClientCAs)", c.PolicyFile)
+	}
+	if c.ClientCAs == nil && c.TLSConfig != nil && c.TLSConfig.ClientAuth >= tls.VerifyClientCertIfGiven && c.TLSConfig.ClientCAs == nil {
+		// crypto/tls would verify client certificates against the system's
+		// roots: any publicly issued certificate would name a client.
+		return errors.New("ClientCAs: client certificates are verified (TLSConfig.ClientAuth) but no CA is given for them: set ClientCAs (or TLSConfig.ClientCAs)")
+	}
+	if c.TLSConfig == nil {
+		for _, h := range c.TLSHosts {
+			if err := tlsfiles.CheckHost(h); err != nil {
+				return fmt.Errorf("TLSHosts: a TLS host is refused: %s", strings.TrimPrefix(err.Error(), "tls: "))
+			}
+		}
 	}
 	return nil
 }
@@ -496,6 +573,13 @@ func (c Config) coreConfig() core.Config {
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
 		Logger:                c.Logger,
 	}
+}
+
+// nodeConfig returns the part of c that the node runs by.
+func (c Config) nodeConfig() node.Config {
+	return node.Config{Dir: c.Dir, Core: c.coreConfig(), Store: c.Store, Cluster: c.Cluster,
+		QuotaBytes: c.QuotaBytes, ReserveBytes: c.ReserveBytes, DiskUsage: c.DiskUsage,
+		Clock: c.Clock, Logger: c.Logger}
 }
 
 // maxFrameSize is the largest frame the server reads or writes.

@@ -122,43 +122,59 @@ func TestConfigValidate(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{LeaseTerm: -time.Second}, "lease term"},
-		{Config{Epsilon: -time.Second}, "epsilon"},
-		{Config{MetricsPprof: true}, "set MetricsListen too"},
-		{Config{PolicyFile: "p.yaml"}, "a policy knows clients by their certificates; require them (ClientCAs)"},
+		{Config{LeaseTerm: -time.Second}, "LeaseTerm -1s is not positive"},
+		{Config{Epsilon: -time.Second}, "Epsilon -1s is negative"},
+		{Config{MetricsPprof: true}, "MetricsPprof: profiles are served on the metrics listener: set MetricsListen too"},
+		{Config{PolicyFile: "p.yaml"}, "PolicyFile p.yaml: a policy knows clients by their certificates; require them (ClientCAs)"},
 		{Config{PolicyFile: "p.yaml", TLSConfig: &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}}, "require them (ClientCAs)"},
-		{Config{TLSConfig: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}}, "no CA is given for them"},
+		{Config{TLSConfig: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}}, "ClientCAs: client certificates are verified (TLSConfig.ClientAuth) but no CA is given for them"},
 		{Config{TLSConfig: &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven}}, "no CA is given for them"},
-		{Config{MetricsListen: "9090"}, "metrics listener \"9090\""},
-		{Config{MaxValueSize: 65 << 20}, "max value size"},
-		{Config{MaxValueSize: -1}, "max value size"},
-		{Config{MaxInflight: -1}, "max inflight"},
-		{Config{MaxSessions: -1}, "max sessions"},
-		{Config{MaxLeases: -1}, "max leases -1 is negative"},
-		{Config{MaxWriteLeasesPerSession: -1}, "max write leases per session -1 is negative"},
-		{Config{RetryWindow: -time.Second}, "retry window"},
-		{Config{IdleTimeout: -time.Second}, "idle timeout"},
-		{Config{HelloTimeout: -time.Second}, "hello timeout"},
-		{Config{HorizonStep: time.Millisecond}, "horizon step"},
-		{Config{MaxInflightBytes: 1 << 10}, "max inflight bytes"},
-		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: -1}}}, "negative"},
-		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 1}, {Prefix: "/a", Term: 2}}}, "two terms"},
-		{Config{PrefixTerms: []PrefixTerm{{Prefix: strings.Repeat("p", MaxKeySize+1), Term: 1}}}, "longer than a key"},
+		{Config{MetricsListen: "9090"}, "MetricsListen \"9090\""},
+		{Config{MaxValueSize: 65 << 20}, "MaxValueSize 68157440 is over the limit of 66060288 bytes (63 MiB)"},
+		{Config{MaxValueSize: -1}, "MaxValueSize -1 is negative"},
+		{Config{MaxInflight: -1}, "MaxInflight -1 is negative"},
+		{Config{MaxSessions: -1}, "MaxSessions -1 is negative"},
+		{Config{MaxLeases: -1}, "MaxLeases -1 is negative"},
+		{Config{MaxWriteLeasesPerSession: -1}, "MaxWriteLeasesPerSession -1 is negative"},
+		{Config{RetryWindow: -time.Second}, "RetryWindow -1s is negative"},
+		{Config{IdleTimeout: -time.Second}, "IdleTimeout -1s is negative"},
+		{Config{HelloTimeout: -time.Second}, "HelloTimeout -1s is negative"},
+		{Config{HorizonStep: time.Millisecond}, "HorizonStep 1ms is shorter than 10ms"},
+		{Config{MaxInflightBytes: 1 << 10}, "MaxInflightBytes 1024 is less than MaxValueSize"},
+		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: -1}}}, `PrefixTerms: term -1ns for prefix "/a" is negative`},
+		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 1}, {Prefix: "/a", Term: 2}}}, "PrefixTerms: prefix \"/a\" is given twice"},
+		{Config{PrefixTerms: []PrefixTerm{{Prefix: strings.Repeat("p", MaxKeySize+1), Term: 1}}}, "PrefixTerms: prefix of 4097 bytes is longer than a key may be (4096)"},
 		// Durations past their bounds; with the first, term + ε + the
 		// horizon step would wrap around time.Duration.
-		{Config{LeaseTerm: 2562047 * time.Hour}, "lease term 2562047h0m0s is longer than 1h0m0s, the longest allowed"},
-		{Config{LeaseTerm: MaxLeaseTerm + 1}, "lease term 1h0m0.000000001s is longer than 1h0m0s"},
-		{Config{Epsilon: MaxEpsilon + 1}, "epsilon 1m0.000000001s is longer than 1m0s"},
-		{Config{HorizonStep: MaxHorizonStep + 1}, "horizon step 1h0m0.000000001s is longer than 1h0m0s"},
-		{Config{RetryWindow: MaxRetryWindow + 1}, "retry window 24h0m0.000000001s is longer than 24h0m0s"},
-		{Config{IdleTimeout: MaxIdleTimeout + 1}, "idle timeout 1h0m0.000000001s is longer than 1h0m0s"},
-		{Config{HelloTimeout: MaxHelloTimeout + 1}, "hello timeout 5m0.000000001s is longer than 5m0s"},
-		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 2562047 * time.Hour}}}, `term 2562047h0m0s for prefix "/a" is longer than 1h0m0s`},
+		{Config{LeaseTerm: 2562047 * time.Hour}, "LeaseTerm 2562047h0m0s is longer than 1h0m0s, the longest allowed"},
+		{Config{LeaseTerm: MaxLeaseTerm + 1}, "LeaseTerm 1h0m0.000000001s is longer than 1h0m0s"},
+		{Config{Epsilon: MaxEpsilon + 1}, "Epsilon 1m0.000000001s is longer than 1m0s"},
+		{Config{HorizonStep: MaxHorizonStep + 1}, "HorizonStep 1h0m0.000000001s is longer than 1h0m0s"},
+		{Config{RetryWindow: MaxRetryWindow + 1}, "RetryWindow 24h0m0.000000001s is longer than 24h0m0s"},
+		{Config{IdleTimeout: MaxIdleTimeout + 1}, "IdleTimeout 1h0m0.000000001s is longer than 1h0m0s"},
+		{Config{HelloTimeout: MaxHelloTimeout + 1}, "HelloTimeout 5m0.000000001s is longer than 5m0s"},
+		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 2562047 * time.Hour}}}, `PrefixTerms: term 2562047h0m0s for prefix "/a" is longer than 1h0m0s`},
+		{Config{FrameTimeout: MaxIdleTimeout + 1}, "FrameTimeout 1h0m0.000000001s is outside 0..1h0m0s"},
+		{Config{MaxTotalInflightBytes: 1 << 10}, "MaxTotalInflightBytes 1024 is less than MaxValueSize 1048576 plus MaxKeySize 4096"},
+		{Config{MaxSessionsPerAddr: -1}, "MaxSessionsPerAddr -1 is negative"},
+		{Config{MaxLeasesPerSession: -1}, "MaxLeasesPerSession -1 is negative"},
+		{Config{TLSHosts: []string{"*.com"}}, `TLSHosts: a TLS host is refused: bad host "*.com"`},
+		// The TTL bounds, by their path.
+		{Config{TTL: core.TTLConfig{MinTTL: -time.Second}}, "TTL.MinTTL -1s is negative"},
+		{Config{TTL: core.TTLConfig{MaxTTL: -time.Second}}, "TTL.MaxTTL -1s is negative"},
+		{Config{TTL: core.TTLConfig{MaxTTL: 2562047 * time.Hour}}, "TTL.MaxTTL 2562047h0m0s is longer than 720h0m0s, the longest allowed"},
+		{Config{TTL: core.TTLConfig{MinTTL: 2 * time.Hour, MaxTTL: time.Hour}}, "TTL.MinTTL 2h0m0s is above MaxTTL 1h0m0s"},
+		{Config{TTL: core.TTLConfig{MaxLeases: -1}}, "TTL.MaxLeases -1 is negative"},
+		{Config{TTL: core.TTLConfig{CheckpointInterval: -time.Second}}, "TTL.CheckpointInterval -1s is negative"},
+		{Config{TTL: core.TTLConfig{MaxRevokesPerSecond: 1e9 + 1}}, "TTL.MaxRevokesPerSecond 1000000001 is outside 0..1000000000"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			err := tc.cfg.Validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate(%+v) = %v, want an error naming %q", tc.cfg, err, tc.want)
+			}
+			if field := fieldOf(err); !isConfigField(field) {
+				t.Errorf("Validate = %v: it begins with %q, not a field of Config", err, field)
 			}
 			tc.cfg.Dir = t.TempDir()
 			tc.cfg.Addr = "127.0.0.1:0"
@@ -173,6 +189,36 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fieldOf returns the field that an error of Validate names: its first
+// word, up to a space or a colon.
+func fieldOf(err error) string {
+	msg := err.Error()
+	if i := strings.IndexAny(msg, " :"); i >= 0 {
+		return msg[:i]
+	}
+	return msg
+}
+
+// isConfigField reports whether path names a field of Config, or a field
+// of a field of it ("TTL.MaxTTL", "Cluster.Replica.ElectionTimeout").
+func isConfigField(path string) bool {
+	typ := reflect.TypeFor[Config]()
+	for name := range strings.SplitSeq(path, ".") {
+		for typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct {
+			return false
+		}
+		f, ok := typ.FieldByName(name)
+		if !ok {
+			return false
+		}
+		typ = f.Type
+	}
+	return true
 }
 
 // TestConfigLargestDurations: the largest value of every bounded
@@ -220,7 +266,7 @@ func TestClusterConfigDefaults(t *testing.T) {
 		"Name":          {"n1", "Name is empty", ""},
 		"PeerAddr":      {"127.0.0.1:7501", "PeerAddr is empty", ""},
 		"PeerListener":  {ln, "", "listen on PeerAddr"},
-		"Peers":         {[]Peer{{"n1", "127.0.0.1:7501"}, {"n2", "127.0.0.1:7502"}}, "", "a cluster of this node alone"},
+		"Peers":         {[]Peer{{Name: "n1", Addr: "127.0.0.1:7501"}, {Name: "n2", Addr: "127.0.0.1:7502"}}, "", "a cluster of this node alone"},
 		"PeerTLS":       {tlsConf, "PeerTLS and PeerClientTLS are required", ""},
 		"PeerClientTLS": {tlsConf, "PeerTLS and PeerClientTLS are required", ""},
 		"PeerRoutes":    {map[string]string{"n2": "127.0.0.1:9002"}, "", "dial every peer at its PeerAddr"},
@@ -262,7 +308,7 @@ func TestClusterConfigDefaults(t *testing.T) {
 	// The fields of replica.Config that openCluster sets from the server's
 	// own configuration, whatever Cluster.Replica holds, and those that
 	// tune raft, whose zero value means replica's default.
-	setByServer := map[string]bool{"Dir": true, "ID": true, "Transport": true, "Bootstrap": true, "Join": true, "Clock": true, "Logger": true}
+	setByServer := map[string]bool{"Dir": true, "ID": true, "Network": true, "Transport": true, "Bootstrap": true, "Join": true, "Clock": true, "Logger": true}
 	tuning := map[string]bool{"HeartbeatTimeout": true, "ElectionTimeout": true, "LeaderLeaseTimeout": true, "CommitTimeout": true,
 		"ApplyTimeout": true, "SnapshotThreshold": true, "TrailingLogs": true, "SnapshotInterval": true, "WALSegmentSize": true,
 		"MaxEntryBytes": true, "LogStore": true, "StableStore": true, "SnapshotBytes": true, "TrailingBytes": true,
@@ -281,7 +327,7 @@ func TestClusterConfigValidate(t *testing.T) {
 	tlsConf := &tls.Config{}
 	good := func() *Cluster {
 		return &Cluster{Name: "n1", PeerAddr: "127.0.0.1:7501", PeerTLS: tlsConf, PeerClientTLS: tlsConf,
-			Peers: []Peer{{"n1", "127.0.0.1:7501"}, {"n2", "127.0.0.1:7502"}, {"n3", "127.0.0.1:7503"}}}
+			Peers: []Peer{{Name: "n1", Addr: "127.0.0.1:7501"}, {Name: "n2", Addr: "127.0.0.1:7502"}, {Name: "n3", Addr: "127.0.0.1:7503"}}}
 	}
 	if err := (Config{Cluster: good()}).Validate(); err != nil {
 		t.Fatalf("a good cluster: %v", err)
@@ -317,20 +363,31 @@ func TestClusterConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Cluster.PeerRoutes = map[string]string{"n2": "nohost"} }, "peer route n2"},
 		// Raft's timeouts, against their bounds and each other, refused at
 		// start rather than by raft once the node's files are open.
-		{func(c *Config) { c.Cluster.Replica.HeartbeatTimeout = -time.Second }, "cluster: Replica.HeartbeatTimeout -1s is outside 5ms..1m0s"},
-		{func(c *Config) { c.Cluster.Replica.ElectionTimeout = 2562047 * time.Hour }, "cluster: Replica.ElectionTimeout 2562047h0m0s is outside 5ms..1m0s"},
-		{func(c *Config) { c.Cluster.Replica.LeaderLeaseTimeout = time.Millisecond }, "cluster: Replica.LeaderLeaseTimeout 1ms is outside 5ms..1m0s"},
-		{func(c *Config) { c.Cluster.Replica.CommitTimeout = time.Hour }, "cluster: Replica.CommitTimeout 1h0m0s is outside 1ms..1m0s"},
-		{func(c *Config) { c.Cluster.Replica.ApplyTimeout = time.Hour }, "cluster: Replica.ApplyTimeout 1h0m0s is outside 1ms..10m0s"},
-		{func(c *Config) { c.Cluster.Replica.SnapshotInterval = 25 * time.Hour }, "cluster: Replica.SnapshotInterval 25h0m0s is outside 5ms..24h0m0s"},
-		{func(c *Config) { c.Cluster.Replica.HeartbeatTimeout = time.Second }, "cluster: Replica.ElectionTimeout 200ms is shorter than HeartbeatTimeout 1s"},
-		{func(c *Config) { c.Cluster.Replica.LeaderLeaseTimeout = 300 * time.Millisecond }, "cluster: Replica.LeaderLeaseTimeout 300ms is longer than HeartbeatTimeout 200ms"},
-		{func(c *Config) { c.Cluster.Replica.CommitTimeout = 300 * time.Millisecond }, "cluster: Replica.CommitTimeout 300ms is longer than HeartbeatTimeout 200ms"},
+		{func(c *Config) { c.Cluster.Replica.HeartbeatTimeout = -time.Second }, "Cluster.Replica.HeartbeatTimeout -1s is outside 5ms..1m0s"},
+		{func(c *Config) { c.Cluster.Replica.ElectionTimeout = 2562047 * time.Hour }, "Cluster.Replica.ElectionTimeout 2562047h0m0s is outside 5ms..1m0s"},
+		{func(c *Config) { c.Cluster.Replica.LeaderLeaseTimeout = time.Millisecond }, "Cluster.Replica.LeaderLeaseTimeout 1ms is outside 5ms..1m0s"},
+		{func(c *Config) { c.Cluster.Replica.CommitTimeout = time.Hour }, "Cluster.Replica.CommitTimeout 1h0m0s is outside 1ms..1m0s"},
+		{func(c *Config) { c.Cluster.Replica.ApplyTimeout = time.Hour }, "Cluster.Replica.ApplyTimeout 1h0m0s is outside 1ms..10m0s"},
+		{func(c *Config) { c.Cluster.Replica.SnapshotInterval = 25 * time.Hour }, "Cluster.Replica.SnapshotInterval 25h0m0s is outside 5ms..24h0m0s"},
+		{func(c *Config) { c.Cluster.Replica.HeartbeatTimeout = time.Second }, "Cluster.Replica.ElectionTimeout 200ms is shorter than HeartbeatTimeout 1s"},
+		{func(c *Config) { c.Cluster.Replica.LeaderLeaseTimeout = 300 * time.Millisecond }, "Cluster.Replica.LeaderLeaseTimeout 300ms is longer than HeartbeatTimeout 200ms"},
+		{func(c *Config) { c.Cluster.Replica.CommitTimeout = 300 * time.Millisecond }, "Cluster.Replica.CommitTimeout 300ms is longer than HeartbeatTimeout 200ms"},
 	} {
 		cfg := Config{Cluster: good()}
 		tc.change(&cfg)
-		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate = %v, want an error naming %q", err, tc.want)
 		}
+		if field := fieldOf(err); strings.HasPrefix(tc.want, "Cluster.") && !isConfigField(field) {
+			t.Errorf("Validate = %v: it begins with %q, not a field of Config", err, field)
+		}
+	}
+	// The shortest TTL against the election timeout: a TTL lease must
+	// outlive a failover.
+	short := Config{Cluster: good(), TTL: core.TTLConfig{MinTTL: time.Second}}
+	short.Cluster.Replica.ElectionTimeout = time.Second
+	if err := short.Validate(); err == nil || !strings.HasPrefix(err.Error(), "TTL.MinTTL 1s is shorter than three times Cluster.Replica.ElectionTimeout (3s)") {
+		t.Errorf("Validate = %v, want an error naming TTL.MinTTL and the election timeout", err)
 	}
 }

@@ -75,7 +75,7 @@ func TestNoSpaceAlarm(t *testing.T) {
 	}
 
 	d.set(diskguard.Usage{Used: mib, Free: 80 * mib})
-	srv.guard.Check()
+	srv.node.CheckDisk()
 	wantExhausted(t, "put", writeOp(t, c, protocol.OpPut, "k", "v2", 0), "reserve", "104857600 bytes (100.0 MiB)", "83886080 bytes (80.0 MiB)")
 	wantExhausted(t, "compare-and-swap", call(t, c, &protocol.Write{Op: protocol.OpCAS, Key: []byte("k"), Value: []byte("v2"), Expect: 1}), "reserve")
 	wantExhausted(t, "acquire", call(t, c, &protocol.Acquire{Key: []byte("w")}), "reserve")
@@ -103,11 +103,11 @@ func TestNoSpaceAlarm(t *testing.T) {
 	}
 
 	d.set(diskguard.Usage{Used: 2 << 30, Free: 10 << 30})
-	srv.guard.Check()
+	srv.node.CheckDisk()
 	wantExhausted(t, "put past the quota", writeOp(t, c, protocol.OpPut, "k", "v2", 0), "quota", "1073741824 bytes (1.0 GiB)")
 
 	d.set(room)
-	srv.guard.Check()
+	srv.node.CheckDisk()
 	call(t, other, &protocol.Release{Keys: [][]byte{[]byte("k")}}) // the write need not wait for it
 	if r, ok := writeOp(t, c, protocol.OpPut, "k", "v3", 0).(*protocol.WriteReply); !ok || r.Version == 0 {
 		t.Fatalf("put once there is room again: %#v", r)

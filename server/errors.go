@@ -8,6 +8,7 @@ import (
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/node"
 	"github.com/leased/leased/protocol"
 	"github.com/leased/leased/store"
 )
@@ -55,8 +56,9 @@ var errorCodes = []struct {
 	{diskguard.ErrFolderLost, protocol.CodeInternal},
 	{errInternal, protocol.CodeInternal},
 	{errUnavailable, protocol.CodeUnavailable},
-	{errNotLeader, protocol.CodeNotLeader},
-	{errUnknownMember, protocol.CodeNotFound},
+	{node.ErrNotLeader, protocol.CodeNotLeader},
+	{node.ErrUnknownMember, protocol.CodeNotFound},
+	{node.ErrInvalidArgument, protocol.CodeInvalidArgument},
 	{store.ErrLeaseNotFound, protocol.CodeNotFound},
 	{store.ErrLeaseFull, protocol.CodeResourceExhausted},
 	{store.ErrInvalidCommand, protocol.CodeInvalidArgument},

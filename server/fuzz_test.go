@@ -403,13 +403,13 @@ func (fx *fuzzFixture) settle(t *testing.T) {
 	srv := fx.srv
 	now := fx.clock.Now()
 	if !wait.Until(fuzzWait, func() bool {
-		next, ok := srv.core.NextDeadline()
+		next, ok := srv.node.Core().NextDeadline()
 		return !ok || next.After(now)
 	}) {
 		t.Fatalf("lease timer did not tick within %v\n%s", fuzzWait, goroutineDump())
 	}
 	drained := make(chan struct{}, 1)
-	go func() { srv.core.Drain(); drained <- struct{}{} }()
+	go func() { srv.node.Core().Drain(); drained <- struct{}{} }()
 	if _, ok := wait.Recv(drained, fuzzWait); !ok {
 		t.Fatalf("committer hung\n%s", goroutineDump())
 	}

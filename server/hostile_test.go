@@ -238,7 +238,7 @@ func checkOthers(t *testing.T, other *protoclient.Client) {
 
 // tableStats returns the lease table's counters.
 func tableStats(srv *Server) leasetable.Stats {
-	return srv.core.Stats().Stats
+	return srv.node.Core().Stats().Stats
 }
 
 // waitSessions waits until the server holds n sessions.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -37,8 +35,6 @@ type metrics struct {
 	read, write, wait prometheus.Histogram
 	// errors counts error replies by code.
 	errors [maxCode + 1]atomic.Uint64
-	// leaderChanges counts the times this node took or lost the lead.
-	leaderChanges atomic.Uint64
 	// policyReloads counts the reloads of the access policy file, by
 	// result: ok, or error (the policy in force stayed).
 	policyReloads *prometheus.CounterVec
@@ -169,8 +165,8 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		alarm = 1
 	}
 	gauge(descAlarm, alarm)
-	if s.guard != nil {
-		gauge(descStoreBytes, float64(s.guard.Usage().Used))
+	if used, ok := s.node.DiskUsed(); ok {
+		gauge(descStoreBytes, float64(used))
 	}
 	leads := 0.0
 	if s.Leads() {
@@ -179,14 +175,12 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeader, leads)
 	// A node of a cluster, or a server alone on its own one-node raft
 	// (not one over Config.Store).
-	if n := cmp.Or(s.node, s.solo); n != nil {
-		r := n.Raft()
-		stats := r.Stats()
-		gauge(descTerm, parseStat(stats["term"]))
-		gauge(descCommit, float64(r.CommitIndex()))
-		gauge(descApplied, float64(r.AppliedIndex()))
+	if rs, ok := s.node.RaftStatus(); ok {
+		gauge(descTerm, float64(rs.Term))
+		gauge(descCommit, float64(rs.CommitIndex))
+		gauge(descApplied, float64(rs.AppliedIndex))
 	}
-	counter(descLeaderChanges, s.metrics.leaderChanges.Load())
+	counter(descLeaderChanges, s.node.LeaderChanges())
 }
 
 // parseStat reads a number from raft's Stats, 0 if it is not one.
@@ -195,33 +189,9 @@ func parseStat(v string) float64 {
 	return float64(n)
 }
 
-// ready reports why this node cannot serve clients now, nil if it can: a
-// leader must be known (this node, or the one raft names), and its store
-// must take writes (no NOSPACE alarm, no failed commit).
-func (s *Server) ready() error {
-	if s.node != nil {
-		if err := s.node.Failure(); err != nil {
-			return err
-		}
-		if addr, _ := s.node.Raft().LeaderWithID(); addr == "" && !s.Leads() {
-			return errors.New("no leader is known")
-		}
-		if s.node.Raft().State() == raft.Leader && !s.Leads() {
-			return errors.New("this node leads raft but does not serve yet (it is taking the lead)")
-		}
-	} else if !s.Leads() {
-		return errors.New("not serving")
-	}
-	if c := s.currentCore(); c != nil {
-		if err := c.StoreErr(); err != nil {
-			return err
-		}
-	}
-	if st := s.Stats(); st.Alarm != "" {
-		return errors.New(st.Alarm)
-	}
-	return nil
-}
+// ready reports why this node cannot serve clients now, nil if it can
+// (node.Node.Health).
+func (s *Server) ready() error { return s.node.Health() }
 
 // startMetrics starts the operator's listener, if Config.MetricsListen
 // asks for one. Close stops it.

@@ -104,7 +104,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	// Past the reserve, writes are refused: the node is alive but not
 	// ready, and says why.
 	d.set(diskguard.Usage{Used: mib, Free: 80 * mib})
-	srv.guard.Check()
+	srv.node.CheckDisk()
 	if code, body := scrape(t, srv, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "NOSPACE") {
 		t.Errorf("/readyz past the reserve: %d %q", code, body)
 	}

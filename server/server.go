@@ -30,10 +30,9 @@ import (
 	"github.com/leased/leased/auth"
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/clock"
-	"github.com/leased/leased/internal/diskguard"
 	"github.com/leased/leased/leasetable"
+	"github.com/leased/leased/node"
 	"github.com/leased/leased/protocol"
-	"github.com/leased/leased/replica"
 )
 
 // Server is a leased server. See the package comment.
@@ -41,25 +40,12 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 	clock clock.Clock
-	// core is the apply path. In a cluster it changes with leadership,
-	// under smu, and is nil while this node does not lead.
-	core *core.Core
-	// leadTerm is the raft term in which core took the lead; set with
-	// core, read only by lead.
-	leadTerm uint64
-	// node is this node of a cluster (Config.Cluster), nil otherwise.
-	node *replica.Node
-	// solo is the node of a server alone that opened its own state (no
-	// Config.Store), which its core owns: for snapshots only.
-	solo *replica.Node
-	// guard watches the data folder (disk.go); nil with Config.Store.
-	// diskDone is closed when watchDisk returns; nil without a guard.
-	guard    *diskguard.Guard
-	diskDone chan struct{}
-	leadDone chan struct{} // closed when lead returns; nil without a cluster
-	ln       *quic.Listener
-	udp      net.PacketConn // the socket the server bound, or nil if Config.PacketConn is used
-	tr       *quic.Transport
+	// node owns this node's life: its state, its leadership and the core
+	// that serves while it leads (package node).
+	node *node.Node
+	ln   *quic.Listener
+	udp  net.PacketConn // the socket the server bound, or nil if Config.PacketConn is used
+	tr   *quic.Transport
 
 	smu      sync.Mutex // guards sessions, perAddr and closing
 	sessions map[leasetable.SessionID]*session
@@ -103,31 +89,28 @@ type Server struct {
 	serving   sync.WaitGroup // accept loop and sessions
 }
 
-// New opens the data folder, creates or loads TLS, opens the store, binds
-// the UDP socket and returns a Server ready to Serve.
-func New(cfg Config) (*Server, error) {
-	s, handed, err := open(cfg)
-	if err != nil && cfg.Store != nil && !handed {
-		cfg.Store.Close() // New owns it, whatever step failed
-	}
-	return s, err
-}
-
-// open is New. It reports whether it handed cfg.Store to the core, which
-// closes it from then on.
-func open(cfg Config) (_ *Server, handed bool, err error) {
+// New opens the data folder, creates or loads TLS, opens the node (its
+// state, and the core of a server alone), binds the UDP socket and returns
+// a Server ready to Serve. It owns cfg.Store from the start: on error it is
+// closed.
+func New(cfg Config) (_ *Server, err error) {
+	defer func() {
+		if err != nil && cfg.Store != nil {
+			cfg.Store.Close() // the node closes it once it has it; a second Close does nothing
+		}
+	}()
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, false, fmt.Errorf("leased: config: %w", err)
+		return nil, fmt.Errorf("leased: config: %w", err)
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, false, fmt.Errorf("leased: data folder: %w", err)
+		return nil, fmt.Errorf("leased: data folder: %w", err)
 	}
 	tlsConf := cfg.TLSConfig
 	if tlsConf == nil {
 		var err error
 		if tlsConf, err = loadOrCreateTLS(cfg.Dir, cfg.TLSHosts, cfg.Logger); err != nil {
-			return nil, false, fmt.Errorf("leased: %w", err)
+			return nil, fmt.Errorf("leased: %w", err)
 		}
 	} else {
 		tlsConf = tlsConf.Clone()
@@ -145,29 +128,20 @@ func open(cfg Config) (_ *Server, handed bool, err error) {
 	var policy *auth.Policy
 	if cfg.PolicyFile != "" {
 		if policy, err = auth.Load(cfg.PolicyFile); err != nil {
-			return nil, false, fmt.Errorf("leased: %w", err)
+			return nil, fmt.Errorf("leased: %w", err)
 		}
 	}
 
 	resetKey, err := loadOrCreateResetKey(cfg.Dir)
 	if err != nil {
-		return nil, false, fmt.Errorf("leased: %w", err)
+		return nil, fmt.Errorf("leased: %w", err)
 	}
-	guard, err := openGuard(cfg)
-	if err != nil {
-		return nil, false, fmt.Errorf("leased: %w", err)
-	}
-	defer func() {
-		if err != nil && guard != nil {
-			guard.Close()
-		}
-	}()
 	// Bind first: a busy address fails at once, before the store starts.
 	pc := cfg.PacketConn
 	var udp net.PacketConn
 	if pc == nil {
 		if pc, err = listenUDP(cfg.Addr); err != nil {
-			return nil, false, fmt.Errorf("leased: %w", err)
+			return nil, fmt.Errorf("leased: %w", err)
 		}
 		udp = pc
 	}
@@ -177,7 +151,6 @@ func open(cfg Config) (_ *Server, handed bool, err error) {
 		}
 	}
 	s := &Server{
-		guard:    guard,
 		udp:      udp,
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -187,40 +160,11 @@ func open(cfg Config) (_ *Server, handed bool, err error) {
 		stop:     make(chan struct{}),
 	}
 	s.policy.Store(policy)
-	if cfg.Cluster != nil {
-		// The core starts when this node comes to lead (lead).
-		if s.node, err = openCluster(cfg); err != nil {
-			closeUDP()
-			return nil, false, fmt.Errorf("leased: %w", err)
-		}
-	} else {
-		st := cfg.Store
-		ccfg := cfg.coreConfig()
-		ccfg.Admit = s.admitter()
-		if st == nil {
-			n, err := openReplica(cfg)
-			if err != nil {
-				closeUDP()
-				return nil, false, fmt.Errorf("leased: %w", err)
-			}
-			// The horizons this node records are on its own clock,
-			// which it may trust after a restart.
-			st, ccfg.Clockname, s.solo = n, n.Clockname(), n
-		}
-		if s.core, err = core.New(ccfg, st, s); err != nil {
-			st.Close()
-			closeUDP()
-			return nil, true, fmt.Errorf("leased: %w", err)
-		}
-	}
-	// stopStore undoes the store (or node) when a later step fails.
-	stopStore := func() {
-		if s.core != nil {
-			s.core.Close()
-		}
-		if s.node != nil {
-			s.node.Close()
-		}
+	// A server alone serves from here on; a node of a cluster once it
+	// leads (node.Node.Start).
+	if s.node, err = node.Open(cfg.nodeConfig(), s); err != nil {
+		closeUDP()
+		return nil, fmt.Errorf("leased: %w", err)
 	}
 	s.tr = &quic.Transport{Conn: pc, StatelessResetKey: resetKey,
 		ConnContext: s.connContext, VerifySourceAddress: s.verifySource}
@@ -235,26 +179,19 @@ func open(cfg Config) (_ *Server, handed bool, err error) {
 	if err != nil {
 		s.tr.Close()
 		closeUDP()
-		stopStore()
-		return nil, true, fmt.Errorf("leased: listen: %w", err)
+		s.node.Close()
+		return nil, fmt.Errorf("leased: listen: %w", err)
 	}
 	s.metrics = newMetrics(s)
 	if err := s.startMetrics(tlsConf); err != nil {
 		s.ln.Close()
 		s.tr.Close()
 		closeUDP()
-		stopStore()
-		return nil, true, fmt.Errorf("leased: %w", err)
+		s.node.Close()
+		return nil, fmt.Errorf("leased: %w", err)
 	}
-	if s.node != nil {
-		s.leadDone = make(chan struct{})
-		go s.lead()
-	}
-	if s.guard != nil {
-		s.diskDone = make(chan struct{})
-		go s.watchDisk()
-	}
-	return s, true, nil
+	s.node.Start()
+	return s, nil
 }
 
 func listenUDP(addr string) (net.PacketConn, error) {
@@ -427,14 +364,14 @@ func (s *Server) admit(conn conn) {
 		return
 	}
 	id := leasetable.SessionID(s.nextSession.Add(1))
-	sess := newSession(s, conn, id, s.core)
+	sess := newSession(s, conn, id, s.node.Core())
 	sess.addr = addr
 	s.sessions[id] = sess
 	s.perAddr[addr]++
 	s.serving.Add(1)
 	if sess.core != nil {
-		// Under smu, so that dropLead, which takes the core away under
-		// smu, finds the session.
+		// Under smu, so that Drop, which the node calls after it took the
+		// core away, finds the session.
 		sess.core.OpenSession(id)
 	}
 	s.smu.Unlock()
@@ -502,12 +439,12 @@ func (s *Server) Recall(id leasetable.SessionID, key string, token uint64) {
 // folder, a dead disk) cannot hold the caller past ctx. It logs the step
 // it gave up waiting for; a later Close waits for it.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.handOff(ctx) // a leader of a cluster hands the lead over first
+	s.node.HandOff(ctx) // a leader of a cluster hands the lead over first
 	s.beginClose()
 	done := make(chan error, 1)
 	go func() {
 		s.closeStep.Store("letting committing writes finish")
-		if c := s.currentCore(); c != nil {
+		if c := s.node.Core(); c != nil {
 			c.Drain()
 		}
 		// Closing a connection drops the replies not yet delivered on it,
@@ -537,9 +474,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) beginClose() {
 	s.stopOnce.Do(func() {
 		s.smu.Lock()
-		if s.core != nil {
-			s.core.BeginStop()
-		}
+		s.node.BeginStop()
 		s.closing = true
 		sessions := make([]*session, 0, len(s.sessions))
 		for _, sess := range s.sessions {
@@ -571,43 +506,19 @@ func (s *Server) Close() error {
 		if s.udp != nil {
 			s.udp.Close()
 		}
-		if s.leadDone != nil {
-			<-s.leadDone // no core starts after this
-		}
-		if s.diskDone != nil {
-			<-s.diskDone
-		}
-		var errs []error
-		if c := s.currentCore(); c != nil {
-			s.closeStep.Store("closing the core and its store")
-			errs = append(errs, c.Close())
-		}
-		if s.node != nil {
-			s.closeStep.Store("closing raft, its log and the database")
-			errs = append(errs, s.node.Close())
-		}
+		s.closeStep.Store("closing the node: its core, raft, its log and the database")
+		err := s.node.Close()
 		s.stopMetrics()
-		if s.guard != nil {
-			s.guard.Close()
-		}
 		s.closeStep.Store("closed")
-		s.closeErr = errors.Join(errs...)
+		s.closeErr = err
 	})
 	return s.closeErr
-}
-
-// currentCore returns the core that serves now, nil on a node of a cluster
-// that does not lead.
-func (s *Server) currentCore() *core.Core {
-	s.smu.Lock()
-	defer s.smu.Unlock()
-	return s.core
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() *protocol.StatsReply {
 	var cs core.Stats
-	if c := s.currentCore(); c != nil {
+	if c := s.node.Core(); c != nil {
 		cs = c.Stats()
 	}
 	s.smu.Lock()
@@ -638,7 +549,7 @@ func (s *Server) Stats() *protocol.StatsReply {
 		WritesRefused:          s.writesRefused.Load(),
 		SessionsRefused:        s.sessionsRefused.Load(),
 		Retries:                s.retries.Load(),
-		Alarm:                  s.alarm(),
+		Alarm:                  s.node.Alarm(),
 		TTLLeases:              cs.TTL.Leases,
 		TTLRevoked:             cs.TTL.Revoked,
 		TTLExpired:             cs.TTL.Expired,

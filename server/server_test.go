@@ -60,10 +60,10 @@ func settle(t *testing.T, srv *Server, fc *clock.Fake) {
 	t.Helper()
 	now := fc.Now()
 	wait.For(t, testTimeout, "the lease timer to tick", func() bool {
-		next, ok := srv.core.NextDeadline()
+		next, ok := srv.node.Core().NextDeadline()
 		return !ok || next.After(now)
 	})
-	srv.core.Drain()
+	srv.node.Core().Drain()
 }
 
 // storedState returns what srv's store holds.

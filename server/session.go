@@ -226,7 +226,7 @@ func (ss *session) greet(fr *protocol.FrameReader) bool {
 	if ss.core == nil {
 		// The reply, then the end of the stream; the client closes the
 		// connection once it has read them, or has it closed.
-		err := s.notLeader()
+		err := s.node.NotLeader()
 		ss.replies.send(notLeaderReply(err))
 		ss.replies.finish()
 		t := time.NewTimer(s.cfg.HelloTimeout)
@@ -557,7 +557,7 @@ func (ss *session) submitAcquire(m *protocol.Acquire) error {
 	if m.Timeout < 0 {
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
 	}
-	return ss.submit(m.ID, &core.Request{Acquire: true, Key: m.Key, Timeout: m.Timeout})
+	return ss.submit(m.ID, &core.Request{Op: store.OpGrantWriteLease, Key: m.Key, Timeout: m.Timeout})
 }
 
 // submit hands a write or acquisition to the core, within the session's
@@ -568,7 +568,7 @@ func (ss *session) submit(id uint64, req *core.Request) error {
 	req.Session = ss.id
 	start := time.Now()
 	req.Done = func(o core.Outcome) {
-		if !req.Acquire && (req.Op == store.OpPut || req.Op == store.OpDelete || req.Op == store.OpCAS) {
+		if req.Op == store.OpPut || req.Op == store.OpDelete || req.Op == store.OpCAS {
 			s.metrics.write.Observe(time.Since(start).Seconds())
 			if o.Err == nil && !o.Duplicate {
 				s.metrics.wait.Observe(o.Waited.Seconds())
@@ -623,7 +623,7 @@ func opReply(id uint64, req *core.Request, o core.Outcome) protocol.Message {
 	switch {
 	case o.Err != nil:
 		return errorReply(id, o.Err)
-	case req.Acquire:
+	case req.Op == store.OpGrantWriteLease:
 		return &protocol.AcquireReply{ID: id, Token: o.Token, Term: o.Term,
 			Found: o.Record.Found, Value: o.Record.Value, Version: o.Record.Version}
 	case req.Op == store.OpGrantTTL:

@@ -1,3 +1,6 @@
+// What a command does: exec applies one Command within one step of any Store, to the keys laid out
+// here. The TTL lease commands are in ttl.go; a client's writes applied once only, in clients.go.
+
 package store
 
 import (

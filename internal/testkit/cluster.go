@@ -146,7 +146,7 @@ func (c *Cluster) Restart(name string) {
 
 // StartJoining starts a new node name that joins the running cluster once
 // its leader adds it (server.Cluster.Join), and returns its peer address,
-// for Server.AddMember. The cluster stops it in t.Cleanup.
+// for leasectl member add (node.Node.AddMember). The cluster stops it in t.Cleanup.
 func (c *Cluster) StartJoining(name string) string {
 	c.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

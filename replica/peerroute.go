@@ -1,39 +1,21 @@
 // This file routes a node's raft connections to its peers through other
-// addresses than the cluster's configuration gives (Cluster.PeerRoutes).
+// addresses than the cluster's configuration gives (Network.Routes).
 
-package server
+package replica
 
 import (
 	"fmt"
-	"net"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
-
-// validatePeerRoutes checks Cluster.PeerRoutes: every route names a peer
-// other than this node and a host:port address.
-func (c *Cluster) validatePeerRoutes() error {
-	for name, addr := range c.PeerRoutes {
-		if name == "" {
-			return fmt.Errorf("cluster: a peer route to %q names no peer", addr)
-		}
-		if name == c.Name {
-			return fmt.Errorf("cluster: a peer route to this node %q: a node does not dial itself", name)
-		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("cluster: peer route %s=%q: %w", name, addr, err)
-		}
-	}
-	return nil
-}
 
 // peerRoutes is the raft.ServerAddressProvider of a node with peer routes:
 // raft's NetworkTransport asks it for the address of a peer each time it
 // dials one, from several goroutines. A peer with a route is dialled at
 // the route's address; any other at the address of the latest raft
 // configuration. The peer's TLS certificate is checked against the host
-// that is dialled (replica.StreamLayer.Dial), so it must name the route's
+// that is dialled (StreamLayer.Dial), so it must name the route's
 // host too; every node certificate names 127.0.0.1 and localhost.
 type peerRoutes struct {
 	routes map[raft.ServerID]raft.ServerAddress // fixed at start

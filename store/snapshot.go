@@ -1,3 +1,6 @@
+// A snapshot written and restored: Snapshot streams the whole database at its applied index (format:
+// internal/snapstream), Restore replaces the database with such a stream, Bump raises its counters.
+
 package store
 
 import (
@@ -14,14 +17,6 @@ import (
 	"github.com/leased/leased/internal/snapstream"
 )
 
-// What a replicated log's state machine (package replica) needs of the
-// database it applies entries to: the index of the last entry applied,
-// kept in the same transaction as the entry's changes, and a snapshot of the
-// whole database that another node can restore.
-
-// metaApplied is the index of the last log entry applied (ApplyEntry).
-var metaApplied = []byte("m/applied")
-
 // snapshotMagic opens every snapshot stream, with the format's version.
 const snapshotMagic = snapstream.Magic
 
@@ -29,114 +24,6 @@ const snapshotMagic = snapstream.Magic
 // whole snapshot. It is snapstream.ErrCorrupt, which clients that check a
 // stream without the store return too.
 var ErrCorruptSnapshot = snapstream.ErrCorrupt
-
-// AppliedIndex returns the index of the last log entry applied with
-// ApplyEntry or restored with Restore; 0 if none.
-func (b *Badger) AppliedIndex() (uint64, error) {
-	b.amu.Lock()
-	defer b.amu.Unlock()
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.usable(); err != nil {
-		return 0, err
-	}
-	return b.applied, nil
-}
-
-// ApplyEntry applies cmds, the commands of log entry index, in one
-// transaction that also records index as the applied index, so that a
-// restart knows exactly which entries its state holds. index must be above
-// the applied index. An entry too large for one transaction is refused with
-// an error, and nothing of it is applied; the leader keeps entries well
-// below badger's limit. Like Apply, a failure makes the store refuse
-// further entries until Reopen.
-func (b *Badger) ApplyEntry(index uint64, cmds []Command) ([]Result, error) {
-	unlock, err := b.lockChange()
-	defer unlock()
-	if err != nil {
-		return nil, err
-	}
-	t := b.db.NewTransaction(true)
-	defer t.Discard()
-	tx := newCachingTxn(badgerTxn{t}, &b.clients)
-	if index <= b.applied {
-		return nil, fmt.Errorf("log entry %d is at or below the applied index %d", index, b.applied)
-	}
-	ct := b.ct
-	rs := make([]Result, 0, len(cmds))
-	for _, c := range cmds {
-		r, err := exec(tx, &ct, c)
-		if err != nil {
-			b.fail()
-			return nil, fmt.Errorf("log entry %d: %w", index, err)
-		}
-		rs = append(rs, r)
-	}
-	if err := saveCounters(tx, b.ct, ct); err != nil {
-		b.fail()
-		return nil, err
-	}
-	if err := setUint(tx, metaApplied, index); err != nil {
-		b.fail()
-		return nil, err
-	}
-	if err := t.Commit(); err != nil {
-		b.fail()
-		return nil, fmt.Errorf("log entry %d: %w", index, err)
-	}
-	tx.committed()
-	b.ct, b.applied = ct, index
-	return rs, nil
-}
-
-// Sync makes every change applied so far durable. A store opened without
-// synchronous writes (see NoSync) calls for it before a snapshot lets the
-// log drop the entries the snapshot covers.
-func (b *Badger) Sync() error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.usable(); err != nil {
-		return err
-	}
-	return b.db.Sync()
-}
-
-// usable reports why the database cannot be read, if it cannot. b.mu
-// must be held.
-func (b *Badger) usable() error {
-	switch {
-	case b.closed:
-		return ErrClosed
-	case b.db == nil:
-		return ErrFailed
-	}
-	return nil
-}
-
-// lockChange takes the locks of a change to the database (amu, and mu
-// shared) and returns unlock, which the caller defers whatever the error,
-// and why the database takes no change, if it does not (writable).
-func (b *Badger) lockChange() (unlock func(), err error) {
-	b.amu.Lock()
-	b.mu.RLock()
-	return func() {
-		b.mu.RUnlock()
-		b.amu.Unlock()
-	}, b.writable()
-}
-
-// writable reports why the database takes no change, if it does not:
-// it is closed, or a change failed and Reopen has not settled it. b.amu
-// and b.mu must be held.
-func (b *Badger) writable() error {
-	switch {
-	case b.closed:
-		return ErrClosed
-	case b.failed:
-		return ErrFailed
-	}
-	return nil
-}
 
 // Snapshot is a consistent view of the whole database, taken by
 // Badger.Snapshot, that WriteTo streams while changes go on beside it.
@@ -415,4 +302,40 @@ func readItem(r io.Reader, n uint64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
 	}
 	return p, nil
+}
+
+// ErrBumpTooLarge is returned by Bump when a counter would pass the
+// largest revision, fencing token or TTL lease id.
+var ErrBumpTooLarge = errors.New("bump would overflow a counter")
+
+// Bump raises the revision counter, the fencing-token counter and the TTL
+// lease counter by n, durably, changing no key: the next write gets a
+// version, the next write lease a fencing token, and the next TTL lease an
+// id, more than n above any the database holds, so that none handed out
+// after the snapshot and lost with it is handed out again.
+// Only a restore (replica.Restore) calls it, before any node serves from
+// the database: every node restored from one snapshot must get the same n.
+func (b *Badger) Bump(n uint64) error {
+	unlock, err := b.lockChange()
+	defer unlock()
+	if err != nil {
+		return err
+	}
+	ct := b.ct
+	if ct.rev > ^uint64(0)-n || ct.fence > ^uint64(0)-n || ct.ttl > ^uint64(0)-n {
+		return fmt.Errorf("%w: revision %d, fencing token %d and TTL lease id %d raised by %d", ErrBumpTooLarge, ct.rev, ct.fence, ct.ttl, n)
+	}
+	ct.rev += n
+	ct.fence += n
+	ct.ttl += n
+	err = b.db.Update(func(t *badger.Txn) error { return saveCounters(badgerTxn{t}, b.ct, ct) })
+	if err == nil {
+		err = b.db.Sync()
+	}
+	if err != nil {
+		b.fail()
+		return fmt.Errorf("bump the counters: %w", err)
+	}
+	b.ct = ct
+	return nil
 }

@@ -1,3 +1,6 @@
+// Backups: a snapshot streamed to a file (leasectl snapshot save) is the stream raft's snapshots hold;
+// these summarize it, as Summarize (digest.go) summarizes a database, to check and compare the file.
+
 package store
 
 import (
@@ -5,14 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/dgraph-io/badger/v4"
 )
-
-// Backups: a snapshot streamed to a file (leasectl snapshot save) is the
-// same stream that raft's snapshots hold, and these summarize it, as
-// Summarize summarizes a database, so that a file can be checked, and
-// compared with the database it came from or was restored to.
 
 // WriteSummary streams the snapshot to w, as WriteTo, and returns the
 // summary of what it streamed: the applied index, the state, the number of
@@ -129,40 +125,4 @@ func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// ErrBumpTooLarge is returned by Bump when a counter would pass the
-// largest revision, fencing token or TTL lease id.
-var ErrBumpTooLarge = errors.New("bump would overflow a counter")
-
-// Bump raises the revision counter, the fencing-token counter and the TTL
-// lease counter by n, durably, changing no key: the next write gets a
-// version, the next write lease a fencing token, and the next TTL lease an
-// id, more than n above any the database holds, so that none handed out
-// after the snapshot and lost with it is handed out again.
-// Only a restore (replica.Restore) calls it, before any node serves from
-// the database: every node restored from one snapshot must get the same n.
-func (b *Badger) Bump(n uint64) error {
-	unlock, err := b.lockChange()
-	defer unlock()
-	if err != nil {
-		return err
-	}
-	ct := b.ct
-	if ct.rev > ^uint64(0)-n || ct.fence > ^uint64(0)-n || ct.ttl > ^uint64(0)-n {
-		return fmt.Errorf("%w: revision %d, fencing token %d and TTL lease id %d raised by %d", ErrBumpTooLarge, ct.rev, ct.fence, ct.ttl, n)
-	}
-	ct.rev += n
-	ct.fence += n
-	ct.ttl += n
-	err = b.db.Update(func(t *badger.Txn) error { return saveCounters(badgerTxn{t}, b.ct, ct) })
-	if err == nil {
-		err = b.db.Sync()
-	}
-	if err != nil {
-		b.fail()
-		return fmt.Errorf("bump the counters: %w", err)
-	}
-	b.ct = ct
-	return nil
 }
