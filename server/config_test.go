@@ -247,7 +247,7 @@ func TestConfigLargestDurations(t *testing.T) {
 // Validate accepts and withDefaults keeps, and what its zero value does:
 // either Validate refuses it with an error naming the field, or it means a
 // default, which Validate accepts. The fields of Cluster.Replica are known
-// too: either the server sets them (openCluster), or they tune raft and
+// too: either the node sets them (node.openReplica), or they tune raft and
 // their zero value means replica's default. A field added to either
 // struct without a line here fails the test, so that its default and its
 // validation are thought about.
@@ -305,7 +305,7 @@ func TestClusterConfigDefaults(t *testing.T) {
 		}
 	}
 
-	// The fields of replica.Config that openCluster sets from the server's
+	// The fields of replica.Config that the node sets from the server's
 	// own configuration, whatever Cluster.Replica holds, and those that
 	// tune raft, whose zero value means replica's default.
 	setByServer := map[string]bool{"Dir": true, "ID": true, "Network": true, "Transport": true, "Bootstrap": true, "Join": true, "Clock": true, "Logger": true}
@@ -316,7 +316,7 @@ func TestClusterConfigDefaults(t *testing.T) {
 	rtyp := reflect.TypeFor[replica.Config]()
 	for i := range rtyp.NumField() {
 		if name := rtyp.Field(i).Name; !setByServer[name] && !tuning[name] {
-			t.Errorf("replica.Config.%s is not in this test: say whether openCluster sets it or Cluster.Replica tunes it, and check both", name)
+			t.Errorf("replica.Config.%s is not in this test: say whether node.openReplica sets it or Cluster.Replica tunes it, and check both", name)
 		}
 	}
 }

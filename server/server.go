@@ -1,7 +1,11 @@
 // Package server is the leased lease server's transport: a QUIC listener,
 // one session per connection, and the senders that carry replies and
-// notices. Every decision about leases and every change of state belongs to
-// package core, which the sessions call.
+// notices; edge authorization (the access policy) and the table that maps
+// errors to wire codes. Every decision about leases and every change of
+// state belongs to package core, which the sessions call; the node's life
+// (its state, leadership, membership, backups, disk guard and health)
+// belongs to package node, which gives the server the core that serves now
+// and which admin requests call.
 //
 // A Server is made with New, run with Serve, and stopped with Shutdown or
 // Close. All of its methods are safe for concurrent use.
@@ -10,7 +14,8 @@
 // ops. Neither is held while calling the core, and the core calls back (as
 // a Notifier, and through a Request's Done) without its own lock, so no two
 // of these are ever nested except smu around a session's sender calls,
-// which take only the sender's lock.
+// which take only the sender's lock, and smu around the node's Core and
+// BeginStop, which take only the node's own lock.
 package server
 
 import (
@@ -68,8 +73,9 @@ type Server struct {
 	policy atomic.Pointer[auth.Policy]
 
 	nextSession atomic.Uint64
-	// left is what Serve returns once this node has left its cluster:
-	// ErrRemoved, or ErrStateMachineStopped with its cause (leave).
+	// left is what Serve returns once the node stopped for good:
+	// ErrRemoved, ErrStateMachineStopped or ErrDataFolderLost, with its
+	// cause (Stop).
 	left atomic.Pointer[error]
 
 	msgsIn  [protocol.NumTypes]atomic.Uint64
@@ -94,9 +100,10 @@ type Server struct {
 // a Server ready to Serve. It owns cfg.Store from the start: on error it is
 // closed.
 func New(cfg Config) (_ *Server, err error) {
+	handed := false // whether node.Open has cfg.Store, which it closes from then on
 	defer func() {
-		if err != nil && cfg.Store != nil {
-			cfg.Store.Close() // the node closes it once it has it; a second Close does nothing
+		if err != nil && cfg.Store != nil && !handed {
+			cfg.Store.Close()
 		}
 	}()
 	cfg = cfg.withDefaults()
@@ -162,6 +169,7 @@ func New(cfg Config) (_ *Server, err error) {
 	s.policy.Store(policy)
 	// A server alone serves from here on; a node of a cluster once it
 	// leads (node.Node.Start).
+	handed = true
 	if s.node, err = node.Open(cfg.nodeConfig(), s); err != nil {
 		closeUDP()
 		return nil, fmt.Errorf("leased: %w", err)

@@ -65,7 +65,7 @@ type session struct {
 	notices *sender // invalidations and recalls, on their own stream
 
 	// ended is closed once the session has ended in its core
-	// (Server.endSession), so that dropLead can wait for that before it
+	// (Server.endSession), so that Drop can wait for that before the node
 	// closes the core.
 	ended chan struct{}
 

@@ -17,8 +17,9 @@ import (
 // succeeds. Get and State always pass through to the inner store, which a
 // fault never reached and so holds exactly what was applied before it.
 //
-// Store follows the store.Store contract for its own methods (Apply from
-// one goroutine at a time, Reopen and Close alone). Fail, Heal and Faults
+// Store follows the store.Store contract for its own methods: Apply calls
+// may overlap, and it serializes them, holding its lock through each call
+// to the inner store. Fail, Heal and Faults
 // may be called from any goroutine at any time, concurrently with every
 // other method. The zero value is not usable: call New.
 type Store struct {
