@@ -3,9 +3,11 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -498,4 +500,16 @@ func defaultTLS(cfg Config) (*tls.Config, error) {
 	t.MinVersion = tls.VersionTLS13
 	t.NextProtos = []string{protocol.ALPN}
 	return t, nil
+}
+
+func loadCAFile(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: CA file: %v", ErrInvalidArgument, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: CA file %s holds no PEM certificate", ErrInvalidArgument, path)
+	}
+	return pool, nil
 }

@@ -46,7 +46,18 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeClosed:            ErrClosed,
 	protocol.CodeInternal:          ErrInternal,
 	protocol.CodeCanceled:          ErrCanceled,
-	protocol.CodeNotLeader:         ErrUnavailable, // until the client follows the leader itself
+	// CodeNotLeader: the node does not lead its cluster. The client
+	// follows the leader itself: given several endpoints, Dial and every
+	// reconnection find the node that leads, or that a refusal names (see
+	// dial), and a session whose node stops leading under a write, grant,
+	// revocation or keep-alive is dropped for one with the next leader,
+	// on which writes, grants and keep-alives are sent again (see write).
+	// Where the code still reaches the caller, such as a revocation (its
+	// outcome unknown), a write that is never sent twice, a Dial to one
+	// endpoint that does not lead, or an Admin request, it means
+	// unavailable for now; Dial's and Admin's errors name the leader in
+	// ServerError.Leader.
+	protocol.CodeNotLeader: ErrUnavailable,
 }
 
 // ServerError is an error reported by the server. It unwraps to the
@@ -55,7 +66,8 @@ type ServerError struct {
 	Code    protocol.Code
 	Message string
 	// Leader, with CodeNotLeader, is the client address of the node that
-	// leads the cluster, if the server knew it.
+	// leads the cluster, if the server knew it. Only the errors of Dial and
+	// of Admin carry it: a Client follows the leader itself.
 	Leader string
 }
 

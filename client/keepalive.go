@@ -66,9 +66,11 @@ type keepAliveSub struct {
 // and returns a channel that receives each renewal. The channel is closed
 // when ctx ends, when the lease is lost, or when the client is closed.
 // The lease is lost when the server says it does not exist (it was
-// revoked, or expired), or when its TTL runs out on the client's clock,
-// counted from the send of its last successful keep-alive, without a
-// renewal (for instance while the client cannot reach any server).
+// revoked, or expired) or that this client may not keep it alive (another
+// client's, under an access policy), or when its TTL runs out on the
+// client's clock, counted from the send of its last successful
+// keep-alive, without a renewal (for instance while the client cannot
+// reach any server).
 //
 // The client renews a lease a third of its TTL after its last keep-alive,
 // and every lease it keeps alive, for all callers, goes in one message

@@ -1,0 +1,244 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/leased/leased/cache"
+)
+
+// SessionInfo describes the client's current session: one connection to
+// the server (DESIGN §6). Session returns it.
+type SessionInfo struct {
+	ID           uint64
+	Epsilon      time.Duration
+	DefaultTerm  time.Duration
+	MaxValueSize int
+	// ServerVersion is the server's build, as its hello reply gave it;
+	// empty from a server that does not send it.
+	ServerVersion string
+}
+
+// Dial connects to the server at addr ("host:port") and opens a session.
+// addr may list the nodes of a cluster, separated by commas
+// ("a:7400,b:7400,c:7400"): Dial, and every reconnection, finds the node
+// that leads, following a node's answer that another one leads (DESIGN
+// §13); while none leads, Dial tries them again, with backoff, until ctx
+// ends. An invalid cfg (see Config.Validate) or address is an error
+// wrapping ErrInvalidArgument.
+func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sysClock := cfg.Clock == nil
+	cfg = cfg.withDefaults()
+	endpoints, err := parseEndpoints(addr)
+	if err != nil {
+		return nil, err
+	}
+	tlsConf, err := defaultTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	base := cfg.Clock.Now() // a reading of the clock, for monoNow and the cache
+	c := &Client{
+		cfg:          cfg,
+		endpoints:    endpoints,
+		tlsConf:      tlsConf,
+		clock:        cfg.Clock,
+		log:          cfg.Logger,
+		cache:        cache.New(cache.Config{MaxEntries: cfg.CacheEntries, MaxBytes: cfg.CacheBytes, Epoch: base}),
+		fetches:      make(map[string]*fetch),
+		wleases:      make(map[string]*WriteLease),
+		earlyRecalls: make(map[string]uint64),
+		acquiring:    make(map[string]int),
+		events:       make(chan Event, 256),
+		newConn:      make(chan struct{}),
+		id:           newClientID(),
+		writing:      make(map[uint64]struct{}),
+		kept:         make(map[LeaseID]*keptLease),
+		kwake:        make(chan struct{}, 1),
+	}
+	c.addr.Store(&endpoints[0])
+	c.base, c.sysClock = base, sysClock
+	if cfg.PacketConn != nil {
+		c.tr = &quic.Transport{Conn: cfg.PacketConn}
+	}
+	cn, err := dial(ctx, c)
+	if err != nil {
+		if c.tr != nil {
+			c.tr.Close()
+		}
+		return nil, err
+	}
+	c.cur.Store(cn)
+	c.lastHello.Store(cn.hello)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(4)
+	go c.supervise(cn)
+	go c.maintain()
+	go c.deliverEvents()
+	go c.keepAlives()
+	return c, nil
+}
+
+// parseEndpoints splits a comma-separated list of host:port addresses.
+func parseEndpoints(addr string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(addr, ",") {
+		a = strings.TrimSpace(a)
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("%w: address %q: %v", ErrInvalidArgument, a, err)
+		}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// endpoint is the address of the current or last session.
+func (c *Client) endpoint() string { return *c.addr.Load() }
+
+// Session returns the current session, and false while disconnected. (A
+// Session, from NewSession, is something else: a TTL lease kept alive.)
+func (c *Client) Session() (SessionInfo, bool) {
+	cn := c.cur.Load()
+	if cn == nil {
+		return SessionInfo{}, false
+	}
+	h := cn.hello
+	return SessionInfo{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize,
+		ServerVersion: h.ServerVersion}, true
+}
+
+// conn returns the current connection, or an error saying why there is
+// none.
+func (c *Client) conn() (*conn, error) {
+	if cn := c.cur.Load(); cn != nil {
+		return cn, nil
+	}
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	return nil, fmt.Errorf("%w: not connected to %s", ErrUnavailable, c.endpoint())
+}
+
+// awaitConn returns the current connection, waiting for the client to
+// reconnect if it has none, until ctx ends or until the time until. The
+// error of a wait that ended wraps ErrUnavailable and the reason.
+func (c *Client) awaitConn(ctx context.Context, until time.Time) (*conn, error) {
+	for {
+		c.ncmu.Lock()
+		changed := c.newConn
+		c.ncmu.Unlock()
+		cn, err := c.conn()
+		if err == nil || errors.Is(err, ErrClosed) {
+			return cn, err
+		}
+		left := until.Sub(c.clock.Now())
+		if left <= 0 {
+			return nil, fmt.Errorf("%w: not connected to %s", ErrUnavailable, c.endpoint())
+		}
+		t := c.clock.NewTimer(left)
+		select {
+		case <-changed:
+		case <-c.ctx.Done():
+		case <-t.Chan():
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: not connected to %s: %w", ErrUnavailable, c.endpoint(), ctx.Err())
+		}
+		t.Stop()
+	}
+}
+
+// connected installs cn, the connection of a new session, and wakes the
+// writes waiting for one. It reports false if the client has a
+// connection already.
+func (c *Client) connected(cn *conn) bool {
+	if !c.cur.CompareAndSwap(nil, cn) {
+		return false
+	}
+	c.lastHello.Store(cn.hello)
+	c.ncmu.Lock()
+	close(c.newConn)
+	c.newConn = make(chan struct{})
+	c.ncmu.Unlock()
+	return true
+}
+
+// supervise watches the connection and reconnects, with backoff, when it
+// is lost. Cached entries keep being served until their leases run out.
+func (c *Client) supervise(cn *conn) {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-cn.done:
+		}
+		if !c.cur.CompareAndSwap(cn, nil) {
+			return // closed
+		}
+		c.log.Warn("connection lost", "addr", c.endpoint(), "err", cn.err)
+		c.wg.Add(1) // this goroutine is counted, so the count is above zero
+		go func(cn *conn) { defer c.wg.Done(); cn.close() }(cn)
+		c.emit(Event{Kind: EventDisconnected, Err: cn.err})
+		c.dropWriteLeases()
+		delay := 50 * time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+			next, err := dial(ctx, c)
+			cancel()
+			if err == nil {
+				cn = next
+				break
+			}
+			if c.ctx.Err() != nil {
+				return
+			}
+			c.log.Debug("reconnect failed", "addr", c.endpoint(), "err", err, "retry_in", delay)
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-c.clock.After(delay):
+			}
+			delay = min(2*delay, c.cfg.MaxReconnectDelay)
+		}
+		if !c.connected(cn) {
+			cn.close()
+			return
+		}
+		if c.ctx.Err() != nil {
+			// Close ran between the dial and the swap: it found no
+			// connection to close, so this goroutine closes it.
+			if c.cur.CompareAndSwap(cn, nil) {
+				cn.close()
+			}
+			return
+		}
+		c.log.Info("reconnected", "addr", c.endpoint(), "session", cn.hello.SessionID)
+		c.emit(Event{Kind: EventReconnected})
+	}
+}
+
+// newClientID returns a random client identity, not 0.
+func newClientID() uint64 {
+	for {
+		var b [8]byte
+		rand.Read(b[:]) // never fails (crypto/rand)
+		if id := binary.BigEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
