@@ -17,7 +17,7 @@ type job struct {
 	req  *Request
 	end  leasetable.Notice // when req, rev and ttl are nil
 	done func()            // an end's: called once it is durable, or failed
-	// rev is a revocation whose keys are all ready (ttl.go).
+	// rev is a revocation whose keys are all ready (ttlexpiry.go).
 	rev *revocation
 	// ttl is a mark (OpKeptAliveTTL) or checkpoint record of TTL leases;
 	// marks, a mark's, is the keep-alive waiting for it.

@@ -45,7 +45,8 @@ const (
 )
 
 // Config configures a Core. Package server fills it from its own Config,
-// with defaults applied.
+// with defaults applied, and package node adds what it knows of the node:
+// Admit, Replicated, Clockname, Inherited, LeaderName and LeaderAddr.
 type Config struct {
 	// LeaseTerm is the term of read and write leases on keys that no
 	// PrefixTerms entry covers. It must be positive and at most

@@ -27,7 +27,7 @@ const handedBase SessionID = 1 << 63
 // applies an OpHandoff with every live lease. A core that still holds
 // writes for an earlier leader's leases (Stats.WritesAllowedIn) applies
 // none: the next leader then waits out the newest horizon instead. The
-// caller (package server) then transfers the leadership, and calls Resume
+// caller (node.Node.TransferLead) then transfers the leadership, and calls Resume
 // if that fails. Writes held meanwhile are abandoned when their sessions
 // close; their clients send them again to the next leader.
 func (c *Core) HandOff() error {

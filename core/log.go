@@ -37,8 +37,8 @@ import (
 //     grants a writer's lease once its batch is applied): waiting for a
 //     job of its own queue, it would wait forever. lowerHorizon runs once
 //     the committer has stopped.
-//   - HandOff (handoff.go), OpHandoff, on its caller's goroutine (the
-//     server's, before it transfers the lead). It drains the queue and
+//   - HandOff (handoff.go), OpHandoff, on its caller's goroutine
+//     (node.Node.TransferLead's, before it transfers the lead). It drains the queue and
 //     then holds horizonMu, so that no horizon follows the handoff; the
 //     committer may be waiting for horizonMu (commit, ensureHorizon), so
 //     HandOff must not wait for the committer while it holds it. Its

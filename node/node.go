@@ -1,9 +1,10 @@
 // Package node owns one leased node's life, from Open to Close: it opens
-// the node's state (a replica: raft over badger, in the data folder), runs
-// the leadership loop that makes a core for each term in which the node
-// leads and closes it when the term ends, and owns what else a node does
-// beside serving requests: membership changes and handing over the lead,
-// backups, the disk guard, and its status and health.
+// the node's state (a replica: raft over badger, in the data folder; or,
+// for tests, the store.Store it is given, Config.Store), runs the
+// leadership loop that makes a core for each term in which the node leads
+// and closes it when the term ends, and owns what else a node does beside
+// serving requests: membership changes and handing over the lead, backups,
+// the disk guard, and its status and health.
 //
 // A server alone is a cluster of one node: the same Open, the same first
 // step of the loop (takeLead), the same ownership rule. It leads from Open
@@ -12,12 +13,14 @@
 // Package server is the transport above a Node: it serves each session
 // with the core that serves now (Core), and is the node's Host, which the
 // node tells when a core stops serving (Drop) and when the node stops for
-// good (Stop). The node owns its replica and every core it makes, and
-// closes them; a core never closes its store.
+// good (Stop). The node owns its store (the replica, or Config.Store) and
+// every core it makes, and closes them; a core never closes its store.
 //
 // Lock order: Host's locks (the server's smu) may be held while calling
-// Core, Leads and BeginStop, which take only Node.mu; the node never holds
-// mu while calling the Host or a core.
+// Core, Leads and BeginStop. Core and Leads take only Node.mu; BeginStop
+// takes Node.mu and, once it has let it go, the core's mu
+// (core.Core.BeginStop). The node never holds mu while calling the Host or
+// a core.
 package node
 
 import (

@@ -11,11 +11,14 @@
 // Close. All of its methods are safe for concurrent use.
 //
 // Locks: Server.smu guards the sessions; a session's own mu guards its
-// ops. Neither is held while calling the core, and the core calls back (as
-// a Notifier, and through a Request's Done) without its own lock, so no two
-// of these are ever nested except smu around a session's sender calls,
-// which take only the sender's lock, and smu around the node's Core and
-// BeginStop, which take only the node's own lock.
+// ops. A session's mu is never held while calling the core or the node.
+// Of their methods, smu is held only around the node's Core and BeginStop
+// (which take the node's mu, and then, for BeginStop, the core's:
+// core.Core.BeginStop) and the core's OpenSession (the core's mu), none
+// of which calls back; otherwise only around a session's sender calls,
+// which take only the sender's lock, and connection closes. The core and
+// the node call back (as a Notifier or the Host, and through a Request's
+// Done) without their own locks, so nothing else nests.
 package server
 
 import (

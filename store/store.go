@@ -1,8 +1,13 @@
 // Package store is the durable state of leased: committed values, the
-// revision counter, the fencing-token counter, the write leases and the
-// lease horizon. It defines the Store interface that package core applies
-// commands through, and two implementations: Badger, on disk, and Memory,
-// for tests.
+// revision counter, the fencing-token counter, the write leases, the lease
+// horizon, the leader's address, the leases a leader hands over, the TTL
+// leases and their keys, and the write outcomes kept for retries. It
+// defines the Store interface that package core applies commands through,
+// and two implementations: Badger, on disk, and Memory, for tests (a
+// replica.Node is the third, over a Badger). What a command is, is in
+// command.go, what it does in exec.go, ttl.go and clients.go; a log entry
+// applied to a Badger, in entry.go; snapshots, in snapshot.go and
+// snapshot_summary.go.
 //
 // Every change is a Command. A command's outcome (its version, its token,
 // whether a compare-and-swap matched) depends only on the commands applied
