@@ -174,31 +174,31 @@ func (c Config) Validate() error {
 	// them.
 	switch {
 	case c.LeaseTerm <= 0:
-		return fmt.Errorf("lease term %v is not positive", c.LeaseTerm)
+		return fmt.Errorf("LeaseTerm %v is not positive", c.LeaseTerm)
 	case c.LeaseTerm > MaxLeaseTerm:
-		return fmt.Errorf("lease term %v is longer than %v, the longest allowed", c.LeaseTerm, MaxLeaseTerm)
+		return fmt.Errorf("LeaseTerm %v is longer than %v, the longest allowed", c.LeaseTerm, MaxLeaseTerm)
 	}
 	for _, p := range c.PrefixTerms {
 		switch {
 		case p.Term < 0:
-			return fmt.Errorf("term %v for prefix %q is negative", p.Term, p.Prefix)
+			return fmt.Errorf("PrefixTerms: term %v for prefix %q is negative", p.Term, p.Prefix)
 		case p.Term > MaxLeaseTerm:
-			return fmt.Errorf("term %v for prefix %q is longer than %v, the longest allowed", p.Term, p.Prefix, MaxLeaseTerm)
+			return fmt.Errorf("PrefixTerms: term %v for prefix %q is longer than %v, the longest allowed", p.Term, p.Prefix, MaxLeaseTerm)
 		}
 	}
 	switch {
 	case c.Epsilon < 0:
-		return fmt.Errorf("epsilon %v is negative", c.Epsilon)
+		return fmt.Errorf("Epsilon %v is negative", c.Epsilon)
 	case c.Epsilon > MaxEpsilon:
-		return fmt.Errorf("epsilon %v is longer than %v, the longest allowed", c.Epsilon, MaxEpsilon)
+		return fmt.Errorf("Epsilon %v is longer than %v, the longest allowed", c.Epsilon, MaxEpsilon)
 	case c.HorizonStep <= 0:
-		return fmt.Errorf("horizon step %v is not positive", c.HorizonStep)
+		return fmt.Errorf("HorizonStep %v is not positive", c.HorizonStep)
 	case c.HorizonStep > MaxHorizonStep:
-		return fmt.Errorf("horizon step %v is longer than %v, the longest allowed", c.HorizonStep, MaxHorizonStep)
+		return fmt.Errorf("HorizonStep %v is longer than %v, the longest allowed", c.HorizonStep, MaxHorizonStep)
 	case c.RetryWindow < 0:
-		return fmt.Errorf("retry window %v is negative", c.RetryWindow)
+		return fmt.Errorf("RetryWindow %v is negative", c.RetryWindow)
 	case c.RetryWindow > MaxRetryWindow:
-		return fmt.Errorf("retry window %v is longer than %v, the longest allowed", c.RetryWindow, MaxRetryWindow)
+		return fmt.Errorf("RetryWindow %v is longer than %v, the longest allowed", c.RetryWindow, MaxRetryWindow)
 	}
 	return c.TTL.validate()
 }

@@ -519,16 +519,16 @@ func TestConfigBounds(t *testing.T) {
 		change func(*Config)
 		want   string
 	}{
-		{func(c *Config) { c.LeaseTerm = 2562047 * time.Hour }, "lease term 2562047h0m0s is longer than 1h0m0s"},
-		{func(c *Config) { c.LeaseTerm = 0 }, "lease term 0s is not positive"},
+		{func(c *Config) { c.LeaseTerm = 2562047 * time.Hour }, "LeaseTerm 2562047h0m0s is longer than 1h0m0s"},
+		{func(c *Config) { c.LeaseTerm = 0 }, "LeaseTerm 0s is not positive"},
 		{func(c *Config) { c.PrefixTerms = []PrefixTerm{{"/a", MaxLeaseTerm + 1}} }, `term 1h0m0.000000001s for prefix "/a" is longer than 1h0m0s`},
 		{func(c *Config) { c.PrefixTerms = []PrefixTerm{{"/a", -1}} }, `term -1ns for prefix "/a" is negative`},
-		{func(c *Config) { c.Epsilon = MaxEpsilon + 1 }, "epsilon 1m0.000000001s is longer than 1m0s"},
-		{func(c *Config) { c.Epsilon = -1 }, "epsilon -1ns is negative"},
-		{func(c *Config) { c.HorizonStep = MaxHorizonStep + 1 }, "horizon step 1h0m0.000000001s is longer than 1h0m0s"},
-		{func(c *Config) { c.HorizonStep = 0 }, "horizon step 0s is not positive"},
-		{func(c *Config) { c.RetryWindow = MaxRetryWindow + 1 }, "retry window 24h0m0.000000001s is longer than 24h0m0s"},
-		{func(c *Config) { c.RetryWindow = -1 }, "retry window -1ns is negative"},
+		{func(c *Config) { c.Epsilon = MaxEpsilon + 1 }, "Epsilon 1m0.000000001s is longer than 1m0s"},
+		{func(c *Config) { c.Epsilon = -1 }, "Epsilon -1ns is negative"},
+		{func(c *Config) { c.HorizonStep = MaxHorizonStep + 1 }, "HorizonStep 1h0m0.000000001s is longer than 1h0m0s"},
+		{func(c *Config) { c.HorizonStep = 0 }, "HorizonStep 0s is not positive"},
+		{func(c *Config) { c.RetryWindow = MaxRetryWindow + 1 }, "RetryWindow 24h0m0.000000001s is longer than 24h0m0s"},
+		{func(c *Config) { c.RetryWindow = -1 }, "RetryWindow -1ns is negative"},
 	} {
 		cfg := good
 		tc.change(&cfg)

@@ -110,15 +110,19 @@ func (c TTLConfig) validate() error {
 	d := c.WithDefaults()
 	switch {
 	case c.MinTTL < 0:
-		return fmt.Errorf("minimum TTL %v is negative", c.MinTTL)
+		return fmt.Errorf("TTL.MinTTL %v is negative", c.MinTTL)
 	case c.MaxTTL < 0:
-		return fmt.Errorf("maximum TTL %v is negative", c.MaxTTL)
+		return fmt.Errorf("TTL.MaxTTL %v is negative", c.MaxTTL)
 	case d.MaxTTL > MaxTTL:
-		return fmt.Errorf("maximum TTL %v is longer than %v, the longest allowed", d.MaxTTL, MaxTTL)
+		return fmt.Errorf("TTL.MaxTTL %v is longer than %v, the longest allowed", d.MaxTTL, MaxTTL)
 	case d.MinTTL > d.MaxTTL:
-		return fmt.Errorf("minimum TTL %v is above the maximum TTL %v", d.MinTTL, d.MaxTTL)
+		return fmt.Errorf("TTL.MinTTL %v is above MaxTTL %v", d.MinTTL, d.MaxTTL)
 	case c.MaxLeases < 0:
-		return fmt.Errorf("maximum of TTL leases %d is negative", c.MaxLeases)
+		return fmt.Errorf("TTL.MaxLeases %d is negative", c.MaxLeases)
+	case c.CheckpointInterval < 0:
+		return fmt.Errorf("TTL.CheckpointInterval %v is negative", c.CheckpointInterval)
+	case c.MaxRevokesPerSecond < 0 || c.MaxRevokesPerSecond > lessor.MaxRevokesPerSecond:
+		return fmt.Errorf("TTL.MaxRevokesPerSecond %d is outside 0..%d", c.MaxRevokesPerSecond, lessor.MaxRevokesPerSecond)
 	}
 	return lessor.Config{CheckpointInterval: c.CheckpointInterval, MaxRevokesPerSecond: c.MaxRevokesPerSecond}.Validate()
 }

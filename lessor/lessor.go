@@ -74,6 +74,9 @@ const (
 	DefaultRevokeRetry         = 3 * time.Second
 )
 
+// MaxRevokesPerSecond is the highest Config.MaxRevokesPerSecond.
+const MaxRevokesPerSecond = 1_000_000_000
+
 // Errors returned by the Lessor.
 var (
 	// ErrExists: Grant of an id the Lessor already tracks.
@@ -127,8 +130,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative epsilon %v", ErrInvalidConfig, c.Epsilon)
 	case c.CheckpointInterval < 0:
 		return fmt.Errorf("%w: negative checkpoint interval %v", ErrInvalidConfig, c.CheckpointInterval)
-	case c.MaxRevokesPerSecond < 0 || c.MaxRevokesPerSecond > 1e9:
-		return fmt.Errorf("%w: max revokes per second %d not in [0, 1e9]", ErrInvalidConfig, c.MaxRevokesPerSecond)
+	case c.MaxRevokesPerSecond < 0 || c.MaxRevokesPerSecond > MaxRevokesPerSecond:
+		return fmt.Errorf("%w: max revokes per second %d not in [0, %d]", ErrInvalidConfig, c.MaxRevokesPerSecond, MaxRevokesPerSecond)
 	case c.RevokeRetry < 0:
 		return fmt.Errorf("%w: negative revoke retry %v", ErrInvalidConfig, c.RevokeRetry)
 	}

@@ -101,27 +101,28 @@ func (c *Cluster) FailoverTTL() time.Duration {
 	return 3 * e
 }
 
-// Validate checks c and returns an error that names the first bad field.
+// Validate checks c and returns an error that begins with the name of the
+// first bad field, as a field of a Config (Cluster.Name, Cluster.Replica.ElectionTimeout).
 func (c *Cluster) Validate() error {
 	switch {
 	case c.Name == "":
-		return errors.New("cluster: Name is empty")
+		return errors.New("Cluster.Name is empty")
 	case c.PeerAddr == "":
-		return errors.New("cluster: PeerAddr is empty")
+		return errors.New("Cluster.PeerAddr is empty")
 	case c.PeerTLS == nil || c.PeerClientTLS == nil:
-		return errors.New("cluster: PeerTLS and PeerClientTLS are required")
+		return errors.New("Cluster.PeerTLS and PeerClientTLS are required")
 	}
 	if _, _, err := net.SplitHostPort(c.PeerAddr); err != nil {
-		return fmt.Errorf("cluster: PeerAddr %q: %w", c.PeerAddr, err)
+		return fmt.Errorf("Cluster.PeerAddr %q: %w", c.PeerAddr, err)
 	}
 	if err := c.Replica.Validate(); err != nil {
-		return fmt.Errorf("cluster: Replica.%w", err)
+		return fmt.Errorf("Cluster.Replica.%w", err)
 	}
 	if err := c.validatePeerRoutes(); err != nil {
 		return err
 	}
 	if c.Join && c.Peers != nil {
-		return errors.New("cluster: a node that joins a running cluster (Join) takes no initial Peers: the leader sends it the members")
+		return errors.New("Cluster.Join: a node that joins a running cluster takes no initial Peers: the leader sends it the members")
 	}
 	if c.Peers == nil {
 		return nil
@@ -130,21 +131,21 @@ func (c *Cluster) Validate() error {
 	self := false
 	for _, p := range c.Peers {
 		if p.Name == "" || p.Addr == "" {
-			return fmt.Errorf("cluster: peer %q at %q: a peer needs a name and an address", p.Name, p.Addr)
+			return fmt.Errorf("Cluster.Peers: peer %q at %q: a peer needs a name and an address", p.Name, p.Addr)
 		}
 		if seen[p.Name] {
-			return fmt.Errorf("cluster: peer %q named twice", p.Name)
+			return fmt.Errorf("Cluster.Peers: peer %q named twice", p.Name)
 		}
 		seen[p.Name] = true
 		if p.Name == c.Name {
 			if p.Addr != c.PeerAddr {
-				return fmt.Errorf("cluster: this node %q is at %q in Peers but its PeerAddr is %q", c.Name, p.Addr, c.PeerAddr)
+				return fmt.Errorf("Cluster.Peers: this node %q is at %q in Peers but its PeerAddr is %q", c.Name, p.Addr, c.PeerAddr)
 			}
 			self = true
 		}
 	}
 	if !self {
-		return fmt.Errorf("cluster: Peers does not name this node %q", c.Name)
+		return fmt.Errorf("Cluster.Peers does not name this node %q", c.Name)
 	}
 	return nil
 }
@@ -154,13 +155,13 @@ func (c *Cluster) Validate() error {
 func (c *Cluster) validatePeerRoutes() error {
 	for name, addr := range c.PeerRoutes {
 		if name == "" {
-			return fmt.Errorf("cluster: a peer route to %q names no peer", addr)
+			return fmt.Errorf("Cluster.PeerRoutes: a peer route to %q names no peer", addr)
 		}
 		if name == c.Name {
-			return fmt.Errorf("cluster: a peer route to this node %q: a node does not dial itself", name)
+			return fmt.Errorf("Cluster.PeerRoutes: a peer route to this node %q: a node does not dial itself", name)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("cluster: peer route %s=%q: %w", name, addr, err)
+			return fmt.Errorf("Cluster.PeerRoutes: peer route %s=%q: %w", name, addr, err)
 		}
 	}
 	return nil

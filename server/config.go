@@ -401,33 +401,23 @@ func (c Config) withDefaults() Config {
 // longest allowed", "Cluster.Replica.ElectionTimeout 1ms is outside
 // 5ms..1m0s". A field named later in the message is one the first is
 // checked against; one without a path there is the first one's sibling
-// ("TTL.MinTTL 2h0m0s is above MaxTTL 1h0m0s"). The errors of the rest of
-// Cluster are Cluster.Validate's, which begin with "cluster: ".
+// ("TTL.MinTTL 2h0m0s is above MaxTTL 1h0m0s").
 //
 // New calls it; a caller may call it to check a configuration early, such
 // as one built from a command line.
 func (c Config) Validate() error { return c.withDefaults().validate() }
 
-// maxRevokesPerSecond bounds TTL.MaxRevokesPerSecond, as
-// lessor.Config.Validate does.
-const maxRevokesPerSecond = 1e9
-
 // validate checks a Config after withDefaults: see Validate.
 func (c Config) validate() error {
-	// The terms first: withDefaults derives HorizonStep from them.
-	switch {
-	case c.LeaseTerm <= 0:
-		return fmt.Errorf("LeaseTerm %v is not positive", c.LeaseTerm)
-	case c.LeaseTerm > MaxLeaseTerm:
-		return fmt.Errorf("LeaseTerm %v is longer than %v, the longest allowed", c.LeaseTerm, MaxLeaseTerm)
+	// The core's fields first (LeaseTerm, PrefixTerms, Epsilon,
+	// HorizonStep, RetryWindow, TTL), which core.Config.Validate names as
+	// this Config does: withDefaults derives HorizonStep from the terms.
+	if err := c.coreConfig().Validate(); err != nil {
+		return err
 	}
 	seen := make(map[string]bool)
 	for _, p := range c.PrefixTerms {
 		switch {
-		case p.Term < 0:
-			return fmt.Errorf("PrefixTerms: term %v for prefix %q is negative", p.Term, p.Prefix)
-		case p.Term > MaxLeaseTerm:
-			return fmt.Errorf("PrefixTerms: term %v for prefix %q is longer than %v, the longest allowed", p.Term, p.Prefix, MaxLeaseTerm)
 		case len(p.Prefix) > MaxKeySize:
 			return fmt.Errorf("PrefixTerms: prefix of %d bytes is longer than a key may be (%d)", len(p.Prefix), MaxKeySize)
 		case seen[p.Prefix]:
@@ -435,39 +425,8 @@ func (c Config) validate() error {
 		}
 		seen[p.Prefix] = true
 	}
-	ttl := c.TTL
-	switch {
-	case c.Epsilon < 0:
-		return fmt.Errorf("Epsilon %v is negative", c.Epsilon)
-	case c.Epsilon > MaxEpsilon:
-		return fmt.Errorf("Epsilon %v is longer than %v, the longest allowed", c.Epsilon, MaxEpsilon)
-	case c.HorizonStep < MinHorizonStep:
+	if c.HorizonStep < MinHorizonStep {
 		return fmt.Errorf("HorizonStep %v is shorter than %v: the horizon would be persisted for almost every lease", c.HorizonStep, MinHorizonStep)
-	case c.HorizonStep > MaxHorizonStep:
-		return fmt.Errorf("HorizonStep %v is longer than %v, the longest allowed", c.HorizonStep, MaxHorizonStep)
-	case c.RetryWindow < 0:
-		return fmt.Errorf("RetryWindow %v is negative", c.RetryWindow)
-	case c.RetryWindow > MaxRetryWindow:
-		return fmt.Errorf("RetryWindow %v is longer than %v, the longest allowed", c.RetryWindow, MaxRetryWindow)
-	case ttl.MinTTL < 0:
-		return fmt.Errorf("TTL.MinTTL %v is negative", ttl.MinTTL)
-	case ttl.MaxTTL < 0:
-		return fmt.Errorf("TTL.MaxTTL %v is negative", ttl.MaxTTL)
-	case ttl.MaxTTL > core.MaxTTL:
-		return fmt.Errorf("TTL.MaxTTL %v is longer than %v, the longest allowed", ttl.MaxTTL, core.MaxTTL)
-	case ttl.MinTTL > ttl.MaxTTL:
-		return fmt.Errorf("TTL.MinTTL %v is above MaxTTL %v", ttl.MinTTL, ttl.MaxTTL)
-	case ttl.MaxLeases < 0:
-		return fmt.Errorf("TTL.MaxLeases %d is negative", ttl.MaxLeases)
-	case ttl.CheckpointInterval < 0:
-		return fmt.Errorf("TTL.CheckpointInterval %v is negative", ttl.CheckpointInterval)
-	case ttl.MaxRevokesPerSecond < 0 || ttl.MaxRevokesPerSecond > maxRevokesPerSecond:
-		return fmt.Errorf("TTL.MaxRevokesPerSecond %d is outside 0..%d", ttl.MaxRevokesPerSecond, int(maxRevokesPerSecond))
-	}
-	// The core's own check, which the checks above name by field: it
-	// still stops any it adds.
-	if err := c.coreConfig().Validate(); err != nil {
-		return err
 	}
 	switch {
 	case c.MaxValueSize < 0:
@@ -511,11 +470,6 @@ func (c Config) validate() error {
 	if c.Cluster != nil {
 		if c.Store != nil {
 			return errors.New("Store: a node of a cluster keeps its state in its data folder; Store must be nil")
-		}
-		// Raft's timeouts first, named by their path: Cluster.Validate
-		// checks them too.
-		if err := c.Cluster.Replica.Validate(); err != nil {
-			return fmt.Errorf("Cluster.Replica.%w", err)
 		}
 		if err := c.Cluster.Validate(); err != nil {
 			return err

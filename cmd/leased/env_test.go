@@ -159,7 +159,7 @@ func TestEnvBadValue(t *testing.T) {
 		{[]string{"LEASED_LEASE_TERM=soon"}, `environment variable LEASED_LEASE_TERM="soon": invalid value for --lease-term`},
 		{[]string{"LEASED_MAX_SESSIONS=many"}, `LEASED_MAX_SESSIONS="many"`},
 		{[]string{"LEASED_RETRY_HANDSHAKES=1.5"}, `LEASED_RETRY_HANDSHAKES="1.5"`},
-		{[]string{"LEASED_EPSILON=-1ms"}, "--epsilon -1ms: must be positive (default 100ms) (--epsilon came from $LEASED_EPSILON)"},
+		{[]string{"LEASED_EPSILON=-1ms"}, "--epsilon: Epsilon -1ms is negative (--epsilon came from $LEASED_EPSILON)"},
 		{[]string{"LEASED_CACERT=" + filepath.Join(dir, "ca.pem")}, "--cacert is for a node of a cluster: give --peer-listen too (--cacert came from $LEASED_CACERT)"},
 		{[]string{"LEASED_TERM=/a/=1s,/a/=2s"}, `prefix "/a/" is given twice (--term came from $LEASED_TERM)`},
 		{[]string{"LEASED_LISTEN=nowhere"}, `--listen "nowhere"`},

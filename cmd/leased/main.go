@@ -27,17 +27,13 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,8 +42,6 @@ import (
 
 	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/diskguard"
-	"github.com/leased/leased/internal/layout"
-	"github.com/leased/leased/internal/tlsfiles"
 	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/lessor"
 	"github.com/leased/leased/server"
@@ -59,9 +53,6 @@ const (
 	exitError = 1
 	exitUsage = 2
 )
-
-// maxValueSizeLimit is the largest --max-value-size the server accepts.
-const maxValueSizeLimit = server.MaxValueSizeLimit
 
 // defaultShutdownTimeout bounds a graceful shutdown, and
 // maxShutdownTimeout bounds --shutdown-timeout: a graceful shutdown waits
@@ -134,6 +125,22 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
+}
+
+// noArgs refuses positional arguments as a bad command line.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, only flags; got %q", cmd.CommandPath(), args)
+	}
+	return nil
+}
+
+// required returns a usage error if the flag's value is blank.
+func required(flag, value string) error {
+	if strings.TrimSpace(value) == "" {
+		return usagef("%s is required", flag)
+	}
+	return nil
 }
 
 func main() {
@@ -275,502 +282,6 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	return cmd
 }
 
-// newCertCmd builds `leased cert` and its subcommands, which make the
-// certificates of a cluster (DESIGN.md §13) with package tlsfiles. Each
-// prints the files it wrote, one a line. A file that exists is never
-// replaced: the command fails (status 1) and names it. Missing flags, a bad
-// name or a bad host are a bad command line (status 2).
-func newCertCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "cert",
-		Short: "Make the CA, node and client certificates of a cluster",
-		Long: `The cert subcommands make the certificates of a cluster.
-
-create-ca makes the CA that every node and client trusts. create-node issues
-a node certificate from it: a node serves clients and peers and dials peers
-with it, and peers verify it against the address they dial, so --host must
-name every address and host name other nodes and clients use to reach it,
-within the names the CA permits (create-ca --permit-host).
-create-client issues a client certificate, whose name is the client's
-identity; it cannot serve, nor join the peer network.
-
-No file is ever replaced. Private keys are written with mode 0600.`,
-		Example: `  leased cert create-ca --dir ./ca
-  leased cert create-node --ca-dir ./ca --name n1 --host n1.example.com --host 10.0.0.1 --out ./n1
-  leased cert create-client --ca-dir ./ca --name app --out ./app`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
-			}
-			return usagef("%s needs a subcommand: create-ca, create-node or create-client", cmd.CommandPath())
-		},
-	}
-	cmd.AddCommand(newCreateCACmd(), newCreateNodeCmd(), newCreateClientCmd())
-	return cmd
-}
-
-// newCreateCACmd builds `leased cert create-ca`.
-func newCreateCACmd() *cobra.Command {
-	var dir string
-	var permit []string
-	cmd := &cobra.Command{
-		Use:   "create-ca --dir DIR [--permit-host HOST ...]",
-		Short: "Create a cluster CA: DIR/ca.pem and DIR/ca-key.pem",
-		Long: `create-ca creates a new cluster CA (ECDSA P-256, valid 10 years) in DIR,
-which it creates if missing: ca.pem, the certificate every node and client
-trusts, and ca-key.pem, the private key that create-node and create-client
-sign with. Keep ca-key.pem secret: only a node that issues its own
-certificate needs it.
-
---permit-host limits the names the CA may sign for (critical X.509 name
-constraints): a DNS name permits itself and every name under it, an IP
-address itself, and a range such as 10.0.0.0/8 its addresses; localhost,
-127.0.0.1 and ::1 are always permitted, since every node certificate names
-them. Clients then refuse a certificate from this CA for any other name,
-even one signed with a stolen ca-key.pem, and create-node refuses to issue
-one. Without --permit-host the CA may sign for any name.`,
-		Example: `  leased cert create-ca --dir ./ca
-  leased cert create-ca --dir ./ca --permit-host db.example.com --permit-host 10.0.0.0/8`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := required("--dir", dir); err != nil {
-				return err
-			}
-			for _, h := range permit {
-				if strings.TrimSpace(h) == "" {
-					return usagef("--permit-host must not be empty")
-				}
-			}
-			if err := tlsfiles.CreateCA(dir, permit...); err != nil {
-				return certError(err)
-			}
-			return printFiles(cmd.OutOrStdout(), filepath.Join(dir, tlsfiles.CAFileName), filepath.Join(dir, tlsfiles.CAKeyFileName))
-		},
-	}
-	cmd.Flags().StringVar(&dir, "dir", "", "folder to create the CA in (created if missing)")
-	cmd.Flags().StringArrayVar(&permit, "permit-host", nil, "DNS name (with every name under it), IP address or CIDR range the CA may sign for (repeatable, one a flag; default: any name)")
-	return cmd
-}
-
-// newCreateNodeCmd builds `leased cert create-node`.
-func newCreateNodeCmd() *cobra.Command {
-	var caDir, name, out string
-	var hosts []string
-	cmd := &cobra.Command{
-		Use:   "create-node --ca-dir DIR --name NAME [--host HOST ...] --out DIR",
-		Short: "Issue a node certificate: OUT/NAME.pem and OUT/NAME-key.pem",
-		Long: `create-node issues a node certificate from the CA in --ca-dir and writes it
-and its key to --out, as NAME.pem and NAME-key.pem. It is valid for server and
-client authentication, names localhost, 127.0.0.1, ::1 and every --host, and
-expires after 825 days.`,
-		Example: `  leased cert create-node --ca-dir ./ca --name n1 --host n1.example.com --host 10.0.0.1 --out ./n1`,
-		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, f := range [][2]string{{"--ca-dir", caDir}, {"--name", name}, {"--out", out}} {
-				if err := required(f[0], f[1]); err != nil {
-					return err
-				}
-			}
-			for _, h := range hosts {
-				if strings.TrimSpace(h) == "" {
-					return usagef("--host must not be empty")
-				}
-			}
-			cert, key, err := tlsfiles.IssueNode(caDir, out, name, hosts)
-			if err != nil {
-				return certError(err)
-			}
-			return printFiles(cmd.OutOrStdout(), cert, key)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&caDir, "ca-dir", "", "folder of the CA (ca.pem and ca-key.pem)")
-	f.StringVar(&name, "name", "", "node name: the certificate's CommonName and file names")
-	f.StringArrayVar(&hosts, "host", nil, "host name or IP address that peers and clients reach the node at (repeatable, one a flag)")
-	f.StringVar(&out, "out", "", "folder to write the certificate and key in (created if missing)")
-	return cmd
-}
-
-// newCreateClientCmd builds `leased cert create-client`.
-func newCreateClientCmd() *cobra.Command {
-	var caDir, name, out string
-	cmd := &cobra.Command{
-		Use:   "create-client --ca-dir DIR --name NAME --out DIR",
-		Short: "Issue a client certificate: OUT/NAME.pem and OUT/NAME-key.pem",
-		Long: `create-client issues a client certificate from the CA in --ca-dir and writes
-it and its key to --out, as NAME.pem and NAME-key.pem. It is valid for client
-authentication only, its CommonName NAME is the client's identity, and it
-expires after 825 days.`,
-		Example: `  leased cert create-client --ca-dir ./ca --name app --out ./app`,
-		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, f := range [][2]string{{"--ca-dir", caDir}, {"--name", name}, {"--out", out}} {
-				if err := required(f[0], f[1]); err != nil {
-					return err
-				}
-			}
-			cert, key, err := tlsfiles.IssueClient(caDir, out, name)
-			if err != nil {
-				return certError(err)
-			}
-			return printFiles(cmd.OutOrStdout(), cert, key)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&caDir, "ca-dir", "", "folder of the CA (ca.pem and ca-key.pem)")
-	f.StringVar(&name, "name", "", "client name: the certificate's CommonName and file names")
-	f.StringVar(&out, "out", "", "folder to write the certificate and key in (created if missing)")
-	return cmd
-}
-
-// noArgs refuses positional arguments as a bad command line.
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usagef("%s takes no arguments, only flags; got %q", cmd.CommandPath(), args)
-	}
-	return nil
-}
-
-// required returns a usage error if the flag's value is blank.
-func required(flag, value string) error {
-	if strings.TrimSpace(value) == "" {
-		return usagef("%s is required", flag)
-	}
-	return nil
-}
-
-// certError makes a bad name or host from tlsfiles a bad command line.
-func certError(err error) error {
-	if errors.Is(err, tlsfiles.ErrBadName) || errors.Is(err, tlsfiles.ErrBadHost) {
-		return usageError{err}
-	}
-	return err
-}
-
-// printFiles prints the paths of the files a cert command wrote.
-func printFiles(w io.Writer, paths ...string) error {
-	for _, p := range paths {
-		if _, err := fmt.Fprintln(w, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// parseLevel parses a --log-level value.
-func parseLevel(s string) (slog.Level, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "debug":
-		return slog.LevelDebug, nil
-	case "info":
-		return slog.LevelInfo, nil
-	case "warn", "warning":
-		return slog.LevelWarn, nil
-	case "error":
-		return slog.LevelError, nil
-	}
-	return 0, usagef("--log-level %q: want debug, info, warn or error", s)
-}
-
-// newLogger returns the logger for --log-level and --log-format, writing to w.
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	lvl, err := parseLevel(level)
-	if err != nil {
-		return nil, err
-	}
-	hopts := &slog.HandlerOptions{Level: lvl}
-	switch strings.ToLower(strings.TrimSpace(format)) {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, hopts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, hopts)), nil
-	}
-	return nil, usagef("--log-format %q: want text or json", format)
-}
-
-// validate checks the flags and returns a usageError naming the first bad
-// one. Zero values are refused rather than silently replaced by defaults.
-func (o *options) validate() error {
-	if err := checkListen(o.listen); err != nil {
-		return err
-	}
-	switch {
-	case strings.TrimSpace(o.data) == "":
-		return usagef("--data must name a folder")
-	case o.leaseTerm <= 0:
-		return usagef("--lease-term %v: must be positive (default %v)", o.leaseTerm, server.DefaultLeaseTerm)
-	case o.leaseTerm > server.MaxLeaseTerm:
-		return usagef("--lease-term %v: must be at most %v", o.leaseTerm, server.MaxLeaseTerm)
-	case o.epsilon <= 0:
-		return usagef("--epsilon %v: must be positive (default %v)", o.epsilon, server.DefaultEpsilon)
-	case o.epsilon > server.MaxEpsilon:
-		return usagef("--epsilon %v: must be at most %v", o.epsilon, server.MaxEpsilon)
-	case o.maxValueSize <= 0 || o.maxValueSize > maxValueSizeLimit:
-		return usagef("--max-value-size %d: must be between 1 and %d bytes (63 MiB)", o.maxValueSize, maxValueSizeLimit)
-	case o.maxSessions <= 0:
-		return usagef("--max-sessions %d: must be positive", o.maxSessions)
-	case o.maxSessionsPerAddr <= 0:
-		return usagef("--max-sessions-per-addr %d: must be positive", o.maxSessionsPerAddr)
-	case o.maxLeasesPerSession <= 0:
-		return usagef("--max-leases-per-session %d: must be positive", o.maxLeasesPerSession)
-	case o.maxLeases <= 0:
-		return usagef("--max-leases %d: must be positive", o.maxLeases)
-	case o.maxWriteLeases <= 0:
-		return usagef("--max-write-leases-per-session %d: must be positive", o.maxWriteLeases)
-	case o.ttlMin < 0:
-		return usagef("--ttl-min %v: must not be negative (0: the default)", o.ttlMin)
-	case o.ttlMax <= 0 || o.ttlMax > core.MaxTTL:
-		return usagef("--ttl-max %v: must be positive and at most %v", o.ttlMax, core.MaxTTL)
-	case o.ttlMin > o.ttlMax:
-		return usagef("--ttl-min %v: must not be above --ttl-max %v", o.ttlMin, o.ttlMax)
-	case o.maxTTLLeases <= 0:
-		return usagef("--max-ttl-leases %d: must be positive", o.maxTTLLeases)
-	case o.ttlCheckpoint <= 0:
-		return usagef("--ttl-checkpoint-interval %v: must be positive", o.ttlCheckpoint)
-	case o.ttlRevokeRate <= 0 || o.ttlRevokeRate > 1e9:
-		return usagef("--ttl-revoke-rate %d: must be from 1 to 1e9", o.ttlRevokeRate)
-	case o.metricsPprof && o.metricsListen == "":
-		return usagef("--metrics-pprof: profiles are served on the metrics listener; give --metrics-listen too")
-	case o.maxTotalInflightBytes < int64(o.maxValueSize)+server.MaxKeySize:
-		return usagef("--max-total-inflight-bytes %d: must be at least --max-value-size plus the largest key (%d bytes)", o.maxTotalInflightBytes, int64(o.maxValueSize)+server.MaxKeySize)
-	case o.frameTimeout <= 0 || o.frameTimeout > server.MaxIdleTimeout:
-		return usagef("--frame-timeout %v: must be positive and at most %v", o.frameTimeout, server.MaxIdleTimeout)
-	case o.retryHandshakes == 0 || o.retryHandshakes < -1:
-		return usagef("--retry-handshakes %d: must be positive, or -1 to ask every connection for a Retry", o.retryHandshakes)
-	case o.shutdownTimeout <= 0 || o.shutdownTimeout > maxShutdownTimeout:
-		return usagef("--shutdown-timeout %v: must be positive and at most %v", o.shutdownTimeout, maxShutdownTimeout)
-	case o.retryWindow < 0 || o.retryWindow > server.MaxRetryWindow:
-		return usagef("--retry-window %v: must be 0 (the default, %v) to %v", o.retryWindow, server.DefaultRetryWindow, server.MaxRetryWindow)
-	case o.quotaBytes < 0:
-		return usagef("--quota-bytes %d: must be 0 (no quota) or more", o.quotaBytes)
-	case o.reserveBytes < 0:
-		return usagef("--reserve-bytes %d: must be 0 (no reserve) or more", o.reserveBytes)
-	}
-	for _, h := range o.tlsHosts {
-		if strings.TrimSpace(h) == "" {
-			return usagef("--tls-host must not be empty")
-		}
-		if err := tlsfiles.CheckHost(h); err != nil {
-			return usagef("--tls-host: %v", strings.TrimPrefix(err.Error(), "tls: "))
-		}
-	}
-	if err := o.validateCluster(); err != nil {
-		return err
-	}
-	if err := o.validateMembership(); err != nil {
-		return err
-	}
-	if err := o.validateAuth(); err != nil {
-		return err
-	}
-	o.prefixTerms = nil
-	seen := make(map[string]bool)
-	for _, t := range o.terms {
-		prefix, d, ok := strings.Cut(t, "=")
-		if !ok {
-			return usagef("--term %q: want PREFIX=DURATION, such as /hot/=1s", t)
-		}
-		term, err := time.ParseDuration(d)
-		if err != nil || term < 0 {
-			return usagef("--term %q: %q is not a duration of 0 or more, such as 1s", t, d)
-		}
-		if term > server.MaxLeaseTerm {
-			return usagef("--term %q: term %v must be at most %v", t, term, server.MaxLeaseTerm)
-		}
-		if seen[prefix] {
-			return usagef("--term %q: prefix %q is given twice", t, prefix)
-		}
-		seen[prefix] = true
-		o.prefixTerms = append(o.prefixTerms, server.PrefixTerm{Prefix: prefix, Term: term})
-	}
-	return nil
-}
-
-// validateCluster checks the flags of a node of a cluster, and parses
-// --initial-cluster.
-func (o *options) validateCluster() error {
-	o.peers = nil
-	files := o.cacert != "" || o.cert != "" || o.key != ""
-	if o.peerListen == "" {
-		for _, f := range [][2]string{{"--name", o.name}, {"--initial-cluster", o.initialCluster}, {"--ca-dir", o.caDir}, {"--cacert", o.cacert}, {"--cert", o.cert}, {"--key", o.key}} {
-			if f[1] != "" {
-				return usagef("%s is for a node of a cluster: give --peer-listen too", f[0])
-			}
-		}
-		if f := o.peer.set(); f != "" {
-			return usagef("%s is for a node of a cluster: give --peer-listen too", f)
-		}
-		return nil
-	}
-	if err := checkAddr("--peer-listen", o.peerListen); err != nil {
-		return err
-	}
-	switch {
-	case strings.TrimSpace(o.name) == "":
-		return usagef("--peer-listen needs --name: the node's name in the cluster")
-	case o.caDir != "" && files:
-		return usagef("give either --ca-dir or --cacert, --cert and --key, not both")
-	case o.caDir == "" && !files:
-		return usagef("a node of a cluster needs certificates: --ca-dir, or --cacert, --cert and --key")
-	case files && (o.cacert == "" || o.cert == "" || o.key == ""):
-		return usagef("--cacert, --cert and --key go together")
-	}
-	if err := o.peer.validate(o.name); err != nil {
-		return err
-	}
-	if o.initialCluster == "" {
-		return nil
-	}
-	peers, addr, err := parseInitialCluster(o.initialCluster, o.name)
-	if err != nil {
-		return err
-	}
-	if addr != o.peerListen {
-		return usagef("--initial-cluster gives %s=%s but --peer-listen is %s", o.name, addr, o.peerListen)
-	}
-	o.peers = peers
-	return nil
-}
-
-// parseInitialCluster parses --initial-cluster, NAME=HOST:PORT,..., which
-// must name the node self, and returns its members and self's address.
-// Errors are usage errors.
-func parseInitialCluster(list, self string) (peers []server.Peer, selfAddr string, err error) {
-	found := false
-	for _, item := range strings.Split(list, ",") {
-		name, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
-		if !ok || name == "" {
-			return nil, "", usagef("--initial-cluster %q: want NAME=HOST:PORT,...", list)
-		}
-		if err := checkAddr("--initial-cluster "+name, addr); err != nil {
-			return nil, "", err
-		}
-		for _, p := range peers {
-			if p.Name == name {
-				return nil, "", usagef("--initial-cluster names %q twice", name)
-			}
-		}
-		if name == self {
-			found, selfAddr = true, addr
-		}
-		peers = append(peers, server.Peer{Name: name, Addr: addr})
-	}
-	if !found {
-		return nil, "", usagef("--initial-cluster does not name this node (--name %s)", self)
-	}
-	return peers, selfAddr, nil
-}
-
-// checkAddr checks that a flag's value is host:port with a numeric port.
-func checkAddr(flag, addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return usagef("%s %q: want host:port", flag, addr)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return usagef("%s %q: port %q is not a number from 0 to 65535", flag, addr, port)
-	}
-	return nil
-}
-
-// checkListen checks that addr is host:port with a numeric port. Port 0
-// picks a free port, which the start-up log reports.
-func checkListen(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		reason := err.Error()
-		var ae *net.AddrError
-		if errors.As(err, &ae) {
-			reason = ae.Err
-		}
-		return usagef("--listen %q: %s; want host:port, such as %s", addr, reason, server.DefaultAddr)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return usagef("--listen %q: port %q is not a number from 0 to 65535", addr, port)
-	}
-	return nil
-}
-
-// cluster returns the cluster part of the server configuration, and the
-// CA clients must trust: the node's certificate, issued from --ca-dir on
-// first start or given, serves clients and peers alike. Nil without
-// --peer-listen.
-func (o *options) cluster() (*server.Cluster, *tls.Config, string, error) {
-	if o.peerListen == "" {
-		return nil, nil, "", nil
-	}
-	caFile, certFile, keyFile := o.cacert, o.cert, o.key
-	if o.caDir != "" {
-		var hosts []string
-		for _, a := range []string{o.listen, o.peerListen} {
-			if h, _, err := net.SplitHostPort(a); err == nil && h != "" && !slices.Contains(hosts, h) {
-				hosts = append(hosts, h)
-			}
-		}
-		hosts = append(hosts, o.tlsHosts...)
-		var err error
-		certFile, keyFile, err = tlsfiles.EnsureNode(o.caDir, filepath.Join(o.data, layout.TLSDir, "node"), o.name, hosts)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		caFile = filepath.Join(o.caDir, tlsfiles.CAFileName)
-	}
-	peerSrv, peerCli, err := tlsfiles.PeerTLS(caFile, certFile, keyFile)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("node certificate: %w", err)
-	}
-	cl := &server.Cluster{Name: o.name, PeerAddr: o.peerListen, Peers: o.peers, PeerTLS: peerSrv, PeerClientTLS: peerCli}
-	o.peer.apply(cl)
-	o.applyMembership(cl)
-	return cl, &tls.Config{Certificates: []tls.Certificate{pair}}, caFile, nil
-}
-
-// config returns the server configuration for the flags.
-func (o *options) config(log *slog.Logger) server.Config {
-	return server.Config{
-		Dir:          o.data,
-		Addr:         o.listen,
-		LeaseTerm:    o.leaseTerm,
-		PrefixTerms:  o.prefixTerms,
-		Epsilon:      o.epsilon,
-		MaxValueSize: o.maxValueSize,
-		MaxSessions:  o.maxSessions,
-
-		MaxSessionsPerAddr:  o.maxSessionsPerAddr,
-		MaxLeasesPerSession: o.maxLeasesPerSession,
-		MaxLeases:           o.maxLeases,
-
-		MaxWriteLeasesPerSession: o.maxWriteLeases,
-		TTL: core.TTLConfig{MinTTL: o.ttlMin, MaxTTL: o.ttlMax, MaxLeases: o.maxTTLLeases,
-			CheckpointInterval: o.ttlCheckpoint, MaxRevokesPerSecond: o.ttlRevokeRate},
-		MaxTotalInflightBytes: o.maxTotalInflightBytes,
-		MetricsListen:         o.metricsListen,
-		MetricsPprof:          o.metricsPprof,
-		FrameTimeout:          o.frameTimeout,
-		RetryHandshakes:       o.retryHandshakes,
-		RetryWindow:           o.retryWindow,
-		TLSHosts:              o.tlsHosts,
-		QuotaBytes:            noneIfZero(o.quotaBytes),
-		ReserveBytes:          noneIfZero(o.reserveBytes),
-		Logger:                log,
-
-		UnsafeSkipHorizonWait: o.unsafeSkipWait,
-	}
-}
-
-// noneIfZero maps a size flag's 0, which means none, to the server's
-// negative none (its zero means the default).
-func noneIfZero(n int64) int64 {
-	if n == 0 {
-		return -1
-	}
-	return n
-}
-
 // run starts the server and serves until a signal arrives on sigs. The
 // first signal shuts down gracefully within o.shutdownTimeout; a second one
 // closes at once. A third one stops waiting for Close. SIGHUP is not one
@@ -840,32 +351,11 @@ func run(o *options, ef envFlags, stderr io.Writer, sigs <-chan os.Signal) error
 		return nil
 	}
 	hup.serving(srv)
-	data, ca := absPath(o.data), absPath(server.CAPath(o.data))
+	ca := server.CAPath(o.data)
 	if cl != nil {
-		ca = absPath(clusterCA)
-		log.Info("node of a cluster", "name", o.name, "peer_listen", o.peerListen, "initial_cluster", o.initialCluster)
+		ca = clusterCA
 	}
-	log.Info("leased started",
-		"version", version.String(),
-		"listen", srv.Addr().String(),
-		"data", data,
-		"ca", ca,
-		"lease_term", o.leaseTerm,
-		"epsilon", o.epsilon)
-	// The listen flag's host, which says the address family, and the port
-	// bound, in case the flag asked for any.
-	listenHost, _, _ := net.SplitHostPort(o.listen)
-	_, port, _ := net.SplitHostPort(srv.Addr().String())
-	local, remote := exampleEndpoints(net.JoinHostPort(listenHost, port), o.tlsHosts, os.Hostname)
-	certFlags := ""
-	if cfg.ClientCAs != nil {
-		certFlags = " --cert <client>.pem --key <client>-key.pem"
-	}
-	attrs := []any{"ca", ca, "example", fmt.Sprintf("leasectl --endpoint %s --cacert %s%s status", local, ca, certFlags)}
-	if remote != "" {
-		attrs = append(attrs, "remote_example", fmt.Sprintf("leasectl --endpoint %s --cacert <a copy of %s>%s status", remote, ca, certFlags))
-	}
-	log.Info("clients must trust the CA", attrs...)
+	o.logStarted(log, srv.Addr(), ca, cl != nil, cfg.ClientCAs != nil)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(context.Background()) }()
@@ -912,37 +402,6 @@ func run(o *options, ef envFlags, stderr io.Writer, sigs <-chan os.Signal) error
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// exampleEndpoints returns the endpoints that the start-up log suggests to
-// clients of a server listening on addr. local is addr itself, or, when
-// addr's host is unspecified (0.0.0.0, :: or empty), which no client can
-// dial, the loopback address of its family (127.0.0.1 for an empty host). remote is set only for an unspecified
-// host: the endpoint other machines dial, by the first --tls-host that is
-// not a wildcard, else by the host name (both are in the server's
-// certificate); it is empty if neither is known. hostname is os.Hostname.
-func exampleEndpoints(addr string, tlsHosts []string, hostname func() (string, error)) (local, remote string) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr, ""
-	}
-	ip := net.ParseIP(host)
-	if host != "" && (ip == nil || !ip.IsUnspecified()) {
-		return addr, ""
-	}
-	local = net.JoinHostPort("127.0.0.1", port)
-	if ip != nil && ip.To4() == nil {
-		local = net.JoinHostPort("::1", port)
-	}
-	for _, h := range tlsHosts {
-		if !strings.HasPrefix(h, "*") {
-			return local, net.JoinHostPort(h, port)
-		}
-	}
-	if name, err := hostname(); err == nil && name != "" {
-		return local, net.JoinHostPort(name, port)
-	}
-	return local, ""
 }
 
 // stopWithin shuts srv down, waiting at most timeout (Shutdown logs what

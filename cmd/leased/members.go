@@ -36,8 +36,8 @@ func (o *options) memberFlags(f *pflag.FlagSet) {
 	f.DurationVar(&t.commit, "commit-timeout", defaultRaftTimeouts.commit, "raft: the longest a leader waits before it sends an entry or heartbeat to a follower that is up to date; at most --heartbeat-timeout")
 }
 
-// validateMembership checks --initial-cluster-state and raft's timeouts,
-// after validateCluster.
+// validateMembership checks --initial-cluster-state and that raft's
+// timeouts are for a node of a cluster, after validateCluster.
 func (o *options) validateMembership() error {
 	switch o.initialClusterState {
 	case clusterStateNew:
@@ -55,6 +55,9 @@ func (o *options) validateMembership() error {
 	if o.peerListen == "" && t != defaultRaftTimeouts {
 		return usagef("the raft timeout flags are for a node of a cluster: give --peer-listen too")
 	}
+	// 0 is no value of theirs (see checkZeros): the server's Config would
+	// read it as raft's default. Their bounds, and how they relate, the
+	// Config checks (Cluster.Replica).
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
@@ -65,20 +68,9 @@ func (o *options) validateMembership() error {
 		{"--leader-lease-timeout", t.leaderLease, replica.MinRaftTimeout},
 		{"--commit-timeout", t.commit, replica.MinCommitTimeout},
 	} {
-		if d.v < d.min {
+		if d.v == 0 {
 			return usagef("%s %v: must be at least %v", d.flag, d.v, d.min)
 		}
-		if d.v > replica.MaxRaftTimeout {
-			return usagef("%s %v: must be at most %v", d.flag, d.v, replica.MaxRaftTimeout)
-		}
-	}
-	switch {
-	case t.leaderLease > t.heartbeat:
-		return usagef("--leader-lease-timeout %v is longer than --heartbeat-timeout %v: raft wants it no longer", t.leaderLease, t.heartbeat)
-	case t.election < t.heartbeat:
-		return usagef("--election-timeout %v is shorter than --heartbeat-timeout %v: raft wants it no shorter", t.election, t.heartbeat)
-	case t.commit > t.heartbeat:
-		return usagef("--commit-timeout %v is longer than --heartbeat-timeout %v: followers would learn of commits more slowly than they hear from the leader", t.commit, t.heartbeat)
 	}
 	return nil
 }

@@ -48,31 +48,31 @@ func TestValidateMembership(t *testing.T) {
 		{"timeouts without a cluster", func(o *options) { o.raftTimeouts.heartbeat = time.Second }, "for a node of a cluster"},
 		{"zero heartbeat", func(o *options) { cluster(o); o.raftTimeouts.heartbeat = 0 }, "--heartbeat-timeout 0s: must be at least"},
 		{"negative election", func(o *options) { cluster(o); o.raftTimeouts.election = -time.Second }, "--election-timeout"},
-		{"tiny leader lease", func(o *options) { cluster(o); o.raftTimeouts.leaderLease = time.Millisecond }, "--leader-lease-timeout 1ms"},
+		{"tiny leader lease", func(o *options) { cluster(o); o.raftTimeouts.leaderLease = time.Millisecond }, "--leader-lease-timeout: Cluster.Replica.LeaderLeaseTimeout 1ms is outside 5ms..1m0s"},
 		{"zero commit", func(o *options) { cluster(o); o.raftTimeouts.commit = 0 }, "--commit-timeout"},
 		{"lease over heartbeat", func(o *options) {
 			cluster(o)
 			o.raftTimeouts.leaderLease = o.raftTimeouts.heartbeat + time.Millisecond
-		}, "longer than --heartbeat-timeout"},
+		}, "--leader-lease-timeout, --heartbeat-timeout: Cluster.Replica.LeaderLeaseTimeout 201ms is longer than HeartbeatTimeout 200ms"},
 		{"election under heartbeat", func(o *options) {
 			cluster(o)
 			o.raftTimeouts.election = o.raftTimeouts.heartbeat - time.Millisecond
-		}, "shorter than --heartbeat-timeout"},
+		}, "--election-timeout, --heartbeat-timeout: Cluster.Replica.ElectionTimeout 199ms is shorter than HeartbeatTimeout 200ms"},
 		{"commit over heartbeat", func(o *options) {
 			cluster(o)
 			o.raftTimeouts.commit = o.raftTimeouts.heartbeat + time.Millisecond
-		}, "--commit-timeout 201ms is longer than --heartbeat-timeout 200ms"},
+		}, "--commit-timeout, --heartbeat-timeout: Cluster.Replica.CommitTimeout 201ms is longer than HeartbeatTimeout 200ms"},
 		{"largest timeouts", func(o *options) {
 			cluster(o)
 			o.raftTimeouts = raftTimeouts{heartbeat: time.Minute, election: time.Minute, leaderLease: time.Minute, commit: time.Minute}
 		}, ""},
-		{"huge election", func(o *options) { cluster(o); o.raftTimeouts.election = 2562047 * time.Hour }, "--election-timeout 2562047h0m0s: must be at most 1m0s"},
+		{"huge election", func(o *options) { cluster(o); o.raftTimeouts.election = 2562047 * time.Hour }, "--election-timeout: Cluster.Replica.ElectionTimeout 2562047h0m0s is outside 5ms..1m0s"},
 		{"heartbeat over a minute", func(o *options) {
 			cluster(o)
 			o.raftTimeouts.heartbeat, o.raftTimeouts.election = time.Minute+time.Millisecond, 2*time.Minute
-		}, "--heartbeat-timeout 1m0.001s: must be at most 1m0s"},
-		{"huge leader lease", func(o *options) { cluster(o); o.raftTimeouts.leaderLease = time.Hour }, "--leader-lease-timeout 1h0m0s: must be at most 1m0s"},
-		{"huge commit", func(o *options) { cluster(o); o.raftTimeouts.commit = time.Hour }, "--commit-timeout 1h0m0s: must be at most 1m0s"},
+		}, "--heartbeat-timeout: Cluster.Replica.HeartbeatTimeout 1m0.001s is outside 5ms..1m0s"},
+		{"huge leader lease", func(o *options) { cluster(o); o.raftTimeouts.leaderLease = time.Hour }, "--leader-lease-timeout: Cluster.Replica.LeaderLeaseTimeout 1h0m0s is outside 5ms..1m0s"},
+		{"huge commit", func(o *options) { cluster(o); o.raftTimeouts.commit = time.Hour }, "--commit-timeout: Cluster.Replica.CommitTimeout 1h0m0s is outside 1ms..1m0s"},
 	} {
 		o := good()
 		tc.change(o)

@@ -57,12 +57,10 @@ func (p *peerOptions) set() string {
 	return ""
 }
 
-// validate checks the flags of node self and parses --peer-route.
+// validate checks the flags of node self and parses --peer-route. The
+// snapshot settings the server's Config checks (Cluster.Replica).
 func (p *peerOptions) validate(self string) error {
 	p.routeMap = nil
-	if p.snapshotInterval < 0 || (p.snapshotInterval > 0 && (p.snapshotInterval < replica.MinSnapshotInterval || p.snapshotInterval > replica.MaxSnapshotInterval)) {
-		return usagef("--snapshot-interval %v: must be 0 (the default) or %v to %v", p.snapshotInterval, replica.MinSnapshotInterval, replica.MaxSnapshotInterval)
-	}
 	if p.walSegmentSize < 0 {
 		return usagef("--wal-segment-size %d: must be 0 (the default) or positive", p.walSegmentSize)
 	}

@@ -43,7 +43,7 @@ func TestValidatePeerFlags(t *testing.T) {
 		{func(o *options) { o.peer.routes = []string{"n2=127.0.0.1:1", "n2=127.0.0.1:2"} }, "twice"},
 		{func(o *options) { o.peer.snapshotInterval = time.Millisecond }, "--snapshot-interval"},
 		{func(o *options) { o.peer.snapshotInterval = -time.Second }, "--snapshot-interval"},
-		{func(o *options) { o.peer.snapshotInterval = 25 * time.Hour }, "--snapshot-interval 25h0m0s: must be 0 (the default) or 5ms to 24h0m0s"},
+		{func(o *options) { o.peer.snapshotInterval = 25 * time.Hour }, "--snapshot-interval: Cluster.Replica.SnapshotInterval 25h0m0s is outside 5ms..24h0m0s"},
 		{func(o *options) { o.peer.walSegmentSize = -1 }, "--wal-segment-size"},
 	} {
 		o := node()
