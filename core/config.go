@@ -188,8 +188,10 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case c.Epsilon < 0:
+		//lint:ignore ST1005 the error begins with the name of the field
 		return fmt.Errorf("Epsilon %v is negative", c.Epsilon)
 	case c.Epsilon > MaxEpsilon:
+		//lint:ignore ST1005 the error begins with the name of the field
 		return fmt.Errorf("Epsilon %v is longer than %v, the longest allowed", c.Epsilon, MaxEpsilon)
 	case c.HorizonStep <= 0:
 		return fmt.Errorf("HorizonStep %v is not positive", c.HorizonStep)

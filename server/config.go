@@ -469,6 +469,7 @@ func (c Config) validate() error {
 	}
 	if c.Cluster != nil {
 		if c.Store != nil {
+			//lint:ignore ST1005 the error begins with the name of the field
 			return errors.New("Store: a node of a cluster keeps its state in its data folder; Store must be nil")
 		}
 		if err := c.Cluster.Validate(); err != nil {

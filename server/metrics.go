@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -181,12 +180,6 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descApplied, float64(rs.AppliedIndex))
 	}
 	counter(descLeaderChanges, s.node.LeaderChanges())
-}
-
-// parseStat reads a number from raft's Stats, 0 if it is not one.
-func parseStat(v string) float64 {
-	n, _ := strconv.ParseUint(v, 10, 64)
-	return float64(n)
 }
 
 // ready reports why this node cannot serve clients now, nil if it can
