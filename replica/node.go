@@ -259,6 +259,13 @@ var _ store.Store = (*Node)(nil)
 // Open opens, or creates, the node's state in cfg.Dir and starts raft.
 // A node with no log bootstraps the cluster of cfg.Bootstrap.
 func Open(cfg Config) (_ *Node, err error) {
+	if cfg.Network != nil {
+		defer func() {
+			if err != nil {
+				cfg.Network.Listener.Close() // the node owns it from Open on
+			}
+		}()
+	}
 	if cfg.ID == "" {
 		return nil, errors.New("replica: Config.ID is required")
 	}

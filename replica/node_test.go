@@ -2,9 +2,11 @@ package replica_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -454,5 +456,32 @@ func TestOpenRefusesBadTimeouts(t *testing.T) {
 		ApplyTimeout: replica.MaxApplyTimeout, SnapshotInterval: replica.MaxSnapshotInterval}
 	if err := largest.Validate(); err != nil {
 		t.Errorf("the largest timeouts: %v", err)
+	}
+}
+
+// TestOpenClosesThePeerListener: the node owns its peer port's listener
+// from Open on, so an Open that fails, here on a config it refuses, closes
+// it: the port is free for the next try.
+func TestOpenClosesThePeerListener(t *testing.T) {
+	for name, cfg := range map[string]replica.Config{
+		"no ID":           {Dir: t.TempDir()},
+		"a bad timeout":   {Dir: t.TempDir(), ID: "n1", HeartbeatTimeout: time.Hour},
+		"a bad advertise": {Dir: t.TempDir(), ID: "n1"},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		adv := ln.Addr().String()
+		if name == "a bad advertise" {
+			adv = "no port"
+		}
+		cfg.Network = &replica.Network{Listener: ln, Advertise: adv}
+		if _, err := replica.Open(cfg); err == nil {
+			t.Fatalf("%s: Open succeeded", name)
+		}
+		if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("%s: the listener is open after Open failed: Accept = %v", name, err)
+		}
 	}
 }
