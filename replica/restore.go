@@ -1,5 +1,5 @@
 // Restore a data folder from a snapshot stream (leased restore): a new node's database and raft snapshot.
-// Node.Snapshot, the view a backup streams, is here too; raft's own snapshots are in snapshot.go.
+// Node.Snapshot, the view a backup streams, and raft's own snapshots are in snapshot.go.
 
 package replica
 
@@ -171,16 +171,4 @@ func emptyDir(dir string) (created bool, err error) {
 		return false, fmt.Errorf("replica: restore into %s: %w (it holds %s); restore makes a new node's folder", dir, ErrNotEmpty, entries[0].Name())
 	}
 	return false, nil
-}
-
-// Snapshot makes the node's applied state durable and returns a view of it
-// as it is now, at its applied index, which the caller streams
-// (store.Snapshot.WriteTo) while the node goes on applying entries, and
-// must Release. A node whose state machine stopped has no consistent state
-// to give.
-func (n *Node) Snapshot() (*store.Snapshot, error) {
-	if err := n.fsm.stoppedErr(); err != nil {
-		return nil, err
-	}
-	return n.db.Snapshot()
 }

@@ -1,5 +1,6 @@
 // A raft snapshot written and restored: the FSM streams its badger database into raft's snapshot store
-// (store.Snapshot) and replaces it with a snapshot raft hands it (store.Badger.Restore).
+// (store.Snapshot) and replaces it with a snapshot raft hands it (store.Badger.Restore); and the view of
+// the applied state that a backup streams (Node.Snapshot).
 
 package replica
 
@@ -72,3 +73,15 @@ func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s fsmSnapshot) Release() { s.s.Release() }
+
+// Snapshot makes the node's applied state durable and returns a view of it
+// as it is now, at its applied index, which the caller streams
+// (store.Snapshot.WriteTo) while the node goes on applying entries, and
+// must Release. A node whose state machine stopped has no consistent state
+// to give.
+func (n *Node) Snapshot() (*store.Snapshot, error) {
+	if err := n.fsm.stoppedErr(); err != nil {
+		return nil, err
+	}
+	return n.db.Snapshot()
+}
