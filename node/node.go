@@ -99,7 +99,7 @@ type Node struct {
 
 	leaderChanges atomic.Uint64
 
-	stop      chan struct{} // closed by Close
+	stop      chan struct{} // closed by BeginStop
 	stopOnce  sync.Once
 	loops     sync.WaitGroup // the leadership loop and the disk watch
 	closeOnce sync.Once
@@ -314,13 +314,17 @@ func (n *Node) dropLead() {
 }
 
 // BeginStop makes the node start no core from now on, and the core that
-// serves refuse new writes (core.Core.BeginStop). The host calls it when
-// it begins to close.
+// serves refuse new writes (core.Core.BeginStop); it stops the leadership
+// loop and the disk watch, so that the core that serves now serves until
+// Close, whatever raft does meanwhile: the host's sessions end as its
+// shutdown says, not as a lost lead would. The host calls it when it
+// begins to close.
 func (n *Node) BeginStop() {
 	n.mu.Lock()
 	n.closing = true
 	c := n.core
 	n.mu.Unlock()
+	n.stopOnce.Do(func() { close(n.stop) })
 	if c != nil {
 		c.BeginStop()
 	}
@@ -333,7 +337,6 @@ func (n *Node) BeginStop() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.BeginStop()
-		n.stopOnce.Do(func() { close(n.stop) })
 		n.loops.Wait() // no core starts after this
 		var errs []error
 		n.mu.Lock()
