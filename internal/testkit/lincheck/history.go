@@ -89,14 +89,19 @@ func (s Summary) String() string {
 // so are the writes of a key with TTL leases: a write there also attaches
 // the key to a lease or detaches it, which shows when the lease ends
 // (the key deleted, or not, and the revocation's revision), though nobody
-// read its value.
+// read its value. So is a write called before a compare-and-swap on its
+// key that mismatched returned: the mismatch may be the write's effect
+// (the key exists, or moved past the version last read), seen without its
+// value. No other outcome needs a write of unknown outcome to have taken
+// effect.
 func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 	r.mu.Lock()
 	ops := append([]porcupine.Operation(nil), r.ops...)
 	r.mu.Unlock()
 	type kv struct{ key, value string }
 	seen := make(map[kv]bool)
-	leased := make(map[string]bool) // keys with TTL leases
+	leased := make(map[string]bool)      // keys with TTL leases
+	mismatched := make(map[string]int64) // key → latest return of a CAS that mismatched
 	var end int64
 	for _, op := range ops {
 		end = max(end, op.Return, op.Call)
@@ -106,6 +111,9 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 		}
 		if in.Kind >= Grant {
 			leased[in.Key] = true
+		}
+		if in.Kind == CAS && out.Outcome == Mismatch {
+			mismatched[in.Key] = max(mismatched[in.Key], op.Return)
 		}
 	}
 	var s Summary
@@ -120,7 +128,7 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 			s.Unknown++
 			valued := in.Kind == Put || in.Kind == CAS || in.Kind == FencedPut || in.Kind == LeasePut
 			if in.Kind != Delete && in.Kind != FencedDelete && in.Kind != Acquire && in.Kind != Revoke &&
-				!seen[kv{in.Key, in.Value}] && !(valued && leased[in.Key]) {
+				!seen[kv{in.Key, in.Value}] && !(valued && leased[in.Key]) && mismatched[in.Key] <= op.Call {
 				s.Unneeded++
 				continue
 			}

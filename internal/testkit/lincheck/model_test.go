@@ -228,11 +228,11 @@ func TestRecorderHistory(t *testing.T) {
 	end(0, put("a", "x"), wrote(1))
 	end(1, get("a"), cached("x", 1))
 	end(1, get("a"), Output{Outcome: NoEffect, Err: "unavailable"})
-	end(0, put("a", "lost"), outcome(Unknown))
 	end(0, put("a", "seen"), outcome(Unknown))
 	end(0, del("a"), outcome(Unknown))
 	end(2, get("a"), read("seen", 9))
 	end(2, cas("a", 1, "z"), outcome(Mismatch))
+	end(0, put("a", "lost"), outcome(Unknown)) // after the mismatch: nothing can see it
 
 	h, s := r.History()
 	want := Summary{Ops: 6, Reads: 2, Cached: 1, Writes: 1, Refused: 1, Unknown: 3, Unneeded: 1}
@@ -259,6 +259,46 @@ func TestRecorderHistory(t *testing.T) {
 	}
 	if res, err := Check(h, time.Minute, filepath.Join(t.TempDir(), "viz.html")); res != porcupine.Ok || err != nil {
 		t.Errorf("Check = %s, %v; want Ok", res, err)
+	}
+}
+
+// TestRecorderHistoryMismatch checks that a write of unknown outcome that
+// nobody read stays in the history when a compare-and-swap on its key
+// mismatched after its call: the mismatch may be its effect. Left out,
+// each history would be illegal: a CAS of an absent key expecting 0, or of
+// a key at the version just read, cannot mismatch unless a write took
+// effect in between (TestLinearizableCluster/cut, where the write was a
+// fenced put that a deposed leader appended and the next one committed).
+func TestRecorderHistoryMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  []porcupine.Operation
+	}{
+		{"absent key, expecting 0", []porcupine.Operation{
+			op(0, 0, 10, acquire("a"), granted(2)),
+			op(0, 20, 30, fdel("a", 2), wrote(22)),
+			op(1, 31, 35, get("a"), absent(22)),
+			op(0, 40, 50, fput("a", "unread", 2), outcome(Unknown)),
+			op(0, 60, 70, cas("a", 0, "z"), outcome(Mismatch)),
+		}},
+		{"version just read", []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(1, 20, 30, get("a"), read("x", 1)),
+			op(0, 40, 50, put("a", "unread"), outcome(Unknown)),
+			op(1, 60, 70, cas("a", 1, "z"), outcome(Mismatch)),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecorder()
+			r.ops = tc.ops
+			h, s := r.History()
+			if s.Unneeded != 0 {
+				t.Errorf("%d operations left out, want 0", s.Unneeded)
+			}
+			if res, err := Check(h, time.Minute, filepath.Join(t.TempDir(), "viz.html")); res != porcupine.Ok {
+				t.Errorf("Check = %s, %v; want Ok", res, err)
+			}
+		})
 	}
 }
 
