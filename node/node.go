@@ -1,10 +1,10 @@
-// Package node owns one leased node's life, from Open to Close: it opens
-// the node's state (a replica: raft over badger, in the data folder; or,
-// for tests, the store.Store it is given, Config.Store), runs the
-// leadership loop that makes a core for each term in which the node leads
-// and closes it when the term ends, and owns what else a node does beside
-// serving requests: membership changes and handing over the lead, backups,
-// the disk guard, and its status and health.
+// Package node owns one leased node's life, from New to Close: it takes
+// the data folder (New), opens the node's state (Open: a replica, raft over
+// badger in the data folder; or, for tests, the store.Store it is given,
+// Config.Store), runs the leadership loop that makes a core for each term
+// in which the node leads and closes it when the term ends, and owns what
+// else a node does beside serving requests: membership changes and handing
+// over the lead, backups, the disk guard, and its status and health.
 //
 // A server alone is a cluster of one node: the same Open, the same first
 // step of the loop (takeLead), the same ownership rule. It leads from Open
@@ -51,9 +51,9 @@ type Host interface {
 	// send clients to.
 	ClientAddr() string
 	// Drop ends every session served by core c, which no longer serves,
-	// with err, and returns once they have ended: c must outlive its
-	// sessions (core.Core.Close).
-	Drop(c *core.Core, err error)
+	// with err, and returns how many it ended, once they have ended: c
+	// must outlive its sessions (core.Core.Close).
+	Drop(c *core.Core, err error) int
 	// Stop stops serving clients for good, because of why (ErrRemoved,
 	// ErrStateMachineStopped or ErrDataFolderLost, wrapped). It must not
 	// wait for the node.
@@ -91,6 +91,8 @@ type Node struct {
 	st store.Store
 	// guard watches the data folder (disk.go); nil with Config.Store.
 	guard *diskguard.Guard
+	// peerLn is Cluster.PeerListener until Open hands it to the replica.
+	peerLn net.Listener
 
 	mu      sync.Mutex // guards core, term and closing
 	core    *core.Core // serves now; nil while the node does not lead
@@ -106,50 +108,66 @@ type Node struct {
 	closeErr  error
 }
 
-// Open opens the node's state in cfg.Dir (or takes cfg.Store) and starts
-// its disk guard. A node alone waits until it leads and starts its core
-// (the loop's first step), so that it serves as soon as Open returns; a
-// node of a cluster starts serving once Start's loop finds it leads. host
-// serves the node's cores; Open calls only its Invalidate and Recall
-// (through a core). On error everything Open opened is closed, and so is
-// cfg.Store.
-func Open(cfg Config, host Host) (_ *Node, err error) {
+// New makes the node of cfg and takes its data folder: it starts the disk
+// guard, which refuses a folder another process holds, or a file system
+// with less free than the reserve. It opens nothing else, so that the host
+// may bind its socket between New and Open. The node owns cfg.Store and
+// cfg.Cluster.PeerListener from New on: it closes them in Close, and a New
+// that fails closes them too.
+func New(cfg Config) (_ *Node, err error) {
 	cfg.Clock = clock.OrReal(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, host: host, st: cfg.Store, stop: make(chan struct{})}
-	defer func() {
-		if err != nil {
-			n.closeState()
-		}
-	}()
+	n := &Node{cfg: cfg, log: cfg.Logger, st: cfg.Store, stop: make(chan struct{})}
+	if cfg.Cluster != nil {
+		n.peerLn = cfg.Cluster.PeerListener
+	}
 	if cfg.Store == nil {
 		if n.guard, err = openGuard(cfg); err != nil {
-			return nil, err
-		}
-		if n.rep, err = openReplica(cfg); err != nil {
-			return nil, err
-		}
-		n.st = n.rep
-	}
-	if cfg.Cluster == nil {
-		if err := n.takeLead(); err != nil {
+			n.closeState()
 			return nil, err
 		}
 	}
 	return n, nil
 }
 
+// Open opens the node's state in its data folder (or takes Config.Store).
+// A node alone waits until it leads and starts its core (the loop's first
+// step), so that it serves as soon as Open returns; a node of a cluster
+// starts serving once Start's loop finds it leads. host serves the node's
+// cores; Open calls only its Invalidate and Recall (through a core). An
+// Open that fails closes the node (Close).
+func (n *Node) Open(host Host) (err error) {
+	n.host = host
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if n.cfg.Store == nil {
+		ln := n.peerLn
+		n.peerLn = nil // the replica owns it from here on, whatever it returns
+		if n.rep, err = openReplica(n.cfg, ln); err != nil {
+			return err
+		}
+		n.st = n.rep
+	}
+	if n.cfg.Cluster == nil {
+		return n.takeLead()
+	}
+	return nil
+}
+
 // openReplica opens the node's replica: of a cluster on its peer port,
 // or of a node alone, which talks to no peer.
-func openReplica(cfg Config) (*replica.Node, error) {
+// ln is Cluster.PeerListener, or nil to listen on Cluster.PeerAddr.
+func openReplica(cfg Config, ln net.Listener) (*replica.Node, error) {
 	cl := cfg.Cluster
 	if cl == nil {
 		return replica.Open(replica.Config{Dir: cfg.Dir, ID: soloName, Clock: cfg.Clock, Logger: cfg.Logger,
 			HeartbeatTimeout: soloTimeout, ElectionTimeout: soloTimeout, LeaderLeaseTimeout: soloTimeout})
 	}
-	ln := cl.PeerListener
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", cl.PeerAddr); err != nil {
@@ -308,8 +326,8 @@ func (n *Node) dropLead() {
 		return
 	}
 	n.leaderChanges.Add(1)
-	n.log.Info("no longer leading the cluster", "node", n.cfg.Cluster.Name)
-	n.host.Drop(c, n.NotLeader())
+	closed := n.host.Drop(c, n.NotLeader())
+	n.log.Info("no longer leading the cluster", "node", n.cfg.Cluster.Name, "sessions_closed", closed)
 	c.Close()
 }
 
@@ -352,12 +370,15 @@ func (n *Node) Close() error {
 	return n.closeErr
 }
 
-// closeState closes the node's state: its replica or Config.Store, and
-// the disk guard.
+// closeState closes the node's state: its replica or Config.Store, the
+// peer listener if the replica never had it, and the disk guard.
 func (n *Node) closeState() error {
 	var err error
 	if n.st != nil {
 		err = n.st.Close()
+	}
+	if n.peerLn != nil {
+		n.peerLn.Close()
 	}
 	if n.guard != nil {
 		n.guard.Close()
@@ -370,6 +391,12 @@ func (n *Node) closeState() error {
 // keeps its core until Close, which the host's stop leads to: its
 // sessions end with the server.)
 func (n *Node) leave(why error) {
+	// No core starts from here on, while the lead is dropped: the loop
+	// and the disk watch stop.
+	n.mu.Lock()
+	n.closing = true
+	n.mu.Unlock()
+	n.stopOnce.Do(func() { close(n.stop) })
 	if n.cfg.Cluster != nil {
 		n.dropLead()
 	}

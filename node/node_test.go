@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -23,10 +24,11 @@ type host struct {
 func (*host) Invalidate(core.SessionID, []string)   {}
 func (*host) Recall(core.SessionID, string, uint64) {}
 func (*host) ClientAddr() string                    { return "127.0.0.1:7400" }
-func (h *host) Drop(c *core.Core, _ error) {
+func (h *host) Drop(c *core.Core, _ error) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dropped = append(h.dropped, c)
+	return 0
 }
 func (h *host) Stop(why error) {
 	h.mu.Lock()
@@ -39,6 +41,18 @@ func coreConfig(dir string) core.Config {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// open makes the node of cfg and opens it with h, as package server does.
+func open(cfg Config, h Host) (*Node, error) {
+	n, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.Open(h); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
 
 // closeCounter is a store that counts its Close calls.
 type closeCounter struct {
@@ -61,7 +75,7 @@ func TestNodeOverStore(t *testing.T) {
 	dir := t.TempDir()
 	st := &closeCounter{Memory: store.NewMemory()}
 	h := &host{}
-	n, err := Open(Config{Dir: dir, Core: coreConfig(dir), Store: st, Logger: quiet()}, h)
+	n, err := open(Config{Dir: dir, Core: coreConfig(dir), Store: st, Logger: quiet()}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,18 +125,18 @@ func TestNodeOverStore(t *testing.T) {
 // same folder is refused while the first runs.
 func TestNodeAloneOnReplica(t *testing.T) {
 	dir := t.TempDir()
-	open := func() *Node {
+	reopen := func() *Node {
 		t.Helper()
-		n, err := Open(Config{Dir: dir, Core: coreConfig(dir), QuotaBytes: -1, ReserveBytes: -1, Logger: quiet()}, &host{})
+		n, err := open(Config{Dir: dir, Core: coreConfig(dir), QuotaBytes: -1, ReserveBytes: -1, Logger: quiet()}, &host{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		n.Start()
 		return n
 	}
-	n := open()
-	if _, err := Open(Config{Dir: dir, Core: coreConfig(dir), QuotaBytes: -1, ReserveBytes: -1, Logger: quiet()}, &host{}); err == nil {
-		t.Fatal("a second node opened a data folder in use")
+	n := reopen()
+	if _, err := New(Config{Dir: dir, Core: coreConfig(dir), QuotaBytes: -1, ReserveBytes: -1, Logger: quiet()}); err == nil {
+		t.Fatal("a second node took a data folder in use")
 	}
 	done := make(chan error, 1)
 	req := &core.Request{Session: 1, Key: []byte("k"), Value: []byte("v"), Op: store.OpPut,
@@ -153,10 +167,52 @@ func TestNodeAloneOnReplica(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	n = open()
+	n = reopen()
 	defer n.Close()
 	rec, _, err := n.Core().Read(2, []byte("k"))
 	if err != nil || !rec.Found || string(rec.Value) != "v" {
 		t.Fatalf("read after a restart: %+v, %v", rec, err)
+	}
+}
+
+// TestNodeClosesWhatItOwns: from New on, the node owns the peer listener
+// and a given store: a node closed before Open (its host could not bind its
+// socket) closes them, and so does a New that fails (here on a data folder
+// another node holds).
+func TestNodeClosesWhatItOwns(t *testing.T) {
+	dir := t.TempDir()
+	cluster := func() (*Cluster, net.Listener) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Cluster{Name: "n1", PeerAddr: ln.Addr().String(), PeerListener: ln}, ln
+	}
+	cl, ln := cluster()
+	n, err := New(Config{Dir: dir, Core: coreConfig(dir), Cluster: cl, QuotaBytes: -1, ReserveBytes: -1, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl2, ln2 := cluster()
+	if _, err := New(Config{Dir: dir, Core: coreConfig(dir), Cluster: cl2, QuotaBytes: -1, ReserveBytes: -1, Logger: quiet()}); err == nil {
+		t.Fatal("a second node took a data folder in use")
+	}
+	if _, err := ln2.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("the peer listener of a New that failed is open: Accept = %v", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("the peer listener of a node closed before Open is open: Accept = %v", err)
+	}
+	st := &closeCounter{Memory: store.NewMemory()}
+	n, err = New(Config{Dir: t.TempDir(), Core: coreConfig(dir), Store: st, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	if st.closed != 1 {
+		t.Errorf("a node closed before Open closed its store %d times, want once", st.closed)
 	}
 }

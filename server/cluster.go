@@ -43,12 +43,12 @@ func (s *Server) Leads() bool { return s.node.Leads() }
 func (s *Server) ClientAddr() string { return s.Addr().String() }
 
 // Drop closes the sessions of core c, which no longer serves, with err,
-// and returns once they have ended. The node calls it (node.Host) before
+// and returns how many, once they have ended. The node calls it (node.Host) before
 // it closes c: a session that ends after c would abandon its writes into
 // a core that no longer commits them, and their writers, and the bytes
 // they hold against MaxTotalInflightBytes, would never be answered. Their
 // connections are closed, so they end at once.
-func (s *Server) Drop(c *core.Core, err error) {
+func (s *Server) Drop(c *core.Core, err error) int {
 	s.smu.Lock()
 	var gone []*session
 	for _, sess := range s.sessions {
@@ -57,13 +57,13 @@ func (s *Server) Drop(c *core.Core, err error) {
 		}
 	}
 	s.smu.Unlock()
-	s.log.Info("closing the sessions of the term that ended", "sessions_closed", len(gone))
 	for _, sess := range gone {
 		sess.closeWith(err)
 	}
 	for _, sess := range gone {
 		<-sess.ended
 	}
+	return len(gone)
 }
 
 // Stop stops serving because of why, which Serve then returns. The node

@@ -98,15 +98,22 @@ type Server struct {
 	serving   sync.WaitGroup // accept loop and sessions
 }
 
-// New opens the data folder, creates or loads TLS, opens the node (its
-// state, and the core of a server alone), binds the UDP socket and returns
-// a Server ready to Serve. It owns cfg.Store from the start: on error it is
-// closed.
+// New opens the data folder, creates or loads TLS, takes the data folder
+// (node.New: its lock and the disk guard), binds the UDP socket, opens the
+// node's state (and the core of a server alone) and returns a Server ready
+// to Serve. It owns cfg.Store and cfg.Cluster.PeerListener from the start:
+// on error they are closed.
 func New(cfg Config) (_ *Server, err error) {
-	handed := false // whether node.Open has cfg.Store, which it closes from then on
+	handed := false // whether node.New has cfg.Store and the peer listener, which it closes from then on
 	defer func() {
-		if err != nil && cfg.Store != nil && !handed {
+		if err == nil || handed {
+			return
+		}
+		if cfg.Store != nil {
 			cfg.Store.Close()
+		}
+		if cfg.Cluster != nil && cfg.Cluster.PeerListener != nil {
+			cfg.Cluster.PeerListener.Close()
 		}
 	}()
 	cfg = cfg.withDefaults()
@@ -146,11 +153,19 @@ func New(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("leased: %w", err)
 	}
-	// Bind first: a busy address fails at once, before the store starts.
+	// The data folder first, then the address: a second server on a
+	// folder in use is told so, whatever address it asks for.
+	handed = true
+	nd, err := node.New(cfg.nodeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("leased: %w", err)
+	}
+	// Bind next: a busy address fails at once, before the store starts.
 	pc := cfg.PacketConn
 	var udp net.PacketConn
 	if pc == nil {
 		if pc, err = listenUDP(cfg.Addr); err != nil {
+			nd.Close()
 			return nil, fmt.Errorf("leased: %w", err)
 		}
 		udp = pc
@@ -161,6 +176,7 @@ func New(cfg Config) (_ *Server, err error) {
 		}
 	}
 	s := &Server{
+		node:     nd,
 		udp:      udp,
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -171,9 +187,8 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	s.policy.Store(policy)
 	// A server alone serves from here on; a node of a cluster once it
-	// leads (node.Node.Start).
-	handed = true
-	if s.node, err = node.Open(cfg.nodeConfig(), s); err != nil {
+	// leads (node.Node.Start). An Open that fails closes the node.
+	if err := nd.Open(s); err != nil {
 		closeUDP()
 		return nil, fmt.Errorf("leased: %w", err)
 	}

@@ -470,10 +470,14 @@ func TestSecondServerSameFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := clitest.Cmd{}.Run(t, bins.Leased, "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "--data", data)
-	expectError(t, r, 1, "is another leased already running on this folder?")
-	if !strings.Contains(r.Stderr, "leased.lock") {
-		t.Errorf("the error does not name the lock file: %s", r.Stderr)
+	// On another address, and on the same one (two `go run ./cmd/leased`
+	// in one folder): the folder is named first.
+	for _, addr := range []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), srv.Addr} {
+		r := clitest.Cmd{}.Run(t, bins.Leased, "--listen", addr, "--data", data)
+		expectError(t, r, 1, "is another leased already running on this folder?")
+		if !strings.Contains(r.Stderr, "leased.lock") {
+			t.Errorf("on %s, the error does not name the lock file: %s", addr, r.Stderr)
+		}
 	}
 	if r := srv.Ctl(t, "get", "k"); r.Code != 0 || !strings.Contains(r.Stdout, "v") {
 		t.Fatalf("the first server stopped serving: status %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
