@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 
 	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
@@ -15,8 +16,9 @@ import (
 
 // Snapshot takes a consistent view of the applied state, for a backup:
 // on the leader of a cluster or on a node alone. A follower returns the
-// NotLeaderError that names the leader; a node over Config.Store takes
-// none. The caller releases the snapshot.
+// NotLeaderError that names the leader, a node over Config.Store
+// ErrInvalidArgument (it takes none), and a replica that cannot take one
+// ErrUnavailable. The caller releases the snapshot.
 func (n *Node) Snapshot() (*store.Snapshot, error) {
 	switch {
 	case n.rep == nil:
@@ -24,7 +26,11 @@ func (n *Node) Snapshot() (*store.Snapshot, error) {
 	case n.cfg.Cluster != nil && !n.rep.IsLeader():
 		return nil, n.NotLeader()
 	}
-	return n.rep.Snapshot()
+	snap, err := n.rep.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("%w: take a snapshot: %v", ErrUnavailable, err)
+	}
+	return snap, nil
 }
 
 // Restore makes dir, which must be missing or empty, the data folder of a
@@ -38,17 +44,10 @@ func (n *Node) Snapshot() (*store.Snapshot, error) {
 // dir that holds anything replica.ErrNotEmpty; either way dir is left as
 // it was.
 func Restore(dir string, snapshot io.Reader, name string, peers []Peer, bump uint64, log *slog.Logger) (store.Summary, error) {
-	members := []replica.Member{{ID: soloName, Address: soloName, Voter: true}}
-	if peers != nil {
-		members = members[:0]
-		self := false
-		for _, p := range peers {
-			members = append(members, replica.Member{ID: p.Name, Address: p.Addr, Voter: true})
-			self = self || p.Name == name
-		}
-		if !self {
-			return store.Summary{}, fmt.Errorf("%w: the initial members do not name this node %q", ErrInvalidArgument, name)
-		}
+	if peers == nil {
+		peers = []Peer{{Name: soloName, Addr: soloName}}
+	} else if !slices.ContainsFunc(peers, func(p Peer) bool { return p.Name == name }) {
+		return store.Summary{}, fmt.Errorf("%w: the initial members do not name this node %q", ErrInvalidArgument, name)
 	}
-	return replica.Restore(dir, snapshot, members, bump, log)
+	return replica.Restore(dir, snapshot, members(peers), bump, log)
 }

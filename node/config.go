@@ -168,12 +168,16 @@ func (c *Cluster) validatePeerRoutes() error {
 }
 
 // members is the initial cluster as the replica takes it; nil for nil.
-func (c *Cluster) members() []replica.Member {
-	if c.Peers == nil {
+func (c *Cluster) members() []replica.Member { return members(c.Peers) }
+
+// members returns peers as replica members, every one a voter; nil for
+// nil.
+func members(peers []Peer) []replica.Member {
+	if peers == nil {
 		return nil
 	}
-	ms := make([]replica.Member, 0, len(c.Peers))
-	for _, p := range c.Peers {
+	ms := make([]replica.Member, 0, len(peers))
+	for _, p := range peers {
 		ms = append(ms, replica.Member{ID: p.Name, Address: p.Addr, Voter: true})
 	}
 	return ms

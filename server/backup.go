@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,12 +31,8 @@ const snapshotStall = 30 * time.Second
 func (ss *session) saveSnapshot(m *protocol.SnapshotSave) protocol.Message {
 	s := ss.srv
 	snap, err := s.node.Snapshot()
-	var nl node.NotLeaderError
-	switch {
-	case errors.As(err, &nl), errors.Is(err, node.ErrInvalidArgument):
+	if err != nil {
 		return okOrError(m.ID, err)
-	case err != nil:
-		return errorReply(m.ID, fmt.Errorf("%w: take a snapshot: %v", errUnavailable, err))
 	}
 	defer snap.Release()
 	ctx, cancel := context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
