@@ -23,6 +23,8 @@
 //	        rights: [read]
 //	  ops:
 //	    admin: true         # cluster membership and snapshots
+//	  prometheus:
+//	    metrics: true       # scrape /metrics off loopback
 //	  "*":                  # every client with a certificate
 //	    keys:
 //	      - prefix: /public/
@@ -67,13 +69,22 @@ const (
 	TTLLease
 	// Admin is not tied to keys: change the cluster's members, hand over
 	// its lead, and save snapshots of every key. A grant gives it with
-	// `admin: true`.
+	// `admin: true`. It includes Metrics.
 	Admin
+	// Metrics is not tied to keys: scrape the operator's listener
+	// (/metrics, and the profiles) when it is not on loopback, where it
+	// asks for client certificates. A grant gives it with `metrics: true`;
+	// Admin includes it.
+	Metrics
 )
 
 // rightNames are the names of the rights in policy files and errors, in
-// the order of their bits.
-var rightNames = []string{"read", "write", "write-lease", "ttl-lease", "admin"}
+// the order of their bits; the first keyRights are those tied to keys.
+var rightNames = []string{"read", "write", "write-lease", "ttl-lease", "admin", "metrics"}
+
+// keyRights is the number of rights tied to keys, which a grant of keys
+// names: the first of rightNames.
+const keyRights = 4
 
 // String returns the names of the rights in r, joined by "+".
 func (r Right) String() string {
@@ -89,10 +100,10 @@ func (r Right) String() string {
 	return strings.Join(names, "+")
 }
 
-// parseRight returns the key right named s. Admin is not one: it is given
-// with `admin: true`.
+// parseRight returns the key right named s. Admin and Metrics are not
+// ones: they are given with `admin: true` and `metrics: true`.
 func parseRight(s string) (Right, bool) {
-	for i, n := range rightNames[:len(rightNames)-1] {
+	for i, n := range rightNames[:keyRights] {
 		if s == n {
 			return 1 << i, true
 		}
@@ -120,8 +131,8 @@ type Policy struct {
 
 // grants are the rights of one identity.
 type grants struct {
-	admin bool
-	keys  []grant
+	admin, metrics bool
+	keys           []grant
 }
 
 // grant is a set of rights on the keys under one prefix.
@@ -136,8 +147,9 @@ type file struct {
 }
 
 type fileClient struct {
-	Admin bool        `yaml:"admin"`
-	Keys  []fileGrant `yaml:"keys"`
+	Admin   bool        `yaml:"admin"`
+	Metrics bool        `yaml:"metrics"`
+	Keys    []fileGrant `yaml:"keys"`
 }
 
 type fileGrant struct {
@@ -179,7 +191,7 @@ func Parse(data []byte, source string) (*Policy, error) {
 		if id == "" || len(id) > maxIdentity || strings.ContainsFunc(id, unicode.IsControl) {
 			return nil, bad("client %q: an identity is a certificate's CommonName, 1 to %d printable characters", id, maxIdentity)
 		}
-		g := &grants{admin: c.Admin}
+		g := &grants{admin: c.Admin, metrics: c.Metrics}
 		for i, fg := range c.Keys {
 			if fg.Prefix == nil {
 				return nil, bad(`client %q, grant %d: no prefix (use prefix: "" for every key)`, id, i+1)
@@ -188,17 +200,17 @@ func Parse(data []byte, source string) (*Policy, error) {
 				return nil, bad(`client %q, grant %d (prefix %q): a prefix is matched byte for byte, not as a pattern: write "/app/" for the keys under /app/, or "" for every key`, id, i+1, *fg.Prefix)
 			}
 			if len(fg.Rights) == 0 {
-				return nil, bad("client %q, grant %d (prefix %q): no rights; want some of %s", id, i+1, *fg.Prefix, strings.Join(rightNames[:len(rightNames)-1], ", "))
+				return nil, bad("client %q, grant %d (prefix %q): no rights; want some of %s", id, i+1, *fg.Prefix, strings.Join(rightNames[:keyRights], ", "))
 			}
 			var r Right
 			for _, name := range fg.Rights {
 				one, ok := parseRight(name)
 				if !ok {
 					hint := ""
-					if name == "admin" {
-						hint = " (admin is not tied to keys: give the client admin: true)"
+					if name == "admin" || name == "metrics" {
+						hint = fmt.Sprintf(" (%s is not tied to keys: give the client %s: true)", name, name)
 					}
-					return nil, bad("client %q, grant %d (prefix %q): unknown right %q; want %s%s", id, i+1, *fg.Prefix, name, strings.Join(rightNames[:len(rightNames)-1], ", "), hint)
+					return nil, bad("client %q, grant %d (prefix %q): unknown right %q; want %s%s", id, i+1, *fg.Prefix, name, strings.Join(rightNames[:keyRights], ", "), hint)
 				}
 				r |= one
 			}
@@ -243,7 +255,10 @@ func (p *Policy) Rights(client string, key []byte) Right {
 			}
 		}
 		if g.admin {
-			r |= Admin
+			r |= Admin | Metrics
+		}
+		if g.metrics {
+			r |= Metrics
 		}
 	}
 	return r
@@ -251,16 +266,18 @@ func (p *Policy) Rights(client string, key []byte) Right {
 
 // Check returns nil if client has right on key, and otherwise an error
 // wrapping ErrPermissionDenied that names the client, the key and the
-// right. For Admin, key is ignored.
+// right. For Admin and Metrics, which are not tied to keys, key is
+// ignored.
 func (p *Policy) Check(client string, key []byte, right Right) error {
 	missing := right &^ p.Rights(client, key)
+	const notKeys = Admin | Metrics
 	switch {
 	case missing == 0:
 		return nil
-	case missing == Admin:
-		return fmt.Errorf("%w: %s lacks the admin right", ErrPermissionDenied, who(client))
+	case missing&^notKeys == 0:
+		return fmt.Errorf("%w: %s lacks the %s right", ErrPermissionDenied, who(client), missing)
 	}
-	return fmt.Errorf("%w: %s lacks the %s right on key %q", ErrPermissionDenied, who(client), missing&^Admin, key)
+	return fmt.Errorf("%w: %s lacks the %s right on key %q", ErrPermissionDenied, who(client), missing&^notKeys, key)
 }
 
 // who names client in errors.

@@ -46,13 +46,14 @@ func mustParse(t testing.TB, data string) *Policy {
 
 // TestParseDocExample: the policy of the package doc parses and grants
 // what its comments say: app everything on /app/, dashboard reading it,
-// ops admin, and every client with a certificate reading /public/.
+// ops admin, prometheus the metrics, and every client with a certificate
+// reading /public/.
 func TestParseDocExample(t *testing.T) {
 	p, err := Parse(docExample(t), "doc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := p.Clients(), []string{"*", "app", "dashboard", "ops"}; !slices.Equal(got, want) {
+	if got, want := p.Clients(), []string{"*", "app", "dashboard", "ops", "prometheus"}; !slices.Equal(got, want) {
 		t.Fatalf("Clients() = %q, want %q", got, want)
 	}
 	if p.Source() != "doc" {
@@ -67,8 +68,10 @@ func TestParseDocExample(t *testing.T) {
 		{"app", "/public/x", Read},
 		{"app", "/other", 0},
 		{"dashboard", "/app/x", Read},
-		{"ops", "/app/x", Admin},
-		{"ops", "/public/x", Admin | Read},
+		{"ops", "/app/x", Admin | Metrics},
+		{"ops", "/public/x", Admin | Metrics | Read},
+		{"prometheus", "/app/x", Metrics},
+		{"prometheus", "/public/x", Metrics | Read},
 		{"stranger", "/public/x", Read},
 		{"stranger", "/app/x", 0},
 	} {
@@ -96,6 +99,8 @@ clients:
         rights: [read]
   ops:
     admin: true
+  prom:
+    metrics: true
   "*":
     keys:
       - prefix: /app/
@@ -107,7 +112,7 @@ clients:
 // TestRights: a client's rights on a key are the union of every grant to
 // it and to "*" whose prefix the key starts with; a longer prefix adds and
 // never takes away; prefix "" covers every key, the empty key too; admin
-// comes only from admin: true; and a client without a certificate ("")
+// comes only from admin: true, and brings metrics; and a client without a certificate ("")
 // gets nothing, not even what "*" grants.
 func TestRights(t *testing.T) {
 	p := mustParse(t, rightsPolicy)
@@ -125,8 +130,10 @@ func TestRights(t *testing.T) {
 		{"reader", "", Read},
 		{"reader", "anything", Read},
 		{"reader", "/app/x", Read | WriteLease},
-		{"ops", "/other", Admin},
-		{"ops", "/app/x", Admin | WriteLease},
+		{"ops", "/other", Admin | Metrics},
+		{"ops", "/app/x", Admin | Metrics | WriteLease},
+		{"prom", "/other", Metrics},
+		{"prom", "/app/x", Metrics | WriteLease},
 		{"stranger", "/app/x", WriteLease},
 		{"stranger", "/public/p", Read},
 		{"stranger", "/other", 0},
@@ -137,7 +144,7 @@ func TestRights(t *testing.T) {
 			t.Errorf("Rights(%q, %q) = %v, want %v", tc.client, tc.key, got, tc.want)
 		}
 	}
-	for _, c := range []string{"app", "reader", "stranger", ""} {
+	for _, c := range []string{"app", "reader", "prom", "stranger", ""} {
 		for _, k := range []string{"", "/app/x", "/app/private/x", "/public/p"} {
 			if p.Rights(c, []byte(k))&Admin != 0 {
 				t.Errorf("client %q has admin on %q without admin: true", c, k)
@@ -159,7 +166,7 @@ clients:
       - prefix: ""
         rights: [read, write, write-lease, ttl-lease]
 `)
-	if r := p.Rights("someone", []byte("k")); r != Read|Write|WriteLease|TTLLease|Admin {
+	if r := p.Rights("someone", []byte("k")); r != Read|Write|WriteLease|TTLLease|Admin|Metrics {
 		t.Fatalf(`a client with a certificate: Rights = %v, want all of "*"'s`, r)
 	}
 	if r := p.Rights("", []byte("k")); r != 0 {
@@ -201,6 +208,11 @@ func TestCheck(t *testing.T) {
 			want: []string{`client "stranger"`, "lacks the read+write right", `key "/other"`}},
 		{name: "lacks admin", client: "app", key: "/app/x", right: Admin,
 			want: []string{`client "app" lacks the admin right`}, not: []string{"/app/x"}},
+		{name: "metrics from admin", client: "ops", key: "/anything", right: Metrics},
+		{name: "lacks metrics", client: "app", key: "/app/x", right: Metrics,
+			want: []string{`client "app" lacks the metrics right`}, not: []string{"/app/x"}},
+		{name: "lacks admin, has metrics", client: "prom", key: "", right: Admin | Metrics,
+			want: []string{`client "prom" lacks the admin right`}, not: []string{"metrics"}},
 		{name: "shorter key than the prefix", client: "app", key: "/app", right: Read,
 			want: []string{`lacks the read right on key "/app"`}},
 	} {
@@ -340,6 +352,8 @@ var badPolicies = []struct {
 		[]string{`client "app", grant 1 (prefix "/a/")`, `unknown right "reed"`, "read, write, write-lease, ttl-lease"}},
 	{"admin as a right", "clients:\n  ops:\n    keys:\n      - prefix: \"\"\n        rights: [admin]\n",
 		[]string{`client "ops", grant 1`, `unknown right "admin"`, "give the client admin: true"}},
+	{"metrics as a right", "clients:\n  prom:\n    keys:\n      - prefix: \"\"\n        rights: [metrics]\n",
+		[]string{`client "prom", grant 1`, `unknown right "metrics"`, "give the client metrics: true"}},
 	{"grant without a prefix", "clients:\n  app:\n    keys:\n      - prefix: /a/\n        rights: [read]\n      - rights: [write]\n",
 		[]string{`client "app", grant 2`, "no prefix", `prefix: ""`}},
 	{"a pattern", "clients:\n  app:\n    keys:\n      - prefix: /a/*\n        rights: [read]\n",
@@ -436,6 +450,7 @@ func TestRightString(t *testing.T) {
 		{Read, "read"},
 		{TTLLease | Write, "write+ttl-lease"},
 		{Read | Write | WriteLease | TTLLease | Admin, "read+write+write-lease+ttl-lease+admin"},
+		{Metrics, "metrics"},
 	} {
 		if got := tc.r.String(); got != tc.want {
 			t.Errorf("Right(%d).String() = %q, want %q", tc.r, got, tc.want)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -48,7 +49,13 @@ func DialAdmin(ctx context.Context, addr string, cfg Config) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	qc, stream, err := openStream(ctx, nil, tlsConf, cfg.IdleTimeout, addr)
+	return dialAdmin(ctx, nil, tlsConf, addr, cfg)
+}
+
+// dialAdmin is DialAdmin over tr (nil: a socket of its own) with tlsConf,
+// for cfg with defaults applied. A Client's member sync calls it too.
+func dialAdmin(ctx context.Context, tr *quic.Transport, tlsConf *tls.Config, addr string, cfg Config) (*Admin, error) {
+	qc, stream, err := openStream(ctx, tr, tlsConf, cfg.IdleTimeout, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +100,22 @@ func (a *Admin) Status(ctx context.Context) (*NodeStatus, error) {
 // Members returns the members of the cluster as the node knows them.
 func (a *Admin) Members(ctx context.Context) ([]Member, error) {
 	m, err := a.call(ctx, &protocol.MemberList{})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := m.(*protocol.MemberListReply)
+	if !ok {
+		return nil, adminError(m)
+	}
+	return r.Members, nil
+}
+
+// Announce is Members for a node of the cluster (package node): it names
+// the node, name, and the address it serves clients at, which the node
+// asked notes for its member list once the node at that address confirms
+// that it is name (DESIGN §13).
+func (a *Admin) Announce(ctx context.Context, name, clientAddr string) ([]Member, error) {
+	m, err := a.call(ctx, &protocol.MemberList{From: name, FromAddr: clientAddr})
 	if err != nil {
 		return nil, err
 	}

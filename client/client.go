@@ -46,6 +46,7 @@ import (
 // it takes them in this order, and never the other way round:
 //
 //	smu → imu → the cache's own lock
+//	suspend's lock → imu              (dropAfterSuspend)
 //	smu → conn.pmu, smu → conn.wmu   (a request, acknowledgement or release written under smu)
 //	wmu → WriteLease.mu
 //
@@ -62,6 +63,7 @@ type Client struct {
 	// current or last session, which dials try first.
 	endpoints []string
 	addr      atomic.Pointer[string]
+	learned   learnedAddrs    // the cluster's client addresses, learned (connect.go)
 	tlsConf   *tls.Config     // ServerName empty: each endpoint's host
 	tr        *quic.Transport // over Config.PacketConn; nil: a socket per connection
 	clock     clock.Clock
@@ -70,6 +72,10 @@ type Client struct {
 
 	base     time.Time // a reading of clock at Dial, for monoNow
 	sysClock bool      // clock is the system clock
+	// suspend notices, before a cached read is served, that the machine
+	// slept: it then drops every cached lease (dropAfterSuspend). Its
+	// lock is taken before imu, and never under another lock.
+	suspend *clock.SuspendWatch
 
 	cur atomic.Pointer[conn] // nil while disconnected
 	// newConn is closed, and replaced, when a connection is installed in

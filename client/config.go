@@ -19,6 +19,7 @@ const (
 	DefaultIdleTimeout   = time.Second
 	DefaultRenewFraction = 2.0 / 3.0
 	DefaultMaxReconnect  = 5 * time.Second
+	DefaultMemberSync    = 30 * time.Second
 )
 
 // Bounds of Config's durations, checked by Validate. They are far longer
@@ -30,6 +31,8 @@ const (
 	MaxIdleTimeout = time.Hour
 	// MaxMaxReconnectDelay is the longest MaxReconnectDelay.
 	MaxMaxReconnectDelay = time.Hour
+	// MaxMemberSyncInterval is the longest MemberSyncInterval.
+	MaxMemberSyncInterval = 24 * time.Hour
 )
 
 // Config configures a Client. The zero value of every field means its
@@ -63,16 +66,32 @@ type Config struct {
 	// Zero means DefaultRenewFraction (2/3).
 	RenewFraction float64
 	// IdleTimeout closes the connection after this long without traffic
-	// from the server; the client sends keep-alives at a third of it, which
-	// the server answers. So a server that is gone, such as a leader that
-	// crashed, is noticed within it, and the client reconnects (to the new
-	// leader). Zero means DefaultIdleTimeout (1 s); negative values and
-	// values over MaxIdleTimeout (1 h) are invalid.
+	// from the server, counting only time in which the client's process
+	// ran (a client that keeps every core busy is not mistaken for one
+	// whose server fell silent); the client sends keep-alives every quarter
+	// of it while it hears nothing, which the server answers. So a server
+	// that is gone, such as a leader that crashed, is noticed within about
+	// it, and the client reconnects (to the new leader). The connection's
+	// QUIC idle timeout, which counts wall time, is a backstop of ten times
+	// it, at least 10 s (DESIGN §6). Zero means DefaultIdleTimeout (1 s);
+	// negative values and values over MaxIdleTimeout (1 h) are invalid.
 	IdleTimeout time.Duration
 	// MaxReconnectDelay caps the backoff between reconnection attempts.
 	// Zero means DefaultMaxReconnect (5 s); negative values and values
 	// over MaxMaxReconnectDelay (1 h) are invalid.
 	MaxReconnectDelay time.Duration
+	// MemberSyncInterval is how often a client of a cluster asks the node
+	// it is connected to for the cluster's members, in an admin session
+	// (which needs no right), and learns the addresses they serve clients
+	// at: it dials them too from then on, beside the addresses given to
+	// Dial, so that a client given one node follows the cluster as it
+	// fails over and changes (DESIGN §13), as etcd's client does with
+	// AutoSyncInterval. It also asks after each new session once it has
+	// seen a node that does not lead, or was given several addresses, and
+	// stops asking a server that is not a node of a cluster. Zero means
+	// DefaultMemberSync (30 s); negative means never; values over
+	// MaxMemberSyncInterval (24 h) are invalid.
+	MemberSyncInterval time.Duration
 	// OnEvent, if set, is called with connection and lease events, one at a
 	// time, from a goroutine of the client. It should return quickly.
 	OnEvent func(Event)
@@ -82,7 +101,11 @@ type Config struct {
 	// or observe packets. The caller owns it and closes it after Close has
 	// returned.
 	PacketConn net.PacketConn
-	// Clock reads time for every lease decision. Nil means the system clock.
+	// Clock reads time for every lease decision. Nil means the system
+	// clock, which the client compares with the boot clock to notice that
+	// the machine was suspended (DESIGN §8). Another clock is compared
+	// only if it also has a boot clock (a ReadBoot method, as
+	// internal/clock.Boot), and otherwise no suspend is noticed.
 	Clock clock.Clock
 	// Logger receives the client's logs. Nil means slog.Default().
 	Logger *slog.Logger
@@ -120,6 +143,9 @@ func (c Config) Validate() error {
 	if c.MaxReconnectDelay < 0 || c.MaxReconnectDelay > MaxMaxReconnectDelay {
 		bad("MaxReconnectDelay", "is %v; want 0 (the default) to %v", c.MaxReconnectDelay, MaxMaxReconnectDelay)
 	}
+	if c.MemberSyncInterval > MaxMemberSyncInterval {
+		bad("MemberSyncInterval", "is %v; want at most %v, 0 (the default) or negative (never)", c.MemberSyncInterval, MaxMemberSyncInterval)
+	}
 	return errors.Join(errs...)
 }
 
@@ -140,6 +166,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxReconnectDelay == 0 {
 		c.MaxReconnectDelay = DefaultMaxReconnect
+	}
+	if c.MemberSyncInterval == 0 {
+		c.MemberSyncInterval = DefaultMemberSync
 	}
 	c.Clock = clock.OrReal(c.Clock)
 	if c.Logger == nil {

@@ -27,39 +27,41 @@ var configDefaults = map[string]struct {
 	valid any
 	def   any
 }{
-	"CAFile":            {valid: "ca.pem"},
-	"CertFile":          {valid: "client.pem"},
-	"KeyFile":           {valid: "client-key.pem"},
-	"TLSConfig":         {valid: &tls.Config{ServerName: "leased.example"}},
-	"Name":              {valid: "a client"},
-	"CacheEntries":      {valid: 10, def: DefaultCacheEntries},
-	"CacheBytes":        {valid: int64(1 << 10), def: int64(DefaultCacheBytes)},
-	"RenewFraction":     {valid: 0.5, def: DefaultRenewFraction},
-	"IdleTimeout":       {valid: time.Second, def: DefaultIdleTimeout},
-	"MaxReconnectDelay": {valid: time.Second, def: DefaultMaxReconnect},
-	"OnEvent":           {valid: func(Event) {}},
-	"PacketConn":        {valid: fakePacketConn{}},
-	"Clock":             {valid: clock.NewFake(), def: clock.Real()},
-	"Logger":            {valid: slog.New(slog.DiscardHandler), def: slog.Default()},
+	"CAFile":             {valid: "ca.pem"},
+	"CertFile":           {valid: "client.pem"},
+	"KeyFile":            {valid: "client-key.pem"},
+	"TLSConfig":          {valid: &tls.Config{ServerName: "leased.example"}},
+	"Name":               {valid: "a client"},
+	"CacheEntries":       {valid: 10, def: DefaultCacheEntries},
+	"CacheBytes":         {valid: int64(1 << 10), def: int64(DefaultCacheBytes)},
+	"RenewFraction":      {valid: 0.5, def: DefaultRenewFraction},
+	"IdleTimeout":        {valid: time.Second, def: DefaultIdleTimeout},
+	"MaxReconnectDelay":  {valid: time.Second, def: DefaultMaxReconnect},
+	"MemberSyncInterval": {valid: -time.Second, def: DefaultMemberSync},
+	"OnEvent":            {valid: func(Event) {}},
+	"PacketConn":         {valid: fakePacketConn{}},
+	"Clock":              {valid: clock.NewFake(), def: clock.Real()},
+	"Logger":             {valid: slog.New(slog.DiscardHandler), def: slog.Default()},
 }
 
 // configInvalid has one row per field of Config: values Validate refuses
 // (none: every value is valid).
 var configInvalid = map[string][]any{
-	"CAFile":            nil,            // a missing or empty file fails Dial when it reads it
-	"CertFile":          {"client.pem"}, // without KeyFile (the test sets one field alone)
-	"KeyFile":           {"client-key.pem"},
-	"TLSConfig":         nil,
-	"Name":              nil,
-	"CacheEntries":      {-1, math.MinInt},
-	"CacheBytes":        {int64(-1), int64(math.MinInt64)},
-	"RenewFraction":     {-0.5, 1.0, 1.5, math.NaN(), math.Inf(1), math.Inf(-1), -math.SmallestNonzeroFloat64},
-	"IdleTimeout":       {-time.Nanosecond, time.Duration(math.MinInt64), MaxIdleTimeout + 1, time.Duration(math.MaxInt64)},
-	"MaxReconnectDelay": {-time.Second, MaxMaxReconnectDelay + 1, time.Duration(math.MaxInt64)},
-	"OnEvent":           nil,
-	"PacketConn":        nil,
-	"Clock":             nil,
-	"Logger":            nil,
+	"CAFile":             nil,            // a missing or empty file fails Dial when it reads it
+	"CertFile":           {"client.pem"}, // without KeyFile (the test sets one field alone)
+	"KeyFile":            {"client-key.pem"},
+	"TLSConfig":          nil,
+	"Name":               nil,
+	"CacheEntries":       {-1, math.MinInt},
+	"CacheBytes":         {int64(-1), int64(math.MinInt64)},
+	"RenewFraction":      {-0.5, 1.0, 1.5, math.NaN(), math.Inf(1), math.Inf(-1), -math.SmallestNonzeroFloat64},
+	"IdleTimeout":        {-time.Nanosecond, time.Duration(math.MinInt64), MaxIdleTimeout + 1, time.Duration(math.MaxInt64)},
+	"MaxReconnectDelay":  {-time.Second, MaxMaxReconnectDelay + 1, time.Duration(math.MaxInt64)},
+	"MemberSyncInterval": {MaxMemberSyncInterval + 1, time.Duration(math.MaxInt64)},
+	"OnEvent":            nil,
+	"PacketConn":         nil,
+	"Clock":              nil,
+	"Logger":             nil,
 }
 
 // fakePacketConn is a net.PacketConn that is never used.

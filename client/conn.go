@@ -29,6 +29,7 @@ type conn struct {
 	qc     *quic.Conn
 	stream *quic.Stream
 	hello  *protocol.HelloReply
+	addr   string // the node's address, as dialled
 
 	wmu  sync.Mutex // guards wbuf and writes to stream; a leaf (see Client's lock order)
 	wbuf []byte
@@ -47,24 +48,41 @@ type conn struct {
 // time from the others.
 const endpointTimeout = 2 * time.Second
 
-// dial opens a session with the node that leads. With several endpoints
-// it asks them all at once, so that one that is down costs no time, and
-// then the node a refusal names as the leader, if it was not among them.
-// While none leads (an election is under way, or the nodes are starting),
-// it asks them again, with backoff, until ctx ends. With one endpoint it
-// is dialOne.
+// maxRedirects bounds how many leaders, named one after another by nodes
+// that do not lead, one round of a dial follows.
+const maxRedirects = 3
+
+// dial opens a session with the node that leads. It asks every address it
+// knows at once (the endpoints given to Dial and those learned from the
+// cluster), so that one that is down costs no time, and then follows the
+// leader that a refusal names, verified like any endpoint, at most
+// maxRedirects times. While no node leads (an election is under way, or
+// the nodes are starting, and a node said it does not lead), it asks them
+// again, with backoff, until ctx ends. With one address and no node that
+// refused for not leading, the first failure is the dial's.
 func dial(ctx context.Context, c *Client) (*conn, error) {
-	if len(c.endpoints) == 1 {
-		return dialOne(ctx, c, c.endpoints[0])
-	}
 	delay := 50 * time.Millisecond
 	for {
-		cn, leader, err := dialAll(ctx, c, c.endpoints)
-		if err != nil && leader != "" && ctx.Err() == nil {
-			cn, _, err = dialAll(ctx, c, []string{leader})
+		addrs := c.dialAddrs()
+		cn, leader, err := dialAll(ctx, c, addrs)
+		for hops := 0; err != nil && leader != "" && hops < maxRedirects && ctx.Err() == nil; hops++ {
+			c.learn(leader)
+			addrs = append(addrs, leader)
+			var next string
+			cn, next, err = dialAll(ctx, c, []string{leader})
+			if slices.Contains(addrs, next) {
+				next = ""
+			}
+			leader = next
 		}
 		if err == nil || ctx.Err() != nil || errors.Is(err, ErrUnauthenticated) {
 			return cn, err
+		}
+		var se *ServerError
+		if errors.As(err, &se) && se.Code == protocol.CodeNotLeader {
+			c.learn(c.endpoint()) // a node of a cluster: sync its members
+		} else if len(addrs) == 1 {
+			return nil, err
 		}
 		c.log.Debug("no endpoint leads yet", "err", err, "retry_in", delay)
 		t := c.clock.NewTimer(delay)
@@ -79,9 +97,9 @@ func dial(ctx context.Context, c *Client) (*conn, error) {
 }
 
 // dialAll opens sessions with every address at once, each within
-// endpointTimeout, keeps the first that a node accepts, and closes the
-// others. If none accepts, it returns a leader that a refusal named
-// outside addrs, if any, and every error.
+// endpointTimeout if there are several, keeps the first that a node
+// accepts, and closes the others. If none accepts, it returns a leader
+// that a refusal named outside addrs, if any, and every error.
 func dialAll(ctx context.Context, c *Client, addrs []string) (*conn, string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -93,7 +111,10 @@ func dialAll(ctx context.Context, c *Client, addrs []string) (*conn, string, err
 	results := make(chan result, len(addrs))
 	for _, addr := range addrs {
 		go func() {
-			actx, acancel := context.WithTimeout(ctx, endpointTimeout)
+			actx, acancel := ctx, context.CancelFunc(func() {})
+			if len(addrs) > 1 {
+				actx, acancel = context.WithTimeout(ctx, endpointTimeout)
+			}
 			defer acancel()
 			cn, err := dialOne(actx, c, addr)
 			results <- result{addr, cn, err}
@@ -122,6 +143,9 @@ func dialAll(ctx context.Context, c *Client, addrs []string) (*conn, string, err
 	if won != nil {
 		return won, "", nil
 	}
+	if len(errs) == 1 {
+		return nil, leader, errs[0]
+	}
 	return nil, leader, fmt.Errorf("%w: no endpoint leads: %w", ErrUnavailable, errors.Join(errs...))
 }
 
@@ -133,6 +157,7 @@ func dialOne(ctx context.Context, c *Client, addr string) (*conn, error) {
 	}
 	cn := &conn{
 		c:       c,
+		addr:    addr,
 		qc:      qc,
 		stream:  stream,
 		pending: make(map[uint64]chan protocol.Message),
@@ -177,18 +202,21 @@ func dialOne(ctx context.Context, c *Client, addr string) (*conn, error) {
 		// request, so there is nothing buffered.
 	}
 	cn.hello = hello
-	cn.wg.Add(2)
+	cn.wg.Add(3)
 	go cn.readReplies(fr)
 	go cn.readNotices()
+	go cn.watchServer(c.cfg.IdleTimeout)
 	return cn, nil
 }
 
 // openStream opens a QUIC connection to addr, over tr if it is not nil,
-// with tlsConf (its ServerName, if empty, is addr's host) and the idle
-// timeout idle (keep-alives every third of it), and the request stream on
-// it. Its errors wrap ErrUnavailable.
+// with tlsConf (its ServerName, if empty, is addr's host) and the QUIC
+// idle timeout and keep-alives that Config.IdleTimeout idle gives
+// (quicIdle), and the request stream on it. Its errors wrap
+// ErrUnavailable.
 func openStream(ctx context.Context, tr *quic.Transport, tlsConf *tls.Config, idle time.Duration, addr string) (*quic.Conn, *quic.Stream, error) {
-	qconf := &quic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3}
+	qidle, keepAlive := quicIdle(idle)
+	qconf := &quic.Config{MaxIdleTimeout: qidle, KeepAlivePeriod: keepAlive}
 	if tlsConf.ServerName == "" {
 		tlsConf = tlsConf.Clone()
 		tlsConf.ServerName, _, _ = net.SplitHostPort(addr)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -26,6 +27,9 @@ type SessionInfo struct {
 	// ServerVersion is the server's build, as its hello reply gave it;
 	// empty from a server that does not send it.
 	ServerVersion string
+	// Addr is the address of the node of the session: one given to Dial,
+	// or, in a cluster, one the client learned (DESIGN §13).
+	Addr string
 }
 
 // Dial connects to the server at addr ("host:port") and opens a session.
@@ -70,6 +74,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	}
 	c.addr.Store(&endpoints[0])
 	c.base, c.sysClock = base, sysClock
+	c.suspend = newSuspendWatch(c, sysClock, cfg.Clock)
 	if cfg.PacketConn != nil {
 		c.tr = &quic.Transport{Conn: cfg.PacketConn}
 	}
@@ -83,11 +88,12 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	c.cur.Store(cn)
 	c.lastHello.Store(cn.hello)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.wg.Add(4)
+	c.wg.Add(5)
 	go c.supervise(cn)
 	go c.maintain()
 	go c.deliverEvents()
 	go c.keepAlives()
+	go c.syncMembers()
 	return c, nil
 }
 
@@ -109,6 +115,124 @@ func parseEndpoints(addr string) ([]string, error) {
 // endpoint is the address of the current or last session.
 func (c *Client) endpoint() string { return *c.addr.Load() }
 
+// learnedAddrs are the client addresses a Client learned from its cluster
+// (DESIGN §13): from the member list (syncMembers) and from the leaders
+// that nodes named. Dials try them beside the endpoints given to Dial.
+// Its zero value is empty and ready; mu is a leaf.
+type learnedAddrs struct {
+	mu    sync.Mutex
+	addrs []string // in the order learned; none of Client.endpoints
+	// cluster: a node refused a session because it does not lead, or the
+	// client was given several endpoints: syncMembers asks at once.
+	cluster bool
+}
+
+// learn adds addr, which a node of the cluster named, to the learned
+// addresses, and notes that the server is a cluster.
+func (c *Client) learn(addr string) {
+	c.learned.mu.Lock()
+	defer c.learned.mu.Unlock()
+	c.learned.cluster = true
+	if !slices.Contains(c.endpoints, addr) && !slices.Contains(c.learned.addrs, addr) {
+		c.learned.addrs = append(c.learned.addrs, addr)
+	}
+}
+
+// dialAddrs returns the addresses a dial tries: the endpoints given to
+// Dial, then the learned ones.
+func (c *Client) dialAddrs() []string {
+	c.learned.mu.Lock()
+	defer c.learned.mu.Unlock()
+	return append(slices.Clip(c.endpoints), c.learned.addrs...)
+}
+
+// syncMembers keeps the learned addresses current: it asks the node of
+// the current session for the cluster's members, in an admin session, and
+// learns the client addresses the list gives, replacing those it learned
+// before (Config.MemberSyncInterval). It asks every interval, and after
+// each new session once the client knows its server is a node of a
+// cluster; it stops when the server says it is not one. Dial starts it;
+// it ends with the client.
+func (c *Client) syncMembers() {
+	defer c.wg.Done()
+	if c.cfg.MemberSyncInterval < 0 {
+		return
+	}
+	c.learned.mu.Lock()
+	due := c.learned.cluster || len(c.endpoints) > 1
+	c.learned.mu.Unlock()
+	for {
+		c.ncmu.Lock()
+		changed := c.newConn
+		c.ncmu.Unlock()
+		if due && c.cur.Load() != nil {
+			if !c.syncOnce() {
+				return
+			}
+		}
+		t := c.clock.NewTimer(c.cfg.MemberSyncInterval)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		case <-changed:
+			c.learned.mu.Lock()
+			due = c.learned.cluster || len(c.endpoints) > 1
+			c.learned.mu.Unlock()
+		case <-t.Chan():
+			due = true
+		}
+		t.Stop()
+	}
+}
+
+// memberSyncWait bounds one question of syncMembers.
+const memberSyncWait = 5 * time.Second
+
+// syncOnce asks the node of the current session for the members, and
+// learns their client addresses. It reports false if the node is not one
+// of a cluster (a server alone lists one member with no peer address), so
+// that there is nothing to sync.
+func (c *Client) syncOnce() bool {
+	addr := c.endpoint()
+	ctx, cancel := context.WithTimeout(c.ctx, memberSyncWait)
+	defer cancel()
+	adm, err := dialAdmin(ctx, c.tr, c.tlsConf, addr, c.cfg)
+	if err != nil {
+		c.log.Debug("member sync: no admin session", "addr", addr, "err", err)
+		return true
+	}
+	defer adm.Close()
+	ms, err := adm.Members(ctx)
+	if err != nil {
+		c.log.Debug("member sync failed", "addr", addr, "err", err)
+		return true
+	}
+	if len(ms) == 1 && ms[0].PeerAddr == "" {
+		return false
+	}
+	var addrs []string
+	known := false
+	for _, m := range ms {
+		known = known || m.ClientAddr != ""
+		if m.ClientAddr == "" || slices.Contains(c.endpoints, m.ClientAddr) || slices.Contains(addrs, m.ClientAddr) {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(m.ClientAddr); err != nil {
+			continue
+		}
+		addrs = append(addrs, m.ClientAddr)
+	}
+	c.learned.mu.Lock()
+	c.learned.cluster = true
+	if known { // an older server gives no client addresses
+		c.learned.addrs = addrs
+	}
+	c.learned.mu.Unlock()
+	c.log.Debug("member sync", "addr", addr, "members", len(ms), "learned", addrs)
+	return true
+}
+
 // Session returns the current session, and false while disconnected. (A
 // Session, from NewSession, is something else: a TTL lease kept alive.)
 func (c *Client) Session() (SessionInfo, bool) {
@@ -118,7 +242,7 @@ func (c *Client) Session() (SessionInfo, bool) {
 	}
 	h := cn.hello
 	return SessionInfo{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize,
-		ServerVersion: h.ServerVersion}, true
+		ServerVersion: h.ServerVersion, Addr: cn.addr}, true
 }
 
 // conn returns the current connection, or an error saying why there is
@@ -194,7 +318,7 @@ func (c *Client) supervise(cn *conn) {
 		c.wg.Add(1) // this goroutine is counted, so the count is above zero
 		go func(cn *conn) { defer c.wg.Done(); cn.close() }(cn)
 		c.emit(Event{Kind: EventDisconnected, Err: cn.err})
-		c.dropWriteLeases()
+		c.sessionLost() // write leases stay held: the next session adopts them
 		delay := 50 * time.Millisecond
 		for {
 			ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)

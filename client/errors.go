@@ -47,16 +47,17 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeInternal:          ErrInternal,
 	protocol.CodeCanceled:          ErrCanceled,
 	// CodeNotLeader: the node does not lead its cluster. The client
-	// follows the leader itself: given several endpoints, Dial and every
-	// reconnection find the node that leads, or that a refusal names (see
-	// dial), and a session whose node stops leading under a write, grant,
-	// revocation or keep-alive is dropped for one with the next leader,
-	// on which writes, grants and keep-alives are sent again (see write).
-	// Where the code still reaches the caller, such as a revocation (its
-	// outcome unknown), a write that is never sent twice, a Dial to one
-	// endpoint that does not lead, or an Admin request, it means
-	// unavailable for now; Dial's and Admin's errors name the leader in
-	// ServerError.Leader.
+	// follows the leader itself: Dial and every reconnection find the
+	// node that leads among the endpoints given and those learned from the
+	// cluster, or that a refusal names (see dial), and a session whose
+	// node stops leading under a write, grant, revocation or keep-alive is
+	// dropped for one with the next leader, on which writes, grants and
+	// keep-alives are sent again (see write). Where the code still reaches
+	// the caller, such as a revocation (its outcome unknown), a write that
+	// is never sent twice, a Dial whose context ended before any node led,
+	// or an Admin request, it means unavailable for now; Dial's and
+	// Admin's errors name the leader in ServerError.Leader when a node
+	// named one.
 	protocol.CodeNotLeader: ErrUnavailable,
 }
 

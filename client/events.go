@@ -14,7 +14,9 @@ const (
 	// the server again, or fail with ErrUnavailable while disconnected.
 	EventLeasesExpired
 	// EventWriteLeaseLost: the write lease on Keys[0] was recalled by the
-	// server or expired.
+	// server, or ran out: it was not renewed by its deadline. A lost
+	// connection alone does not lose it: the server gives it to the
+	// client's next session, which renews it.
 	EventWriteLeaseLost
 )
 

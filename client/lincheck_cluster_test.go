@@ -6,14 +6,16 @@ package client_test
 // three real leased processes (internal/testkit/proccluster), five clients
 // of this library that take the list of every node's address and follow
 // the leader, and the workers and readers of lincheck_test.go. A nemesis
-// kills, stops, cuts off or hands off the leader, or restarts a follower,
-// and porcupine checks every history.
+// kills, stops, cuts off or hands off the leader, restarts a follower, or
+// puts a client's machine to sleep, and porcupine checks every history.
 //
 // The short form runs in `go test`: TestLinearizableCluster checks a
 // history of every fault kind and two that mix them, and
 // TestLinearizableClusterNegative shows that the checker finds the stale
 // reads of a cluster whose new leader writes without waiting for the old
-// leader's leases (leased --unsafe-skip-horizon-wait). The long form runs
+// leader's leases (leased --unsafe-skip-horizon-wait), and
+// TestLinearizableClusterSuspendNegative those of clients that do not
+// notice that their machines slept. The long form runs
 // histories of every kind in turn for as long as -lincheck.cluster.duration
 // says (make lincheck-cluster-long):
 //
@@ -28,6 +30,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,6 +53,7 @@ const (
 	faultCutLeader       clusterFault = "cut"              // the leader cut off from its peers, not from its clients, then healed
 	faultRestartFollower clusterFault = "follower-restart" // a follower killed with SIGKILL and restarted
 	faultTransfer        clusterFault = "transfer"         // the lead handed to a random follower (Admin.TransferLead)
+	faultSuspendClient   clusterFault = "suspend"          // a client's machine asleep for about a term or two (suspendClient); no node fault
 )
 
 // clusterFaultKinds are the fault kinds of scenario "all".
@@ -67,10 +71,13 @@ type clusterScenario struct {
 	nemesis []clusterFault
 	overlap int
 	// unsafe starts the nodes with --unsafe-skip-horizon-wait: the
-	// negative control.
+	// negative control of the failover rule. (blind, in scenario, is
+	// that of the suspend check.)
 	unsafe bool
 	// history is how long the clients run operations; 0: -lincheck.history.
 	history time.Duration
+	// flags are more flags of every node.
+	flags []string
 }
 
 // Cluster timing. The term is long enough that a client still holds
@@ -123,13 +130,18 @@ func clusterScenarios() []clusterScenario {
 	// to half a term while fewer than two are on, so that faults overlap.
 	together := with("together", clusterFaultKinds...)
 	together.nodes, together.overlap, together.history = 5, 2, 6*time.Second
+	// suspend puts clients to sleep while the leader is killed now and
+	// then, so that a sleeping client may wake to a new leader; "all"
+	// mixes suspends in with the node faults.
+	suspend := with(string(faultSuspendClient), faultSuspendClient, faultSuspendClient, faultKillLeader)
 	return []clusterScenario{
 		kill,
 		with(string(faultStopLeader), faultStopLeader),
 		with(string(faultCutLeader), faultCutLeader),
 		with(string(faultRestartFollower), faultRestartFollower),
 		with(string(faultTransfer), faultTransfer),
-		with("all", clusterFaultKinds...),
+		suspend,
+		with("all", append(clusterFaultKinds[:len(clusterFaultKinds):len(clusterFaultKinds)], faultSuspendClient)...),
 		together,
 	}
 }
@@ -186,7 +198,31 @@ func TestLinearizableClusterNegative(t *testing.T) {
 	// lasts, with more of them.
 	cs := clusterScenarios()[0]
 	cs.name, cs.unsafe, cs.history = "unsafe-skip-horizon-wait", true, 8*time.Second
-	seed := firstSeed(t)
+	findViolation(t, cs, firstSeed(t))
+}
+
+// TestLinearizableClusterSuspendNegative runs the negative control of the
+// suspend check on a cluster: clients whose machines sleep past their
+// leases, and whose clocks hide the boot clock, so that none notices, must
+// serve stale reads that the checker finds. They sleep for a term or two
+// each time, which is mostly time enough for a write to wait out their
+// leases and commit while their readers read on from their caches.
+func TestLinearizableClusterSuspendNegative(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes and real time")
+	}
+	i := slices.IndexFunc(clusterScenarios(), func(cs clusterScenario) bool { return cs.name == string(faultSuspendClient) })
+	cs := clusterScenarios()[i]
+	cs.name, cs.blind, cs.nemesis = "suspend-unnoticed", true, []clusterFault{faultSuspendClient}
+	findViolation(t, cs, firstSeed(t))
+}
+
+// findViolation runs up to negativeAttempts histories of the negative
+// control cs, from seed on, until the checker finds one not linearizable,
+// and fails the test if it finds none: a checker that passes them all
+// could not have caught the bug either.
+func findViolation(t *testing.T, cs clusterScenario, seed uint64) {
+	t.Helper()
 	for i := range negativeAttempts {
 		var res historyResult
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
@@ -212,11 +248,11 @@ func TestLinearizableClusterNegative(t *testing.T) {
 		}
 		t.Logf("history %d is %s; trying another", i+1, res.verdict)
 	}
-	t.Fatalf("negative control: %d histories without a violation", negativeAttempts)
+	t.Fatalf("negative control %s: %d histories without a violation", cs.name, negativeAttempts)
 }
 
-// negativeAttempts is how many histories TestLinearizableClusterNegative
-// runs at most to find a violation.
+// negativeAttempts is how many histories a negative control of the
+// cluster runs at most to find a violation (findViolation).
 const negativeAttempts = 3
 
 // TestLinearizableClusterLong is the long form: with
@@ -244,13 +280,15 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 	if cs.unsafe {
 		flags = append(flags, "--unsafe-skip-horizon-wait")
 	}
+	flags = append(flags, cs.flags...)
 	c := proccluster.Start(t, proccluster.Config{Bins: linBinaries(t), Nodes: cs.nodes, Flags: flags})
 	c.Leader()
 
 	res := historyResult{faults: make(map[string]int)}
 	clients := make([]*linClient, cs.clients)
+	suspends := slices.Contains(cs.nemesis, faultSuspendClient)
 	for i := range clients {
-		clients[i] = dialClusterClient(t, c, i, seed)
+		clients[i] = dialClusterClient(t, c, i, seed, suspends, cs.blind)
 	}
 	rec := lincheck.NewRecorder()
 	d := cs.history
@@ -261,7 +299,7 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 		if cs.overlap > 1 {
 			runOverlappingNemesis(t, cs, rng, c, res.faults, time.Now().Add(d))
 		} else {
-			runClusterNemesis(t, cs, rng, c, res.faults, time.Now().Add(d))
+			runClusterNemesis(t, cs, rng, c, clients, res.faults, time.Now().Add(d))
 		}
 	})
 	served := serverSummary(clients)
@@ -274,11 +312,16 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 
 // dialClusterClient returns client i of a history on cluster c, which
 // takes every node's address. Its packets go through a netfault.Conn with
-// no faults, which only counts them. It is closed at the end of the
-// history, and in the test's cleanup, before the cluster stops.
-func dialClusterClient(t *testing.T, c *proccluster.Cluster, i int, seed uint64) *linClient {
+// no faults, which only counts them. With suspends, its clock is a
+// suspendClock, blind or not (linClient.suspendable), for the nemesis to
+// suspend. It is closed at the end of the history, and in the test's
+// cleanup, before the cluster stops.
+func dialClusterClient(t *testing.T, c *proccluster.Cluster, i int, seed uint64, suspends, blind bool) *linClient {
 	t.Helper()
 	lc, cfg := newLinClient(t, i, seed, c.ClientConfig())
+	if suspends {
+		cfg.Clock = lc.suspendable(nil, blind)
+	}
 	// A killed leader sends nothing more: the clients notice it by their
 	// idle timeouts, and then follow the new leader. The timeouts differ,
 	// so that some clients still serve the old leader's leases from their
@@ -296,12 +339,12 @@ func dialClusterClient(t *testing.T, c *proccluster.Cluster, i int, seed uint64)
 	return lc
 }
 
-// runClusterNemesis injects faults of cs's kinds into cluster c until end,
-// one at a time: it waits for a leader, injects a fault, and heals it
-// (restart, SIGCONT, heal) before the next. It counts what it injected in
-// faults. It runs on the test's goroutine: the cluster's methods fail the
-// test on errors.
-func runClusterNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *proccluster.Cluster, faults map[string]int, end time.Time) {
+// runClusterNemesis injects faults of cs's kinds into cluster c, or into
+// one of its clients, until end, one at a time: it waits for a leader,
+// injects a fault, and heals it (restart, SIGCONT, heal, wake) before the
+// next. It counts what it injected in faults. It runs on the test's
+// goroutine: the cluster's methods fail the test on errors.
+func runClusterNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *proccluster.Cluster, clients []*linClient, faults map[string]int, end time.Time) {
 	// wait sleeps d of real time, how long a fault lasts or the gap
 	// between two, or until end. It reports false if end came first.
 	wait := func(d time.Duration) bool {
@@ -364,8 +407,17 @@ func runClusterNemesis(t *testing.T, cs clusterScenario, rng *rand.Rand, c *proc
 			} else {
 				faults["transfers"]++
 			}
+		case faultSuspendClient:
+			// Longer than a term plus ε: the leader waits out the
+			// sleeping client's leases and lets writes commit.
+			faults["suspends"]++
+			suspendClient(clients[rng.IntN(len(clients))], about(cs.term), wait)
 		default:
-			t.Fatalf("unknown cluster fault %q", kind)
+			inject := holdFaults[kind] // lincheck_hold_test.go
+			if inject == nil {
+				t.Fatalf("unknown cluster fault %q", kind)
+			}
+			inject(t, cs, rng, c, faults, wait)
 		}
 	}
 }

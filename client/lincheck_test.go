@@ -12,8 +12,9 @@ package client_test
 // The short form runs in `go test`: TestLinearizable checks at least 20
 // histories across the fault kinds, and TestLinearizableNegative shows that
 // the checker finds the violations of a client that ignores invalidations,
-// of a clock that drifts beyond ε, and of TTL leases whose acknowledged
-// renewals are lost. The long form runs histories of
+// of a clock that drifts beyond ε, of TTL leases whose acknowledged
+// renewals are lost, and of clients whose machines sleep past their
+// leases without noticing it. The long form runs histories of
 // every kind, one after another, for as long as -lincheck.duration says:
 //
 //	go test ./client -run '^TestLinearizableLong$' -lincheck.duration=30m -timeout 0 -v
@@ -94,6 +95,7 @@ const (
 	faultPause     faultKind = "pause"     // one client's packets held both ways for longer than its term, as for a stopped process
 	faultDrift     faultKind = "drift"     // clients' clocks run slow or fast, within ε
 	faultCrash     faultKind = "crash"     // leased killed with SIGKILL and restarted
+	faultSuspend   faultKind = "suspend"   // one client's machine asleep for longer than its term: its clock stands still, its boot clock runs on, its packets stop both ways
 )
 
 // scenario describes one history.
@@ -125,6 +127,10 @@ type scenario struct {
 	// never reach the server (the negative control of TTL leases).
 	holders int
 	phantom bool
+	// blind: the clients' suspending clocks hide their boot clock, so
+	// that no client notices a suspend (the negative control of the
+	// suspend check).
+	blind bool
 }
 
 // opLimit returns how long one operation of a worker may take.
@@ -174,11 +180,12 @@ func positiveScenarios() []scenario {
 			s.faults, s.drift, s.partitionDir, s.cutDrifter, s.readMostly = []faultKind{faultDrift, faultPartition}, 1.25, "both", true, true
 		}),
 		with("crash", func(s *scenario) { s.faults = []faultKind{faultCrash} }),
+		with("suspend", func(s *scenario) { s.faults = []faultKind{faultSuspend} }),
 		with("renewals", func(s *scenario) {
 			s.faults, s.readMostly = []faultKind{faultPartition, faultPause, faultCrash}, true
 		}),
 		with("all", func(s *scenario) {
-			s.faults, s.drift = []faultKind{faultNetwork, faultPartition, faultPause, faultDrift, faultCrash}, 0.8
+			s.faults, s.drift = []faultKind{faultNetwork, faultPartition, faultPause, faultDrift, faultCrash, faultSuspend}, 0.8
 		}),
 	}
 }
@@ -210,14 +217,14 @@ func runHistories(t *testing.T, names []string, run func(t *testing.T, i int)) {
 	wg.Wait()
 }
 
-// TestLinearizable is the short form: 21 histories across the fault kinds,
+// TestLinearizable is the short form: 23 histories across the fault kinds,
 // each of which must be linearizable. They run linParallel at a time.
 func TestLinearizable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes and real time")
 	}
 	leaktest.Check(t) // once every history has ended
-	runs := map[string]int{"none": 2, "network": 2, "partition-both": 2, "pause": 2, "drift-slow": 2, "crash": 2, "renewals": 2, "all": 4}
+	runs := map[string]int{"none": 2, "network": 2, "partition-both": 2, "pause": 2, "drift-slow": 2, "crash": 2, "suspend": 2, "renewals": 2, "all": 4}
 	first := firstSeed(t)
 	var names []string
 	var scs []scenario
@@ -252,14 +259,16 @@ func checkHistories(t *testing.T, names []string, first uint64, run func(t *test
 
 // TestLinearizableNegative runs the negative controls: broken clients
 // whose histories must not be linearizable: a client that ignores
-// invalidations, a clock that drifts beyond ε, and holders of TTL leases
-// whose renewals are lost (phantomScenario). If the checker passes one of
-// them, it could not have caught the bug either, and the test fails.
+// invalidations, a clock that drifts beyond ε, holders of TTL leases
+// whose renewals are lost (phantomScenario), and clients whose machines
+// sleep past their leases without noticing it (their clocks hide the
+// boot clock). If the checker passes one of them, it could not have
+// caught the bug either, and the test fails.
 func TestLinearizableNegative(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes and real time")
 	}
-	leaktest.Check(t) // once both histories have ended
+	leaktest.Check(t) // once every history has ended
 	base := scenario{clients: 5, keys: 3, term: 300 * time.Millisecond, eps: 100 * time.Millisecond}
 	ignore := base
 	ignore.name, ignore.ignore = "ignores-invalidations", true
@@ -269,9 +278,11 @@ func TestLinearizableNegative(t *testing.T) {
 	drift.name, drift.drift, drift.faults, drift.partitionDir, drift.cutDrifter = "drift-beyond-epsilon", 0.3, []faultKind{faultDrift, faultPartition}, "both", true
 	drift.readMostly = true // so that client 0 holds leases when it is cut off, as in drift-slow
 	phantom := phantomScenario()
+	suspend := base
+	suspend.name, suspend.faults, suspend.blind = "suspend-unnoticed", []faultKind{faultSuspend}, true
 	first := firstSeed(t)
-	scs := []scenario{ignore, drift, phantom}
-	runHistories(t, []string{ignore.name, drift.name, phantom.name}, func(t *testing.T, i int) {
+	scs := []scenario{ignore, drift, phantom, suspend}
+	runHistories(t, []string{ignore.name, drift.name, phantom.name, suspend.name}, func(t *testing.T, i int) {
 		// A violation is expected; its visualisation goes to the test's
 		// folder, and the test checks that it was written. The faults are
 		// drawn at random and land in real time, so a history may miss
@@ -405,7 +416,7 @@ func firstSeed(t *testing.T) uint64 {
 
 func formatCounts(m map[string]int) string {
 	var parts []string
-	for _, k := range []string{"network-clients", "partitions", "pauses", "drifting-clients", "crashes",
+	for _, k := range []string{"network-clients", "partitions", "pauses", "suspends", "drifting-clients", "crashes",
 		"leader-kills", "leader-stops", "leader-cuts", "follower-restarts", "transfers", "transfers-refused", "overlapping", "packets-dropped", "packets-duplicated", "packets-delayed"} {
 		if n, ok := m[k]; ok {
 			parts = append(parts, fmt.Sprintf("%s %d", k, n))
@@ -431,10 +442,11 @@ func runHistory(t *testing.T, sc scenario, seed uint64) historyResult {
 
 // linClient is one client of a history and its faults.
 type linClient struct {
-	id int
-	kv linKV          // what the workers call: c, or a liar
-	c  *client.Client // nil for a liar
-	pc *netfault.Conn
+	id  int
+	kv  linKV          // what the workers call: c, or a liar
+	c   *client.Client // nil for a liar
+	pc  *netfault.Conn
+	clk *suspendClock // the client's clock, in a history that suspends clients; else nil
 }
 
 // linKV is what a history's workers call: the methods of *client.Client
@@ -474,6 +486,9 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 		if i == 0 && sc.drift != 0 && sc.drift != 1 {
 			cfg.Clock = netfault.Drift(clock.Real(), sc.drift)
 			res.faults["drifting-clients"]++
+		}
+		if sc.has(faultSuspend) {
+			cfg.Clock = lc.suspendable(cfg.Clock, sc.blind)
 		}
 		if sc.has(faultNetwork) {
 			f := netfault.Faults{Delay: time.Millisecond, Jitter: 4 * time.Millisecond, Drop: 0.03, Duplicate: 0.03}
@@ -766,7 +781,7 @@ func writeOutput(v uint64, err error) lincheck.Output {
 func runNemesis(t *testing.T, sc scenario, rng *rand.Rand, clients []*linClient, faults map[string]int, end time.Time, srv **clitest.Server) {
 	var kinds []faultKind
 	for _, f := range sc.faults {
-		if f == faultPartition || f == faultPause || f == faultCrash {
+		if f == faultPartition || f == faultPause || f == faultCrash || f == faultSuspend {
 			kinds = append(kinds, f)
 		}
 	}
@@ -812,6 +827,13 @@ func runNemesis(t *testing.T, sc scenario, rng *rand.Rand, clients []*linClient,
 			faults["pauses"]++
 			wait(sc.term + time.Duration(rng.Int64N(int64(2*sc.term))))
 			lc.pc.Resume()
+		case faultSuspend:
+			lc := clients[rng.IntN(len(clients))]
+			if lc.c == nil {
+				continue // a liar, which reads no clock of the test's
+			}
+			faults["suspends"]++
+			suspendClient(lc, sc.term+time.Duration(rng.Int64N(int64(2*sc.term))), wait)
 		case faultCrash:
 			if crashes >= 2 {
 				continue
@@ -841,4 +863,33 @@ func newLinClient(t *testing.T, i int, seed uint64, base client.Config) (*linCli
 	cfg.PacketConn = lc.pc
 	cfg.MaxReconnectDelay = 100 * time.Millisecond
 	return lc, cfg
+}
+
+// suspendable gives lc a suspendClock over base (nil: the system clock),
+// for the nemesis to suspend, and returns the clock for its Config: blind,
+// one that hides the boot clock, so that the client notices no suspend.
+func (lc *linClient) suspendable(base clock.Clock, blind bool) clock.Clock {
+	lc.clk = newSuspendClock(base)
+	if blind {
+		return blindClock{lc.clk}
+	}
+	return lc.clk
+}
+
+// suspendClient has lc's machine sleep for d (wait sleeps, and reports
+// false if the history ended first): its clock stands still while its boot
+// clock runs on, and its packets stop both ways, as for a laptop closed or
+// a virtual machine suspended, so that the server waits out its leases
+// unacknowledged and lets writes commit. The client's goroutines go on,
+// unlike a sleeping machine's: its readers read from the cache
+// meanwhile, and would serve stale values, by a clock that says the
+// leases last, unless the client notices that the machine sleeps. On
+// waking, the clock runs again from where it stood, and the packets held
+// meanwhile arrive.
+func suspendClient(lc *linClient, d time.Duration, wait func(time.Duration) bool) {
+	lc.clk.suspend()
+	lc.pc.Pause()
+	wait(d)
+	lc.clk.resume()
+	lc.pc.Resume()
 }

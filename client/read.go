@@ -43,7 +43,9 @@ type fetch struct {
 // the answer comes from the local cache with no network round trip
 // (Item.Cached). Otherwise it asks the server, and caches the answer under
 // the lease that comes with it. While disconnected, keys without a valid
-// lease fail with ErrUnavailable.
+// lease fail with ErrUnavailable. If the machine was suspended for longer
+// than a tenth of ε since the cache was filled, which the monotonic clock
+// does not count, every cached lease is dropped first (DESIGN §8).
 func (c *Client) Get(ctx context.Context, key string) (Item, error) {
 	if e, ok := c.cache.GetAt(key, c.sinceBase()); ok {
 		return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}, nil
@@ -243,11 +245,20 @@ func (c *Client) monoNow() time.Time {
 	return c.clock.Now()
 }
 
-// sinceBase is monoNow as the time since c.base, the cache's epoch: on
-// the system clock, one reading of the monotonic clock and nothing else.
+// sinceBase is monoNow as the time since c.base, the cache's epoch, for a
+// cached read: it first makes sure that the machine was not suspended
+// meanwhile, which the monotonic clock does not count, and drops every
+// cached lease if it was (c.suspend). On the system clock it reads the
+// clock once, with time.Now, whose wall reading tells the check whether
+// to read the boot clock. It must be called holding none of the client's
+// locks.
 func (c *Client) sinceBase() time.Duration {
+	var now time.Time
 	if c.sysClock {
-		return time.Since(c.base)
+		now = time.Now()
+	} else {
+		now = c.clock.Now()
 	}
-	return c.clock.Now().Sub(c.base)
+	c.suspend.Check(now, c.suspendSlack())
+	return now.Sub(c.base)
 }

@@ -33,6 +33,7 @@ func (c *Client) maintain() {
 		horizon := now.Add(time.Duration(float64(term) * (1 - c.cfg.RenewFraction)))
 		renew = c.cache.TakeRenewals(now, horizon, renew[:0])
 		c.renew(renew, now, horizon)
+		c.expireWriteLeases(c.clock.Now())
 		c.flushReleases()
 		if expired = c.cache.Expired(now, expired[:0]); len(expired) > 0 {
 			c.emit(Event{Kind: EventLeasesExpired, Keys: append([]string(nil), expired...)})

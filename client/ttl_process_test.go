@@ -36,6 +36,9 @@ const (
 	helperTTLHolder = "ttl-holder"
 	helperTTL       = "LEASED_E2E_TTL"
 	helperKeys      = "LEASED_E2E_KEYS"
+	// helperReread, set, makes the holder read its keys after each
+	// renewal, as a worker that checks its task does.
+	helperReread = "LEASED_E2E_REREAD"
 )
 
 // TestHelperTTLHolder is not a test: it is the body of the TTL lease
@@ -87,6 +90,13 @@ func TestHelperTTLHolder(t *testing.T) {
 				continue
 			}
 			fmt.Printf("renewed sent=%d acked=%d\n", sent.UnixNano(), time.Now().UnixNano())
+			if os.Getenv(helperReread) != "" {
+				for _, k := range strings.Split(os.Getenv(helperKeys), ",") {
+					rctx, rcancel := context.WithTimeout(context.Background(), ttl/3)
+					c.Get(rctx, k) // cached, or a read lease taken again
+					rcancel()
+				}
+			}
 		}
 	}()
 	fmt.Printf("error %v\n", err)

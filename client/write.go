@@ -168,8 +168,9 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 				retryUntil = c.clock.Now().Add(cn.hello.RetryWindow / 2)
 			} else if errors.Is(err, ErrCanceled) {
 				// This attempt was abandoned, but an earlier one may
-				// have committed.
-				err = fmt.Errorf("%w: the write was sent before its connection was lost and may or may not have committed: %w", ErrUnavailable, err)
+				// have committed: the error must not wrap ErrCanceled,
+				// which says that nothing changed.
+				err = unknownOutcome(err)
 			}
 			if !lost || token != 0 || cn.hello.RetryWindow == 0 || ctx.Err() != nil {
 				return 0, err
@@ -246,4 +247,19 @@ func (c *Client) endWrite(id uint64) {
 			c.lowest = w
 		}
 	}
+}
+
+// unknownOutcome returns the error of a write whose last copy was
+// abandoned (err wraps ErrCanceled) after an earlier copy was sent on a
+// connection since lost: it may or may not have committed. The error
+// wraps ErrUnavailable, and the context's error if err has one, but not
+// ErrCanceled.
+func unknownOutcome(err error) error {
+	const msg = "%w: the write was sent before its connection was lost and may or may not have committed; the last copy was abandoned (%v)"
+	for _, cause := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, cause) {
+			return fmt.Errorf(msg+": %w", ErrUnavailable, err, cause)
+		}
+	}
+	return fmt.Errorf(msg, ErrUnavailable, err)
 }

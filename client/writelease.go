@@ -16,7 +16,9 @@ import (
 // past its lease cannot overwrite newer data.
 //
 // A WriteLease is safe for concurrent use. The client renews it in the
-// background while the session lasts.
+// background, on its next session too if it loses its connection (the
+// server gives that session its leases, DESIGN §6); it is lost when the
+// server recalls it or when it is not renewed by its deadline.
 type WriteLease struct {
 	c     *Client
 	key   string
@@ -105,7 +107,7 @@ func (wl *WriteLease) Key() string { return wl.key }
 func (wl *WriteLease) Token() uint64 { return wl.token }
 
 // Term returns the lease's term as granted; the client renews it in the
-// background while the session lasts.
+// background.
 func (wl *WriteLease) Term() time.Duration { return wl.term }
 
 // Done returns a channel that is closed when the lease is released,
@@ -200,7 +202,9 @@ func (wl *WriteLease) relinquish(ctx context.Context) error {
 		delete(c.wleases, wl.key)
 	}
 	c.wmu.Unlock()
-	cn, err := c.conn()
+	// A recall may come on a new session before the client has installed
+	// it: wait for it, no longer than the lease could live.
+	cn, err := c.awaitConn(ctx, wl.until())
 	// Under smu, so that a read begun after the entry is dropped reaches
 	// the server after the release, and gets a lease of its own.
 	c.smu.Lock()
@@ -325,9 +329,44 @@ func (c *Client) writeLeasesDue(horizon time.Time) []*WriteLease {
 	return due
 }
 
-// dropWriteLeases forgets every write lease when the session is lost: the
-// server ties them to the old session, and the cached values under them
-// stay valid only until their deadlines.
+// sessionLost is called when the session is lost. The write leases stay
+// held until their deadlines: the server keeps them, and gives them to
+// the client's next session (DESIGN §6), which renews them and hears
+// their recalls, those sent meanwhile included. A lease not renewed by
+// its deadline is lost then (expireWriteLeases). Recalls that came before
+// their grant are forgotten: their acquisitions fail with the session,
+// and a recall of such a grant comes again on the next session.
+func (c *Client) sessionLost() {
+	c.wmu.Lock()
+	clear(c.earlyRecalls)
+	c.wmu.Unlock()
+}
+
+// expireWriteLeases marks lost, and forgets, the write leases whose
+// deadline is not after now: they were not renewed in time (the client
+// was disconnected, or the server renewed them no more). The
+// maintenance loop calls it.
+func (c *Client) expireWriteLeases(now time.Time) {
+	c.wmu.Lock()
+	var gone []*WriteLease
+	for key, wl := range c.wleases {
+		wl.mu.Lock()
+		out := !now.Before(wl.deadline)
+		wl.mu.Unlock()
+		if out {
+			delete(c.wleases, key)
+			gone = append(gone, wl)
+		}
+	}
+	c.wmu.Unlock()
+	for _, wl := range gone {
+		if wl.markLost() {
+			c.emit(Event{Kind: EventWriteLeaseLost, Keys: []string{wl.key}})
+		}
+	}
+}
+
+// dropWriteLeases forgets every write lease when the client closes.
 func (c *Client) dropWriteLeases() {
 	c.wmu.Lock()
 	wls := c.wleases

@@ -13,10 +13,12 @@ import (
 )
 
 // DESIGN §7: a write lease survives a restart of the server with its token
-// and term. The library reports it lost when its session goes (it cannot
-// renew it from another session), but its fenced writes, sent from the new
-// session, still commit while the lease lasts on the server; once it has
-// run out they are fenced, and another client's write waits for it.
+// and term. The library keeps it when its session goes (DESIGN §6), and
+// its fenced writes, sent from the new session, still commit while the
+// lease lasts on the server; the first takes the lease over for the new
+// session, which renews it from then on and hears its recall: another
+// client's write recalls it, the holder releases it, and the holder's
+// later writes are fenced.
 func TestWriteLeaseFencedWritesAfterRestart(t *testing.T) {
 	bubble(t, nil, func(t *testing.T, srv *testkit.Server) {
 		ev := newEvents()
@@ -32,10 +34,11 @@ func TestWriteLeaseFencedWritesAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.Restart(nil)
+		ev.wait(t, client.EventReconnected, testkit.StepTimeout, nil)
 		select {
 		case <-wl.Done():
-		case <-time.After(testkit.StepTimeout):
-			t.Fatal("the write lease is not reported lost after its session went")
+			t.Fatal("the write lease is reported lost when its session went")
+		default:
 		}
 		ver, err := wl.Put(ctx, []byte("v2"))
 		if err != nil {
@@ -44,16 +47,26 @@ func TestWriteLeaseFencedWritesAfterRestart(t *testing.T) {
 		if it, err := h.Get(ctx, "owned"); err != nil || string(it.Value) != "v2" || it.Version != ver {
 			t.Fatalf("read after the fenced write: %+v, %v; want v2 at version %d", it, err, ver)
 		}
-		// Another client's write waits for the lease, which nobody
-		// renews, until it could have run out.
+		// Past its first term, the new session has renewed it.
+		time.Sleep(time.Until(granted.Add(timeTerm + srv.Config.Epsilon)))
+		if !wl.Valid() {
+			t.Fatal("the write lease is not renewed on the new session after its fenced write")
+		}
+		// Another client's write recalls it from the new session.
 		o := srv.Dial(client.Config{})
 		octx, ocancel := context.WithTimeout(context.Background(), 2*timeTerm)
 		defer ocancel()
+		start := time.Now()
 		if _, err := o.Put(octx, "owned", []byte("other")); err != nil {
 			t.Fatal(err)
 		}
-		if end := granted.Add(timeTerm + srv.Config.Epsilon); time.Now().Before(end) {
-			t.Errorf("another client's write committed %v before the write lease could have run out", time.Until(end))
+		if took := time.Since(start); took >= timeTerm {
+			t.Errorf("another client's write took %v: the holder did not answer the recall", took)
+		}
+		select {
+		case <-wl.Done():
+		default:
+			t.Error("the write lease is not lost after its recall")
 		}
 		if _, err := wl.Put(octx, []byte("late")); !errors.Is(err, client.ErrFenced) {
 			t.Errorf("the holder's write after another client's: %v, want ErrFenced", err)
@@ -80,10 +93,8 @@ func TestWriteLeaseWriteWhileDownBoundedByLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.Close() // not restarted
-		select {
-		case <-wl.Done():
-		case <-time.After(testkit.StepTimeout):
-			t.Fatal("the write lease is not reported lost after its session went")
+		if !wl.Valid() {
+			t.Fatal("the write lease is reported lost when its session went, before its deadline")
 		}
 		_, err = wl.Put(ctx, []byte("v"))
 		took := time.Since(granted)
@@ -95,6 +106,13 @@ func TestWriteLeaseWriteWhileDownBoundedByLease(t *testing.T) {
 		}
 		if want := wl.Term() + sess.Epsilon; took != want {
 			t.Errorf("the write failed %v after the grant, want the lease's term plus ε, %v (retry bound %v)", took, want, server.DefaultRetryWindow/2)
+		}
+		// Not renewed by its deadline, the lease is lost within an eighth
+		// of a term (the maintenance loop's pace).
+		select {
+		case <-wl.Done():
+		case <-time.After(timeTerm / 8):
+			t.Fatal("the write lease is not reported lost after its deadline")
 		}
 	})
 }

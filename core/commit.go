@@ -114,6 +114,9 @@ func (c *Core) commit(batch []job) {
 	}
 	var ttls []settled // revocations and marks, settled once c.mu is released
 	c.mu.Lock()
+	if failed != nil {
+		c.doubtWrites(batch[len(results):], failed)
+	}
 	for i, j := range batch {
 		var res store.Result
 		err := failed
@@ -169,6 +172,10 @@ func (c *Core) commit(batch []job) {
 			if horizonErr != nil || res.Duplicate || c.handingOff.Load() || r.NoReadLease {
 				term = 0
 			}
+			if err == nil { // a TTL lease's keys, and its writer's read lease (ttl.go)
+				c.attachedWrite(string(r.Key), r.Lease)
+				term = c.writerTerm(r.Lease, term, now)
+			}
 			o := Outcome{Err: err, Version: res.Version, Waited: max(0, r.ready.Sub(r.received)), Holders: r.op.Holders, Duplicate: res.Duplicate}
 			o.Term, eff = c.table.Done(&r.op, err == nil, term, now)
 			outs[i] = o
@@ -207,6 +214,54 @@ func (c *Core) commit(batch []job) {
 		}
 		r.finish(outs[i])
 	}
+}
+
+// doubtWrites notes the keys that the writes and revocations of jobs,
+// whose commit failed with err, may have changed, if another node may yet
+// commit them: in a replicated store, a failed commit may still be
+// committed by the next leader, and this core, which may no longer lead,
+// could not tell. Until the store is reopened, which shows every committed
+// entry, reads of those keys fail (doubted): else a deposed leader would
+// serve their old values after the new ones may have been read elsewhere,
+// until its horizon (DESIGN §13). The caller holds c.mu.
+func (c *Core) doubtWrites(jobs []job, err error) {
+	if !c.cfg.Replicated || errors.As(err, new(notApplied)) {
+		return
+	}
+	fails := c.down.failures()
+	doubt := func(k string) {
+		if c.doubt == nil {
+			c.doubt = make(map[string]uint64)
+		}
+		c.doubt[k] = fails
+	}
+	for _, j := range jobs {
+		switch r := j.req; {
+		case j.rev != nil:
+			for i := range j.rev.ops {
+				doubt(j.rev.ops[i].Key)
+			}
+		case r != nil && (r.Op == store.OpPut || r.Op == store.OpDelete || r.Op == store.OpCAS):
+			doubt(string(r.Key))
+		}
+	}
+	if len(c.doubt) > 0 {
+		c.log.Warn("reads of the keys of writes of unknown outcome fail until the store is reopened", "keys", len(c.doubt), "err", err)
+	}
+}
+
+// doubted reports whether a write of unknown outcome may have changed key
+// since the store was last reopened (doubtWrites). The caller holds c.mu.
+func (c *Core) doubted(key string) bool {
+	fails, ok := c.doubt[key]
+	if !ok {
+		return false
+	}
+	if fails <= c.down.settledFailures() {
+		delete(c.doubt, key)
+		return false
+	}
+	return true
 }
 
 // admit asks Config.Admit about every write and acquisition of batch, ends
@@ -301,6 +356,25 @@ type downState struct {
 	err     error      // why the store is down; nil when it is up
 	retryAt time.Time
 	ends    []leasetable.Notice // write-lease ends to apply once it is up
+	// fails counts the failed Applies, and settled is what it was when
+	// the store was last reopened: the outcomes of the failures up to
+	// then are settled.
+	fails, settled uint64
+}
+
+// failures returns how many Applies have failed so far.
+func (d *downState) failures() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fails
+}
+
+// settledFailures returns how many of the failed Applies a reopening of
+// the store has settled since.
+func (d *downState) settledFailures() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.settled
 }
 
 // retryInterval is how long after a failure the core tries to reopen the
@@ -322,7 +396,17 @@ func (d *downState) fail(c *Core, cause error) error {
 	default:
 		c.log.Error("storage failed; writes, and leases past the horizon, are refused until it is reopened", "err", cause, "retry_in", c.retryInterval())
 	}
+	d.fails++
 	d.err = fmt.Errorf("%w: storage is down since a failed commit (%v); writes resume once it is reopened", ErrInternal, cause)
+	if errors.Is(cause, store.ErrNotWritable) {
+		// Not a fault of the store: its folder cannot be written, and
+		// the change was refused before it reached the log
+		// (replica.Node.Apply looks first). The writer is told so, as
+		// the disk guard's READONLY alarm tells it, and not of an
+		// internal error.
+		err = fmt.Errorf("READONLY: %w; the change is not acknowledged", cause)
+		d.err = fmt.Errorf("READONLY: %w; writes resume once it can be written", cause)
+	}
 	d.retryAt = c.clock.Now().Add(c.retryInterval())
 	return err
 }
@@ -373,7 +457,7 @@ func (d *downState) recover(c *Core, now time.Time) ([]leasetable.Notice, error)
 	if _, err := c.resumeTTL(now, time.Time{}); err != nil {
 		c.log.Warn("cannot resume the TTL leases after reopening the store", "err", err)
 	}
-	d.err = nil
+	d.err, d.settled = nil, d.fails
 	ends := d.ends
 	d.ends = nil
 	return ends, nil

@@ -113,13 +113,19 @@ type Core struct {
 	barrier     time.Time // the bound of an earlier run's leases; writes wait for it
 	inherited   time.Time // the end of the leases handed over by an earlier leader
 	started     time.Time
-	// held maps the keys of Config.Inherited whose bound plus ε had not
-	// passed at the start to that time; set in restore, and read-only
+	// held maps the keys of Config.Inherited, and the holds recorded
+	// with the stored horizon (store.State.Holds), whose bound plus ε had
+	// not passed at the start to that time; set in restore, and read-only
 	// after New returns.
 	held map[string]time.Time
 
 	// The store's health; see commit.go.
 	down downState
+	// doubt maps the keys that writes of unknown outcome may have changed
+	// to the count of failed Applies when the last of them failed
+	// (downState.fails); guarded by mu. Reads of them fail until the
+	// store is reopened after that (doubtWrites).
+	doubt map[string]uint64
 	// copies counts, by Client and ID, the writes with a Client between
 	// Submit and their outcome (Core.track), so that Admit does not
 	// refuse a retry whose first copy may yet commit.
@@ -145,7 +151,9 @@ type Core struct {
 // that this node leads (Config.LeaderName). It reads what an earlier run
 // left in st: the lease horizon, whose remaining part holds writes back
 // (reads are served at once), and the write leases, which it restores until
-// then. It refuses a Config that Validate refuses.
+// then. If it holds reads of keys for an earlier leader (Config.Inherited,
+// store.State.Holds), it records them with a horizon before it returns, and
+// fails if it cannot. It refuses a Config that Validate refuses.
 func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("core: %w", err)
@@ -174,13 +182,17 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 	if err := c.restore(); err != nil {
 		return nil, err
 	}
+	if err := c.recordHolds(); err != nil {
+		return nil, err
+	}
 	if err := c.newTTL(); err != nil {
 		return nil, err
 	}
-	c.loops.Add(3)
+	c.loops.Add(4)
 	go c.timerLoop()
 	go c.commitLoop()
 	go c.horizonLoop()
+	go c.collectLoop(c.revision.Load())
 	if cfg.RetryWindow > 0 {
 		c.loops.Add(1)
 		go c.forgetLoop()
@@ -269,7 +281,10 @@ func (c *Core) CloseSession(id SessionID, relinquish bool, done func()) {
 // lease, its prefix is never cached, or the horizon cannot be persisted).
 // The lease is recorded before the value is read, so a write that commits
 // in between must invalidate it. A read that needs a new lease while the
-// session holds Config.MaxLeasesPerSession fails with ErrLeaseLimit.
+// session holds Config.MaxLeasesPerSession fails with ErrLeaseLimit. A read
+// of a key held for an earlier leader (Config.Inherited), or of one that a
+// write of unknown outcome may have changed in a replicated store
+// (doubtWrites), fails with ErrUnavailable.
 func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, error) {
 	c.readMu.RLock()
 	defer c.readMu.RUnlock()
@@ -290,7 +305,12 @@ func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, erro
 		}
 		term = 0 // served, but not cached
 	}
+	term = c.holderTerm(id, k, term, now) // a TTL lease's holder, on its keys (ttl.go)
 	c.mu.Lock()
+	if c.doubted(k) {
+		c.mu.Unlock()
+		return store.Record{}, 0, fmt.Errorf("%w: read %q: a write to it failed with an unknown outcome, which another node may decide", ErrUnavailable, key)
+	}
 	if c.handingOff.Load() {
 		term = 0
 	}
@@ -327,6 +347,7 @@ func (c *Core) Renew(id SessionID, keys []string, readOnly []bool) []time.Durati
 		for i, k := range keys {
 			terms[i] = c.cfg.TermFor(k)
 		}
+		c.holderTerms(id, keys, terms, now) // a TTL lease's holder, on its keys (ttl.go)
 	}
 	c.mu.Lock()
 	if c.handingOff.Load() {
@@ -490,8 +511,9 @@ func (c *Core) heldUntil(key string, now time.Time) time.Time {
 	return time.Time{}
 }
 
-// isHeld reports whether key is one of Config.Inherited and its bound,
-// plus ε, has not passed at now.
+// isHeld reports whether key is one of Config.Inherited, or of the holds
+// recorded with the stored horizon, and its bound, plus ε, has not passed
+// at now.
 func (c *Core) isHeld(key string, now time.Time) bool { return !c.heldUntil(key, now).IsZero() }
 
 // poke tells the timer loop that the next deadline may have moved.
@@ -571,7 +593,7 @@ func (c *Core) carryOut(eff leasetable.Effects) {
 	for _, op := range eff.Abandoned {
 		switch d := op.Data.(type) {
 		case *Request:
-			d.finish(Outcome{Err: ErrCanceled})
+			d.abandon(ErrCanceled)
 		case *revocation:
 			c.abandonRevocation(d, fmt.Errorf("%w: revocation of TTL lease %016x: its keys' holders did not let it commit within its timeout", ErrCanceled, d.id))
 		}

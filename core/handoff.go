@@ -109,29 +109,46 @@ func (c *Core) resume() {
 }
 
 // SetClient records the client identity that session id gave (0: none),
-// and gives it the leases handed over to this core for that client. The
-// write leases the session acquires record the identity, durably, and a
-// later session of the same client, on this core or after a restart or a
-// failover, may take them over by presenting their fencing token; no
-// other session may write under them. The server calls it once a
-// session's hello has been read, before the session's first request.
-func (c *Core) SetClient(id SessionID, client uint64) {
+// and gives the session the leases of that client's earlier session on
+// this core, and those handed over to this core for that client. The
+// server calls it once a session's hello has been read, before the
+// session's first request.
+//
+// A client that lost its connection and came back on a new one (DESIGN
+// §6) so keeps its read and write leases: they are renewed on the new
+// session, and invalidations and recalls reach it there, those the earlier
+// session may have missed included (leasetable.Table.AdoptClient). If
+// the earlier session is still open, because the server has not noticed
+// the loss yet, it is closed in the lease table and returned as
+// superseded (0: none); the caller closes its connection. The identity is
+// bound to the client's certificate where it has one (the server hashes
+// both), so no other client can take the leases.
+//
+// The write leases the session acquires record the identity, durably, and
+// a later session of the same client, after a restart or a failover too,
+// may take them over by presenting their fencing token; no other session
+// may write under them.
+func (c *Core) SetClient(id SessionID, client uint64) (superseded SessionID) {
 	if client == 0 {
-		return
+		return 0
 	}
+	now := c.clock.Now()
 	c.mu.Lock()
 	c.clients[id] = client
 	c.table.SetClient(id, client)
-	from, ok := c.handed[client]
-	if !ok {
-		c.mu.Unlock()
-		return
+	eff, superseded := c.table.AdoptClient(id, now)
+	if superseded != 0 {
+		delete(c.clients, superseded)
 	}
-	delete(c.handed, client)
-	eff := c.table.AdoptSession(from, id, c.clock.Now())
+	if from, ok := c.handed[client]; ok {
+		delete(c.handed, client)
+		handed := c.table.AdoptSession(from, id, now) // invalidations only
+		eff.Invalidate = append(eff.Invalidate, handed.Invalidate...)
+	}
 	c.enqueueReady(eff)
 	c.mu.Unlock()
 	c.carryOut(eff)
+	return superseded
 }
 
 // clientOf returns the client identity of session id, 0 if unknown.

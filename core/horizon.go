@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/leased/leased/internal/atomicfile"
@@ -57,7 +58,7 @@ func (c *Core) restore() error {
 	}
 	c.started = c.clock.Now()
 	c.revision.Store(st.Revision)
-	held := c.holdInherited()
+	held := c.holdInherited(st)
 	if st.HandedOff && !st.HorizonApplied.IsZero() {
 		if err := c.restoreHandoff(st); err != nil {
 			return err
@@ -223,18 +224,23 @@ func (c *Core) bootHold(st store.State) (time.Duration, string) {
 	return max(min(r.BootHorizon-now, st.Span), 0), ""
 }
 
-// holdInherited sets the reads held of the keys of Config.Inherited whose
+// holdInherited sets the reads held of the keys of Config.Inherited, and
+// of the holds that an earlier leader recorded with the newest horizon of
+// st (store.State.Holds, counted from when this node applied it), whose
 // bound, plus ε, has not passed at the start, and returns when the last of
-// them is released (zero if none is held).
-func (c *Core) holdInherited() time.Time {
+// them is released (zero if none is held). The holds recorded survive a
+// restart of this node and a snapshot it restored, which Config.Inherited
+// does not: a node counts a horizon entry applied before either as applied
+// then.
+func (c *Core) holdInherited(st store.State) time.Time {
 	if c.cfg.UnsafeSkipHorizonWait {
 		return time.Time{}
 	}
 	var last time.Time
-	for k, bound := range c.cfg.Inherited {
+	hold := func(k string, bound time.Time) {
 		until := bound.Add(c.cfg.Epsilon)
-		if !until.After(c.started) {
-			continue
+		if !until.After(c.started) || !until.After(c.held[k]) {
+			return
 		}
 		if c.held == nil {
 			c.held = make(map[string]time.Time)
@@ -242,10 +248,49 @@ func (c *Core) holdInherited() time.Time {
 		c.held[k] = until
 		last = maxTime(last, until)
 	}
+	for k, bound := range c.cfg.Inherited {
+		hold(k, bound)
+	}
+	applied := st.HorizonApplied
+	if applied.IsZero() {
+		applied = c.started // a store that is not replicated, as in horizonHold
+	}
+	for _, h := range st.Holds {
+		hold(h.Key, applied.Add(h.Left))
+	}
 	if len(c.held) > 0 {
 		c.log.Info("holding reads of keys an earlier leader was writing", "keys", len(c.held), "wait", last.Sub(c.started))
 	}
 	return last
+}
+
+// recordHolds persists, before the core serves, a horizon that records the
+// reads it holds (setHorizon), so that a later leader holds them too, even
+// one that restarted or restored a snapshot since: it knows of the writes
+// that an earlier leader's term left only from the log. Nothing if it holds
+// none. New calls it after restore.
+func (c *Core) recordHolds() error {
+	if len(c.held) == 0 {
+		return nil
+	}
+	if err := c.advanceHorizon(c.clock.Now(), 0); err != nil {
+		return fmt.Errorf("core: record the keys held for an earlier leader: %w", err)
+	}
+	return nil
+}
+
+// liveHolds returns the keys whose reads are held past now, sorted, each
+// with the time its hold has left, without ε (store.HeldKey), for the
+// horizon written at now.
+func (c *Core) liveHolds(now time.Time) []store.HeldKey {
+	var hs []store.HeldKey
+	for k, until := range c.held {
+		if until.After(now) {
+			hs = append(hs, store.HeldKey{Key: k, Left: max(until.Sub(now)-c.cfg.Epsilon, 0)})
+		}
+	}
+	slices.SortFunc(hs, func(a, b store.HeldKey) int { return strings.Compare(a.Key, b.Key) })
+	return hs
 }
 
 // holdWrites holds every write until barrier, if it is after the start:
@@ -302,12 +347,14 @@ func (c *Core) advanceHorizon(now time.Time, ahead time.Duration) error {
 	return nil
 }
 
-// setHorizon persists horizon h, written at now, after its boot record.
-// The caller holds horizonMu.
+// setHorizon persists horizon h, written at now, after its boot record,
+// with the reads still held then (liveHolds), which every horizon records
+// until they have passed. The caller holds horizonMu.
 func (c *Core) setHorizon(h, now time.Time) error {
 	span := max(h.Sub(now), 0)
 	rec := c.recordBoot(h, span)
-	if _, err := c.apply([]store.Command{{Op: store.OpSetHorizon, Key: []byte(c.cfg.Clockname), Horizon: h, Span: span}}); err != nil {
+	cmd := store.Command{Op: store.OpSetHorizon, Key: []byte(c.cfg.Clockname), Horizon: h, Span: span, Holds: c.liveHolds(now)}
+	if _, err := c.apply([]store.Command{cmd}); err != nil {
 		return err
 	}
 	c.bootKept = rec

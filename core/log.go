@@ -31,8 +31,9 @@ import (
 //     past the horizon (a session's, in Read, Renew or KeepAlive; the
 //     committer's, in commit, for a writer's read lease or an acquirer's
 //     write lease; horizonLoop's, which moves it ahead of time; Resume's
-//     caller), and from lowerHorizon, on Close's goroutine. The horizon
-//     must be durable before any lease past it is granted, so its caller
+//     caller), from lowerHorizon, on Close's goroutine, and from
+//     recordHolds, on New's goroutine before the committer starts. The
+//     horizon must be durable before any lease past it is granted, so its caller
 //     waits for it; and the committer may itself be that caller (commit
 //     grants a writer's lease once its batch is applied): waiting for a
 //     job of its own queue, it would wait forever. lowerHorizon runs once
@@ -48,6 +49,14 @@ import (
 //     (Store.IdleClients reads the applied state), and no request waits
 //     for it or must come after it: the queue orders what the lease table
 //     makes ready on keys, and forgetting touches no key.
+//   - collectTombstones (tombstones.go), store.OpCollectTombstones, on
+//     collectLoop's goroutine, for the same reasons: it reads each
+//     command's outcome before the next, no request waits for it, and it
+//     changes no key's value.
+//   - SetAlarm (alarm.go), store.OpSetAlarm, on its caller's goroutine
+//     (node.Node's alarm watch), for the same reasons: it touches no key,
+//     no request waits for it, and its caller needs the outcome to know
+//     that the alarm is recorded.
 //
 // Directly, on the goroutine that calls New, before New starts the
 // committer and the core's other goroutines: there is no committer yet,
@@ -60,11 +69,12 @@ import (
 //     OpEndWriteLease: the write leases an earlier run or leader left
 //     that live no longer, ended before the core serves.
 //
-// So Store.Apply may run on three goroutines at once: the committer's,
+// So Store.Apply may run on five goroutines at once: the committer's,
 // the one holding horizonMu (setHorizon or HandOff; the committer's own
-// at times), and forgetLoop's. The store serializes them (Store). Every
-// caller but the committer applies one command a call, so that none
-// depends on a batch of another being applied with nothing in between.
+// at times), forgetLoop's, collectLoop's and SetAlarm's caller's. The
+// store serializes them (Store). Every caller but the committer applies
+// one command a call, so that none depends on a batch of another being
+// applied with nothing in between.
 func (c *Core) writeLog(cmds []store.Command) ([]store.Result, error) {
 	rs, err := c.store.Apply(cmds)
 	for _, r := range rs {
@@ -79,7 +89,7 @@ func (c *Core) writeLog(cmds []store.Command) ([]store.Result, error) {
 // retry is not due. A failure takes it down.
 func (c *Core) apply(cmds []store.Command) ([]store.Result, error) {
 	if err := c.recover(c.clock.Now()); err != nil {
-		return nil, err
+		return nil, notApplied{err}
 	}
 	rs, err := c.writeLog(cmds)
 	if err != nil {
@@ -91,3 +101,9 @@ func (c *Core) apply(cmds []store.Command) ([]store.Result, error) {
 	}
 	return rs, nil
 }
+
+// notApplied is the error of apply when the store is down and its retry is
+// not due: the commands never reached it, and their outcome is known.
+type notApplied struct{ error }
+
+func (e notApplied) Unwrap() error { return e.error }

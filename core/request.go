@@ -66,6 +66,10 @@ type Request struct {
 	once     sync.Once
 	counted  *Core       // the core that counts r among the copies on their way (Core.track), until r ends
 	heldBy   *revocation // the revocation of r.Lease that r waits for (Core.afterRevocation); guarded by ttlState.mu
+	// copied is set when r is a retry an earlier copy of which was
+	// applied, is on its way, or may have been applied: abandoning r then
+	// does not show that nothing changed (abandon).
+	copied bool
 }
 
 // Outcome is how a Request ended.
@@ -112,6 +116,18 @@ func (r *Request) finish(o Outcome) {
 		r.uncount()
 		r.Done(o)
 	})
+}
+
+// abandon ends r, which left its key's queue before it could commit, with
+// why, which wraps ErrCanceled: nothing changed. A retry an earlier copy of
+// which was applied, or may be (Request.copied), ends instead with
+// ErrUnavailable: the write may or may not have committed, and its writer
+// must not be told that nothing changed.
+func (r *Request) abandon(why error) {
+	if r.copied {
+		why = fmt.Errorf("%w: this write was sent before, and that copy may or may not have committed; this one was abandoned (%v)", ErrUnavailable, why)
+	}
+	r.finish(Outcome{Err: why})
 }
 
 // retryKey names the copies of a write with a Client: its Client and ID.
@@ -201,13 +217,13 @@ func (c *Core) Submit(r *Request) error {
 			// One that a new leader inherited waits for the barrier, as
 			// its key's readers do (Config.Inherited), and gets its
 			// outcome when it is applied (store.Command).
-			admit = false
+			admit, r.copied = false, true
 		case another || unknown:
 			// Nor is one refused here whose first copy is still on its
 			// way, or may have been applied: it waits its turn on the key
 			// behind that copy, and the committer asks Admit about it
 			// once that copy's outcome is settled (Core.admit).
-			admit = false
+			admit, r.copied = false, true
 		}
 	}
 	if admit {
@@ -269,7 +285,7 @@ func (c *Core) Cancel(r *Request, why error) {
 	c.enqueueReady(eff)
 	c.mu.Unlock()
 	if ok {
-		r.finish(Outcome{Err: why})
+		r.abandon(why)
 	}
 	c.carryOut(eff)
 }

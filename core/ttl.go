@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leased/leased/lessor"
@@ -139,7 +140,19 @@ type ttlState struct {
 	// owners holds the owner of each lease the Lessor tracks that has
 	// one (store.TTLLease.Owner).
 	owners map[uint64]uint64
-	stats  TTLStats
+	// holders maps a lease to the client identity of its holder: the
+	// client that granted it or kept it alive last, as far as this core
+	// has seen; held maps a client to the leases it holds. keysOf maps
+	// the leases whose holders read their keys to those keys (loaded
+	// from the store on the first read, kept by the writes that commit:
+	// attachedWrite), and attached each such key to its lease. See
+	// holderTerms.
+	holders  map[uint64]uint64
+	holding  atomic.Int64 // len(holders), read without mu
+	held     map[uint64]map[uint64]struct{}
+	keysOf   map[uint64]map[string]struct{}
+	attached map[string]uint64
+	stats    TTLStats
 }
 
 // TTLStats are the counters of TTL leases.
@@ -207,6 +220,10 @@ func (c *Core) newTTL() error {
 	c.ttl.ls = ls
 	c.ttl.revoking = make(map[uint64]*revocation)
 	c.ttl.owners = make(map[uint64]uint64)
+	c.ttl.holders = make(map[uint64]uint64)
+	c.ttl.held = make(map[uint64]map[uint64]struct{})
+	c.ttl.keysOf = make(map[uint64]map[string]struct{})
+	c.ttl.attached = make(map[string]uint64)
 	c.table.AddSession(revokerSession)
 	n, err := c.resumeTTL(c.started, c.keptSince())
 	if err != nil {
@@ -307,8 +324,12 @@ func (c *Core) granted(r *Request, res store.Result, err error, now time.Time) O
 	if err == nil && !res.Duplicate {
 		if gerr := c.ttl.ls.Grant(res.Lease, r.TTL, now); gerr != nil && !errors.Is(gerr, lessor.ErrExists) {
 			err = fmt.Errorf("%w: track TTL lease %016x: %v", ErrInternal, res.Lease, gerr)
-		} else if r.Owner != 0 {
-			c.ttl.owners[res.Lease] = r.Owner
+		} else {
+			if r.Owner != 0 {
+				c.ttl.owners[res.Lease] = r.Owner
+			}
+			c.setHolder(res.Lease, r.Client)
+			c.ttl.keysOf[res.Lease] = make(map[string]struct{}) // none yet; the writes that attach keys add them
 		}
 	}
 	c.ttl.mu.Unlock()
@@ -316,8 +337,12 @@ func (c *Core) granted(r *Request, res store.Result, err error, now time.Time) O
 	return Outcome{Err: err, Lease: res.Lease, TTL: r.TTL, Duplicate: res.Duplicate}
 }
 
-// KeepAlive renews the TTL leases ids, and calls done once with the
-// outcome: at once, or once the marks that make the renewals survive a
+// KeepAlive is KeepAliveFor a client that gave no identity.
+func (c *Core) KeepAlive(ids []uint64, done func(KeepAliveOutcome)) { c.KeepAliveFor(0, ids, done) }
+
+// KeepAliveFor renews the TTL leases ids for client (its client
+// identity, 0: none), who becomes their holder (holderTerms), and calls
+// done once with the outcome: at once, or once the marks that make the renewals survive a
 // failover are applied. Leases that do not exist are Unknown. A lease
 // being revoked is neither renewed nor unknown until its revocation ends:
 // its keys still exist until it is applied (then the lease is Unknown),
@@ -326,7 +351,7 @@ func (c *Core) granted(r *Request, res store.Result, err error, now time.Time) O
 // the leases kept alive from the end of that horizon (keptSince). done is
 // called from a goroutine of the core or the caller's, without its locks;
 // it must not block.
-func (c *Core) KeepAlive(ids []uint64, done func(KeepAliveOutcome)) {
+func (c *Core) KeepAliveFor(client uint64, ids []uint64, done func(KeepAliveOutcome)) {
 	if len(ids) > MaxKeepAliveLeases {
 		done(KeepAliveOutcome{Err: fmt.Errorf("%w: %d leases in one keep-alive, the limit is %d", ErrInvalidArgument, len(ids), MaxKeepAliveLeases)})
 		return
@@ -354,11 +379,14 @@ func (c *Core) KeepAlive(ids []uint64, done func(KeepAliveOutcome)) {
 	for rv, wait := range waits {
 		b.left++
 		rv.after = append(rv.after, func() {
-			c.KeepAlive(wait, func(o KeepAliveOutcome) { c.endPart(b, o) })
+			c.KeepAliveFor(client, wait, func(o KeepAliveOutcome) { c.endPart(b, o) })
 		})
 	}
 	renewed, unknown, mark := c.ttl.ls.KeepAlive(live, now)
 	c.ttl.stats.KeepAlives += uint64(len(renewed))
+	for _, r := range renewed {
+		c.setHolder(r.ID, client)
+	}
 	var jobs []job
 	for chunk := range slices.Chunk(mark, store.MaxTTLLeasesPerCommand) {
 		jobs = append(jobs, job{ttl: &store.Command{Op: store.OpKeptAliveTTL, Leases: chunk}, marks: b})
@@ -503,4 +531,176 @@ func (c *Core) TTLStats() TTLStats {
 	st := c.ttl.stats
 	st.Leases = c.ttl.ls.Len()
 	return st
+}
+
+// A TTL lease's holder and its own reads of the lease's keys (DESIGN §14).
+// A holder that dies must not keep its lease's keys alive past the lease:
+// the expiry's delete waits for the read leases on them, so a read lease
+// that the holder takes on a key attached to its lease ends no later than
+// the lease could (its remaining TTL as the holder counts it), and the
+// expiry waits only for other readers. The writer of a put or
+// compare-and-swap that attaches its key gets such a read lease too
+// (writerTerm); a session whose client holds the lease gets one when it
+// reads or renews a key attached to it (holderTerms).
+
+// setHolder records client (0: none, and nothing is recorded) as the
+// holder of lease id. The caller holds c.ttl.mu.
+func (c *Core) setHolder(id, client uint64) {
+	old, ok := c.ttl.holders[id]
+	if client == 0 || (ok && old == client) {
+		return
+	}
+	if ok {
+		c.unhold(id, old)
+	}
+	c.ttl.holders[id] = client
+	c.ttl.holding.Store(int64(len(c.ttl.holders)))
+	m := c.ttl.held[client]
+	if m == nil {
+		m = make(map[uint64]struct{})
+		c.ttl.held[client] = m
+	}
+	m[id] = struct{}{}
+}
+
+// unhold forgets that client holds lease id. The caller holds c.ttl.mu.
+func (c *Core) unhold(id, client uint64) {
+	if m := c.ttl.held[client]; m != nil {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(c.ttl.held, client)
+		}
+	}
+}
+
+// forgetHolder forgets the holder and the tracked keys of lease id, which
+// is revoked. The caller holds c.ttl.mu.
+func (c *Core) forgetHolder(id uint64) {
+	if client, ok := c.ttl.holders[id]; ok {
+		c.unhold(id, client)
+		delete(c.ttl.holders, id)
+		c.ttl.holding.Store(int64(len(c.ttl.holders)))
+	}
+	for k := range c.ttl.keysOf[id] {
+		if c.ttl.attached[k] == id {
+			delete(c.ttl.attached, k)
+		}
+	}
+	delete(c.ttl.keysOf, id)
+}
+
+// attachedWrite keeps the tracked keys (keysOf) in step with a write of
+// key that committed: a put or compare-and-swap that attached it to lease
+// (0: a write that detached it, or a delete). The committer calls it
+// under c.mu.
+func (c *Core) attachedWrite(key string, lease uint64) {
+	c.ttl.mu.Lock()
+	defer c.ttl.mu.Unlock()
+	old := c.ttl.attached[key]
+	if old == lease {
+		return
+	}
+	if old != 0 {
+		delete(c.ttl.keysOf[old], key)
+		delete(c.ttl.attached, key)
+	}
+	if keys := c.ttl.keysOf[lease]; keys != nil {
+		keys[key] = struct{}{}
+		c.ttl.attached[key] = lease
+	}
+}
+
+// writerTerm returns the term of the read lease that the writer of a
+// key it attached to lease at now gets: term, or less, so that the read
+// lease ends no later than the lease could; 0 if the lease is gone or
+// being revoked. The committer calls it under c.mu.
+func (c *Core) writerTerm(lease uint64, term time.Duration, now time.Time) time.Duration {
+	if lease == 0 || term <= 0 {
+		return term
+	}
+	c.ttl.mu.Lock()
+	defer c.ttl.mu.Unlock()
+	return c.boundTerm(lease, term, now)
+}
+
+// boundTerm returns term, bounded by the time lease has left at now, as
+// its holder counts it; 0 if the lease is being revoked or is not
+// tracked. The caller holds c.ttl.mu.
+func (c *Core) boundTerm(lease uint64, term time.Duration, now time.Time) time.Duration {
+	left, _, ok := c.ttl.ls.TimeToLive(lease, now)
+	if !ok {
+		return 0
+	}
+	return min(term, left)
+}
+
+// holderTerm is holderTerms for one key.
+func (c *Core) holderTerm(id SessionID, key string, term time.Duration, now time.Time) time.Duration {
+	if term <= 0 || c.ttl.holding.Load() == 0 {
+		return term
+	}
+	keys, terms := [1]string{key}, [1]time.Duration{term}
+	c.holderTerms(id, keys[:], terms[:], now)
+	return terms[0]
+}
+
+// holderTerms bounds terms[i], the term of a read lease that session id
+// is to get or renew on keys[i] at now, for every key attached to a TTL
+// lease that the session's client holds: the read lease then ends no
+// later than the TTL lease could (boundTerm). While no client holds a
+// TTL lease it costs an atomic load; otherwise a session whose client
+// holds none costs two map lookups. The first time a holder reads,
+// the keys of its leases are read from the store; a lease whose keys
+// cannot be read is not bounded (its holder's reads are served as any
+// other's). Read and Renew call it without the core's locks.
+func (c *Core) holderTerms(id SessionID, keys []string, terms []time.Duration, now time.Time) {
+	if c.ttl.holding.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	client := c.clients[id]
+	c.mu.Unlock()
+	if client == 0 {
+		return
+	}
+	c.ttl.mu.Lock()
+	var load []uint64
+	for l := range c.ttl.held[client] {
+		if c.ttl.keysOf[l] == nil {
+			// Tracked from now on, so that a write that attaches a key
+			// meanwhile is not missed; the store's keys are added below.
+			c.ttl.keysOf[l] = make(map[string]struct{})
+			load = append(load, l)
+		}
+	}
+	c.ttl.mu.Unlock()
+	for _, l := range load {
+		_, ks, ok, err := c.store.TTLLease(l)
+		c.ttl.mu.Lock()
+		tracked := c.ttl.keysOf[l]
+		switch {
+		case tracked == nil:
+			// Revoked meanwhile.
+		case err != nil || !ok:
+			delete(c.ttl.keysOf, l) // tried again on the next read
+		default:
+			for _, k := range ks {
+				if _, ok := c.ttl.attached[k]; !ok {
+					c.ttl.attached[k] = l
+					tracked[k] = struct{}{}
+				}
+			}
+		}
+		c.ttl.mu.Unlock()
+		if err != nil {
+			c.log.Warn("cannot read the keys of a TTL lease; its holder's read leases on them are not bounded by it", "lease", fmt.Sprintf("%016x", l), "err", err)
+		}
+	}
+	c.ttl.mu.Lock()
+	defer c.ttl.mu.Unlock()
+	for i, k := range keys {
+		if l := c.ttl.attached[k]; l != 0 && terms[i] > 0 && c.ttl.holders[l] == client {
+			terms[i] = c.boundTerm(l, terms[i], now)
+		}
+	}
 }

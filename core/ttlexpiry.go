@@ -276,6 +276,7 @@ func (c *Core) settleRevocation(rv *revocation, gone bool) (waiters []*Request, 
 	if gone {
 		c.ttl.ls.Revoke(rv.id)
 		delete(c.ttl.owners, rv.id)
+		c.forgetHolder(rv.id)
 	}
 	return waiters, after
 }

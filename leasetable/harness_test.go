@@ -421,6 +421,11 @@ func checkInvariants(tb testing.TB, tab *Table) {
 	if onKeys != len(tab.rheap) || onKeys != tab.stats.Leases {
 		fail("keys list %d read leases, the heap holds %d, Stats.Leases = %d", onKeys, len(tab.rheap), tab.stats.Leases)
 	}
+	for client, s := range tab.byClient {
+		if client == 0 || s.client != client || tab.sessions[s.id] != s {
+			fail("client %d filed with session %d (client %d), which the table does not track", client, s.id, s.client)
+		}
+	}
 	onSessions := 0
 	for id, s := range tab.sessions {
 		if s.id != id {

@@ -238,6 +238,10 @@ type Table struct {
 	rheap    []int32 // read leases by expiry
 	sessions map[SessionID]*session
 	slots    pool[session] // sessions by slot
+	// byClient maps each client identity to the session of that client
+	// that AdoptClient adopted into last (or that SetClient saw first),
+	// open or closed, while the Table tracks it.
+	byClient map[uint64]*session
 
 	leases    leaseHeap // write leases by expiry
 	deadlines opHeap
@@ -256,6 +260,7 @@ func New(cfg Config) *Table {
 		freeRead:  noLease,
 		freeRec:   noLease,
 		sessions:  make(map[SessionID]*session),
+		byClient:  make(map[uint64]*session),
 	}
 	t.mem = newOffHeap()
 	return t
@@ -331,11 +336,18 @@ func (t *Table) AddSession(id SessionID) {
 
 // SetClient records the client identity that open session id gave (0:
 // none). The write leases the session is granted from then on record it,
-// and a session of the same client may take them over (see Submit). The
-// caller sets it once, before the session submits anything.
+// and a session of the same client may take them over (see Submit), or
+// adopt all of the session's leases once it is the client's latest
+// (AdoptClient). The caller sets it once, before the session submits
+// anything.
 func (t *Table) SetClient(id SessionID, client uint64) {
-	if s := t.openSession(id); s != nil {
-		s.client = client
+	s := t.openSession(id)
+	if s == nil {
+		return
+	}
+	s.client = client
+	if _, ok := t.byClient[client]; !ok && client != 0 {
+		t.byClient[client] = s
 	}
 }
 
@@ -434,6 +446,58 @@ func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
 	if f == nil || !f.closed || s == nil || f == s {
 		return eff
 	}
+	t.mergeReads(f, s, &eff)
+	t.gcSession(f)
+	return eff
+}
+
+// AdoptClient gives the open session to, whose client identity SetClient
+// recorded, the leases of the session of the same client it comes after:
+// the client lost its connection and came back on a new one (DESIGN §6).
+// That earlier session may be closed, or still open if the server has not
+// noticed the loss yet; an open one is closed first, as CloseSession
+// without relinquishing would close it (its ops not yet ready are
+// abandoned), and returned as superseded, for the caller to close its
+// connection: the client speaks through to alone from now on. Its read
+// leases and its write leases, but those that ended, move to to, which
+// renews and releases them. A lease that a write has invalidated, or a
+// write lease recalled, is invalidated or recalled again, on to: the
+// notice to the earlier session may have been lost. A session with no
+// client identity adopts nothing. The caller calls it once, after
+// SetClient and before to submits anything.
+func (t *Table) AdoptClient(to SessionID, now time.Time) (eff Effects, superseded SessionID) {
+	s := t.openSession(to)
+	if s == nil || s.client == 0 {
+		return eff, 0
+	}
+	p := t.byClient[s.client]
+	t.byClient[s.client] = s
+	if p == nil || p == s {
+		return eff, 0
+	}
+	if !p.closed {
+		eff = t.CloseSession(p.id, false, now)
+		superseded = p.id
+	}
+	t.mergeReads(p, s, &eff)
+	for _, l := range p.wrlses {
+		if l.ending || !mayUse(l, s) {
+			continue // an ended lease waits in place for EndWriteLease
+		}
+		t.adopt(l, s)
+		if l.recalled {
+			eff.Recall = append(eff.Recall, Notice{Session: s.id, Key: l.key.name, Token: l.token})
+		}
+	}
+	t.gcSession(p)
+	return eff, superseded
+}
+
+// mergeReads moves the read leases of closed session f to open session s
+// (AdoptSession, AdoptClient). Where s holds a lease on the key already,
+// the two become one, with the later expiry. An invalidation of f's lease
+// carries on in s's, and is sent again to s.
+func (t *Table) mergeReads(f, s *session, eff *Effects) {
 	for li := f.reads; li != noLease; {
 		l := t.reads.at(li)
 		next := l.sessNext
@@ -453,18 +517,16 @@ func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
 			mine.invalidated = mine.invalidated || l.invalidated
 			t.removeRead(li)
 			if mine.invalidated {
-				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: t.keyString(ki)})
+				eff.Invalidate = append(eff.Invalidate, Notice{Session: s.id, Key: t.keyString(ki)})
 			}
 		} else {
 			t.moveRead(li, s)
 			if l.invalidated {
-				eff.Invalidate = append(eff.Invalidate, Notice{Session: to, Key: t.keyString(ki)})
+				eff.Invalidate = append(eff.Invalidate, Notice{Session: s.id, Key: t.keyString(ki)})
 			}
 		}
 		li = next
 	}
-	t.gcSession(f)
-	return eff
 }
 
 // LeaseInfo describes one live lease (Leases).
@@ -534,6 +596,9 @@ func (t *Table) gcSession(s *session) {
 	if s.closed && s.nreads == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 && t.slots.items[s.slot] == s {
 		if t.sessions[s.id] == s {
 			delete(t.sessions, s.id)
+		}
+		if t.byClient[s.client] == s {
+			delete(t.byClient, s.client)
 		}
 		t.slots.remove(s.slot)
 	}

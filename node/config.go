@@ -72,9 +72,9 @@ type Cluster struct {
 	// every peer is dialled at its PeerAddr.
 	PeerRoutes map[string]string
 	// Replica tunes raft: its timeouts, snapshots and entry size. Dir,
-	// ID, Network, Transport, Bootstrap, Join, Clock and Logger are the
-	// node's. Its timeouts are checked at start against their bounds and
-	// each other (replica.Config.Validate).
+	// ID, Network, Transport, Bootstrap, Join, Clock, Logger and Refuse
+	// are the node's. Its timeouts are checked at start against their
+	// bounds and each other (replica.Config.Validate).
 	Replica replica.Config
 	// Join, for a node that starts with no log, means that it joins a
 	// cluster that runs already: it bootstraps nothing and waits until the

@@ -12,6 +12,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/leased/leased/client"
@@ -55,9 +57,7 @@ func (n *Node) Status() Status {
 	case st.Leader == st.Name:
 		st.LeaderAddr = self
 	case st.Leader != "":
-		if ns, err := n.rep.State(); err == nil && ns.Leader == st.Leader {
-			st.LeaderAddr = ns.LeaderAddr
-		}
+		st.LeaderAddr = n.leaderAddr()
 	}
 	return st
 }
@@ -68,6 +68,9 @@ type Member struct {
 	Voter          bool
 	// Leads says that this node takes it to lead.
 	Leads bool
+	// ClientAddr is the address it serves clients at, if this node knows
+	// it (directory); "" otherwise.
+	ClientAddr string
 }
 
 // Members returns the members of the cluster as this node's latest raft
@@ -75,18 +78,164 @@ type Member struct {
 // lead.
 func (n *Node) Members() ([]Member, error) {
 	if n.cfg.Cluster == nil {
-		return []Member{{Name: soloName, Voter: true, Leads: true}}, nil
+		return []Member{{Name: soloName, Voter: true, Leads: true, ClientAddr: n.host.ClientAddr()}}, nil
 	}
 	ms, err := n.configuration()
 	if err != nil {
 		return nil, err
 	}
 	leader := n.rep.Leader()
+	addrs := n.clientAddrs(ms)
 	out := make([]Member, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, Member{Name: m.ID, PeerAddr: m.Address, Voter: m.Voter, Leads: m.ID == leader && leader != ""})
+		out = append(out, Member{Name: m.ID, PeerAddr: m.Address, Voter: m.Voter, Leads: m.ID == leader && leader != "",
+			ClientAddr: addrs[m.ID]})
 	}
 	return out, nil
+}
+
+// directory is what a node of a cluster knows of where its members serve
+// clients (DESIGN §13): the client addresses that members announced, or
+// that the leader listed, and the leader this node confirmed. Its zero
+// value is empty and ready. mu is a leaf.
+type directory struct {
+	mu     sync.Mutex
+	addrs  map[string]string // member name → client address
+	leader confirmedLeader   // the leader this node last confirmed
+}
+
+// confirmedLeader is a leader that this node asked, at the client address
+// its applied state records (store.OpSetLeader), and that answered that it
+// is name and leads in raft term term.
+type confirmedLeader struct {
+	name, addr string
+	term       uint64
+}
+
+// note records that member name serves clients at addr.
+func (d *directory) note(name, addr string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.addrs == nil {
+		d.addrs = make(map[string]string)
+	}
+	d.addrs[name] = addr
+}
+
+// lookup returns the client address noted for member name, if any.
+func (d *directory) lookup(name string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.addrs[name]
+}
+
+// clientAddrs returns the client address this node knows of each member of
+// ms: its own, the confirmed leader's, and those noted in its directory.
+// Members no longer in ms are forgotten.
+func (n *Node) clientAddrs(ms []replica.Member) map[string]string {
+	out := make(map[string]string, len(ms))
+	n.dir.mu.Lock()
+	for _, m := range ms {
+		if a := n.dir.addrs[m.ID]; a != "" {
+			out[m.ID] = a
+		}
+	}
+	for name := range n.dir.addrs {
+		if _, ok := out[name]; !ok {
+			delete(n.dir.addrs, name)
+		}
+	}
+	n.dir.mu.Unlock()
+	if n.rep != nil {
+		if l := n.rep.Leader(); l != "" {
+			if a := n.leaderAddr(); a != "" {
+				out[l] = a
+			}
+		}
+	}
+	out[n.cfg.Cluster.Name] = n.host.ClientAddr()
+	return out
+}
+
+// leaderAddr returns the client address of the node that leads, when this
+// node can vouch for it: raft knows that node as the leader in the
+// current raft term, the applied state records it at that address
+// (store.OpSetLeader), and the node at that address confirmed, in this
+// term, that it is that node, leads and serves clients (memberWatch asks
+// it). Otherwise it
+// returns "": the leader is not known. So a node that restarted, or whose
+// applied state still names the leader of an earlier term, or an address
+// that leader no longer serves at, names no leader rather than a stale one,
+// until it has asked (within a few lead polls). A node never names itself
+// here: it is asked only while it does not serve.
+func (n *Node) leaderAddr() string {
+	if n.rep == nil || n.cfg.Cluster == nil {
+		return ""
+	}
+	rs := n.rep.Status()
+	if rs.Leader == "" || rs.Leader == n.cfg.Cluster.Name {
+		return ""
+	}
+	st, err := n.rep.State()
+	if err != nil || st.Leader != rs.Leader || st.LeaderAddr == "" {
+		return ""
+	}
+	n.dir.mu.Lock()
+	c := n.dir.leader
+	n.dir.mu.Unlock()
+	if c != (confirmedLeader{name: st.Leader, addr: st.LeaderAddr, term: rs.Term}) {
+		return ""
+	}
+	return st.LeaderAddr
+}
+
+// NoteMember records that member name serves clients at addr, as that
+// node announced when it asked this one for the member list
+// (protocol.MemberList.From), so that the member list this node answers
+// with names it. The node at addr must confirm first, in an admin session
+// whose server certificate the cluster CA signed (Cluster.PeerClientTLS),
+// that it is name; a name that is not a member, or an address already
+// noted, is left alone. The server calls it from an admin session.
+func (n *Node) NoteMember(ctx context.Context, name, addr string) error {
+	if n.cfg.Cluster == nil || name == "" || name == n.cfg.Cluster.Name {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%w: client address %q of member %q: want host:port", ErrInvalidArgument, addr, name)
+	}
+	if n.dir.lookup(name) == addr {
+		return nil
+	}
+	ms, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(ms, func(m replica.Member) bool { return m.ID == name }) {
+		return fmt.Errorf("%w: no member is named %q", ErrUnknownMember, name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, askWait)
+	defer cancel()
+	adm, err := client.DialAdmin(ctx, addr, n.adminConfig())
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	st, err := adm.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Name != name {
+		return fmt.Errorf("%w: the node at %s is %q, not %q", ErrInvalidArgument, addr, st.Name, name)
+	}
+	n.dir.note(name, addr)
+	n.log.Debug("noted a member's client address", "member", name, "client_addr", addr)
+	return nil
+}
+
+// adminConfig is the client configuration of this node's admin sessions
+// with its peers: its node certificate, and the cluster CA.
+func (n *Node) adminConfig() client.Config {
+	return client.Config{TLSConfig: n.cfg.Cluster.PeerClientTLS, Name: "leased " + n.cfg.Cluster.Name, Logger: n.log}
 }
 
 // configuration returns the latest raft configuration this node knows.
@@ -310,9 +459,14 @@ type memberWatch struct {
 	member  bool
 	marker  string
 	lastAsk time.Time // when the last question went out
-	asking  chan bool // the answer to the question out; nil if none is
-	ctx     context.Context
-	cancel  context.CancelFunc
+	// asked is the leader the last questions went to, and retry how long
+	// after one the next goes while it is not confirmed: doubled each
+	// time, from confirmRetry.
+	asked  confirmedLeader
+	retry  time.Duration
+	asking chan bool // the answer to the question out; nil if none is
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (n *Node) watchMembership() *memberWatch {
@@ -376,17 +530,37 @@ func (w *memberWatch) removed(polls int) bool {
 	// itself a member: it asks too. A node that waits to be added knows no
 	// leader to ask.
 	rs := n.rep.Status()
-	if w.asking != nil || rs.Role == replica.RoleLeader ||
-		time.Since(rs.LastContact) < orphanAfter || time.Since(w.lastAsk) < orphanAfter {
+	if w.asking != nil || rs.Role == replica.RoleLeader {
 		return false
 	}
 	st, err := n.rep.State()
 	if err != nil || st.LeaderAddr == "" || st.Leader == name {
 		return false
 	}
+	want := confirmedLeader{name: st.Leader, addr: st.LeaderAddr, term: rs.Term}
+	since := time.Since(w.lastAsk)
+	switch {
+	case rs.Leader != "" && rs.Leader == st.Leader:
+		// Confirm the leader the applied state names, then ask it again
+		// now and then, to announce this node and learn the others.
+		n.dir.mu.Lock()
+		confirmed := n.dir.leader == want
+		n.dir.mu.Unlock()
+		if w.asked != want {
+			w.asked, w.retry = want, confirmRetry
+		}
+		if confirmed && since < announceEvery || !confirmed && since < w.retry {
+			return false
+		}
+		if !confirmed {
+			w.retry = min(2*w.retry, announceEvery)
+		}
+	case time.Since(rs.LastContact) < orphanAfter || since < orphanAfter:
+		return false
+	}
 	w.lastAsk = time.Now()
 	w.asking = make(chan bool, 1)
-	go func() { w.asking <- n.listedBy(w.ctx, st.LeaderAddr) == errUnlisted }()
+	go func() { w.asking <- n.listedBy(w.ctx, want) == errUnlisted }()
 	return false
 }
 
@@ -394,30 +568,61 @@ func (w *memberWatch) removed(polls int) bool {
 // and this node is not one of them.
 var errUnlisted = errors.New("not a member")
 
-// listedBy asks the node at client address addr, within askWait, for the
-// member list, and returns errUnlisted if it lists members but not this
-// node, nil if it lists this node, or why it could not tell.
-func (n *Node) listedBy(ctx context.Context, addr string) error {
+// announceEvery is how often a follower asks the leader it confirmed for
+// the member list again, announcing its own client address; confirmRetry
+// is how soon it first asks again while it has not confirmed the leader
+// (then twice as long each time, up to announceEvery).
+const (
+	announceEvery = 30 * time.Second
+	confirmRetry  = 200 * time.Millisecond
+)
+
+// listedBy asks the node at client address leader.addr, within askWait,
+// for its status and for the member list, announcing this node's client
+// address (NoteMember, on that node). If the node answers that it is
+// leader.name, leads in raft term leader.term and serves clients
+// (EndpointStatusReply.Serving), this node confirms it
+// (leaderAddr names it from then on); the client addresses the list gives
+// go into this node's directory. It returns errUnlisted if the node lists
+// members but not this node, nil if it lists this node, or why it could
+// not tell. The membership watch calls it.
+func (n *Node) listedBy(ctx context.Context, leader confirmedLeader) error {
 	ctx, cancel := context.WithTimeout(ctx, askWait)
 	defer cancel()
 	name := n.cfg.Cluster.Name
-	adm, err := client.DialAdmin(ctx, addr, client.Config{TLSConfig: n.cfg.Cluster.PeerClientTLS, Name: "leased " + name, Logger: n.log})
+	adm, err := client.DialAdmin(ctx, leader.addr, n.adminConfig())
 	if err != nil {
 		return err
 	}
 	defer adm.Close()
-	ms, err := adm.Members(ctx)
+	st, err := adm.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Name == leader.name && st.Role == replica.RoleLeader && st.RaftTerm == leader.term && st.Serving {
+		n.dir.mu.Lock()
+		n.dir.leader = leader
+		n.dir.mu.Unlock()
+	}
+	ms, err := adm.Announce(ctx, name, n.host.ClientAddr())
 	if err != nil {
 		return err
 	}
 	if len(ms) == 0 {
 		return errors.New("no members listed")
 	}
+	listed := false
 	for _, m := range ms {
-		if m.Name == name {
-			return nil
+		switch {
+		case m.Name == name:
+			listed = true
+		case m.ClientAddr != "":
+			n.dir.note(m.Name, m.ClientAddr)
 		}
 	}
-	n.log.Warn("heard from no leader lately, and the last one no longer lists this node", "leader_addr", addr)
+	if listed {
+		return nil
+	}
+	n.log.Warn("the leader this node last knew no longer lists it", "leader_addr", leader.addr)
 	return errUnlisted
 }

@@ -101,9 +101,14 @@ type Node struct {
 
 	leaderChanges atomic.Uint64
 
+	dir directory // the members' client addresses and the confirmed leader (membership.go)
+	// alarms are the members' NOSPACE alarms as this node last read them
+	// from its applied state (disk.go); nil before the first read.
+	alarms atomic.Pointer[[]store.MemberAlarm]
+
 	stop      chan struct{} // closed by BeginStop
 	stopOnce  sync.Once
-	loops     sync.WaitGroup // the leadership loop and the disk watch
+	loops     sync.WaitGroup // the leadership loop, the disk watch and the alarm watch
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -148,7 +153,7 @@ func (n *Node) Open(host Host) (err error) {
 	if n.cfg.Store == nil {
 		ln := n.peerLn
 		n.peerLn = nil // the replica owns it from here on, whatever it returns
-		if n.rep, err = openReplica(n.cfg, ln); err != nil {
+		if n.rep, err = openReplica(n.cfg, ln, n.guard); err != nil {
 			return err
 		}
 		n.st = n.rep
@@ -162,7 +167,9 @@ func (n *Node) Open(host Host) (err error) {
 // openReplica opens the node's replica: of a cluster on its peer port,
 // or of a node alone, which talks to no peer.
 // ln is Cluster.PeerListener, or nil to listen on Cluster.PeerAddr.
-func openReplica(cfg Config, ln net.Listener) (*replica.Node, error) {
+// guard, if not nil, makes it refuse its leader's entries while its disk
+// is below the floor (refuser).
+func openReplica(cfg Config, ln net.Listener, guard *diskguard.Guard) (*replica.Node, error) {
 	cl := cfg.Cluster
 	if cl == nil {
 		return replica.Open(replica.Config{Dir: cfg.Dir, ID: soloName, Clock: cfg.Clock, Logger: cfg.Logger,
@@ -176,6 +183,7 @@ func openReplica(cfg Config, ln net.Listener) (*replica.Node, error) {
 	}
 	rc := cl.Replica
 	rc.Dir, rc.ID, rc.Clock, rc.Logger = cfg.Dir, cl.Name, cfg.Clock, cfg.Logger
+	rc.Refuse = refuser(guard, cfg.ReserveBytes)
 	rc.Network = &replica.Network{Listener: ln, Advertise: cl.PeerAddr, TLS: cl.PeerTLS, ClientTLS: cl.PeerClientTLS, Routes: cl.PeerRoutes}
 	rc.Transport, rc.Bootstrap, rc.Join = nil, cl.members(), cl.Join
 	return replica.Open(rc)
@@ -192,6 +200,10 @@ func (n *Node) Start() {
 	if n.guard != nil {
 		n.loops.Add(1)
 		go n.watchDisk()
+		if n.cfg.Cluster != nil {
+			n.loops.Add(1)
+			go n.watchAlarms()
+		}
 	}
 }
 
@@ -275,6 +287,7 @@ func (n *Node) takeLead() error {
 	}()
 	cfg := n.cfg.Core
 	cfg.Admit = n.admitter()
+	n.loadAlarms()
 	var term uint64
 	if n.rep != nil {
 		term = n.rep.Term()
@@ -425,16 +438,9 @@ func (n *Node) leaveCluster() {
 }
 
 // NotLeader returns the error a node that does not lead answers a client
-// with: it names the leader's client address when the leader raft knows
-// of has recorded one.
+// with: it names the leader's client address only when this node has
+// confirmed it in the current raft term (leaderAddr), and says that the
+// leader is not known otherwise.
 func (n *Node) NotLeader() error {
-	if n.rep == nil {
-		return NotLeaderError{}
-	}
-	id := n.rep.Leader()
-	st, err := n.rep.State()
-	if err != nil || id == "" || id != st.Leader {
-		return NotLeaderError{}
-	}
-	return NotLeaderError{Leader: st.LeaderAddr}
+	return NotLeaderError{Leader: n.leaderAddr()}
 }

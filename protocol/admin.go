@@ -7,9 +7,15 @@ import "time"
 // send them; package server answers them.
 
 // MemberList asks a node for the members of its cluster, as its latest
-// raft configuration has them. Any node answers.
+// raft configuration has them. Any node answers, and no right is needed:
+// clients ask it to learn the client addresses of the cluster (DESIGN
+// §13). A node of the cluster that asks its leader names itself in From
+// and FromAddr, its client address; the leader notes the address once the
+// node at it confirms that it is From. Older servers ignore both fields.
 type MemberList struct {
-	ID uint64 `msgpack:"i"`
+	ID       uint64 `msgpack:"i"`
+	From     string `msgpack:"f,omitempty"`
+	FromAddr string `msgpack:"fa,omitempty"`
 }
 
 // Member is one member of a cluster.
@@ -21,6 +27,9 @@ type Member struct {
 	Voter bool `msgpack:"v,omitempty"`
 	// Leads is true for the member that the answering node takes to lead.
 	Leads bool `msgpack:"l,omitempty"`
+	// ClientAddr is the address the member serves clients at, if the
+	// answering node knows it; empty from older servers.
+	ClientAddr string `msgpack:"ca,omitempty"`
 }
 
 // MemberListReply answers MemberList.
@@ -83,15 +92,28 @@ type EndpointStatusReply struct {
 	// WritesHeldFor is, on the leader, how long it still holds writes
 	// back after taking the lead (the failover rule); 0 elsewhere.
 	WritesHeldFor time.Duration `msgpack:"wh,omitempty"`
-	// Alarm is this node's NOSPACE alarm, or why its data folder is
-	// lost (StatsReply.Alarm); empty when there is none.
+	// Alarm is this node's NOSPACE or READONLY alarm, or why its data
+	// folder is lost, and the NOSPACE alarms of other members of its
+	// cluster, each naming its member (StatsReply.Alarm); empty when there
+	// is none.
 	Alarm string `msgpack:"al,omitempty"`
+	// DiskAlarm is this node's own NOSPACE alarm, its disk guard's, empty
+	// when none is raised. Alarm shows it too, beside the NOSPACE alarms
+	// of the other members that the cluster's log records; the leader
+	// asks each member for it, to record it there (DESIGN §7). Older
+	// servers never set it.
+	DiskAlarm string `msgpack:"da,omitempty"`
 	// Version is the node's build (as HelloReply.ServerVersion), and
 	// Policy the digest of the access policy it holds clients to
 	// (auth.Policy.Digest), empty for none: nodes of a cluster should show
 	// the same of both.
 	Version string `msgpack:"v,omitempty"`
 	Policy  string `msgpack:"po,omitempty"`
+	// Serving says that the node serves clients now: it leads and its
+	// core runs. A node that raft made leader serves only once it has
+	// applied the log and recorded itself as the leader. Older servers
+	// never set it.
+	Serving bool `msgpack:"sg,omitempty"`
 }
 
 // SnapshotSave asks the leader for a snapshot of its applied state: a

@@ -45,6 +45,12 @@ func damaged(dir string, err error) error {
 	return fmt.Errorf("the data folder %s is damaged: %w; %s", dir, err, recovery)
 }
 
+// DamagedDatabase adds to err, if it reports a damaged database
+// (store.ErrDamaged) in the data folder dir, the folder and how to recover:
+// delete the database, which the log and the snapshots rebuild. For tools
+// that read a stopped node's database, such as leased inspect.
+func DamagedDatabase(dir string, err error) error { return damagedDB(dir, err) }
+
 // damagedDB is damaged for a damaged database: the log and the snapshots
 // rebuild it.
 func damagedDB(dir string, err error) error {

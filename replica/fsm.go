@@ -101,7 +101,9 @@ func (f *FSM) SetTerm(term func() uint64) { f.term.Store(&term) }
 // for failed and serve the old values until its horizon (DESIGN §13), as
 // long as any node may lead after it. Keys whose bound passed a minute
 // ago are dropped. A node that restarted, or restored a snapshot, knows
-// only the writes it applied since.
+// only the writes it applied since: for the others, a later leader relies
+// on the holds that the leader that inherited them recorded with its
+// horizons (store.State.Holds, read by package core).
 func (f *FSM) Inherited() map[string]time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()

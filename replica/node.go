@@ -160,6 +160,14 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives the node's and raft's logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Refuse, if set, is asked before the node, while it does not lead,
+	// appends entries to its log, drops the log's tail, or creates a
+	// snapshot (refuse.go): an error refuses them, raft rejects what the
+	// leader sent, and the leader sends it again later; the log keeps
+	// every entry it had. A follower whose disk is nearly full refuses so
+	// (DESIGN §7). Raft's goroutines call it, often: it must be cheap.
+	// Nil refuses nothing.
+	Refuse func() error
 }
 
 func (c Config) withDefaults() Config {
@@ -387,8 +395,17 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	n.prepareCompactor(snaps)
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, cfg.Transport); err != nil {
+	raftLogs, raftSnaps := logs, raft.SnapshotStore(snaps)
+	var refused *refusal
+	if cfg.Refuse != nil {
+		refused = &refusal{refuse: cfg.Refuse}
+		raftLogs, raftSnaps = refusingLog{LogStore: logs, r: refused}, refusingSnapshots{SnapshotStore: snaps, r: refused}
+	}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, raftLogs, stable, raftSnaps, cfg.Transport); err != nil {
 		return nil, fmt.Errorf("replica: start raft: %w", err)
+	}
+	if refused != nil {
+		refused.started(n.raft)
 	}
 	if routes != nil {
 		routes.raft.Store(n.raft)
@@ -456,8 +473,13 @@ func (n *Node) WaitLeading(ctx context.Context) error {
 // this node. Only the leader can append. If an entry fails, Apply returns
 // the results of the entries before it and the error; the failed entry and
 // those after it may still be committed (a new leader may commit them), so
-// their outcome is unknown until Reopen.
+// their outcome is unknown until Reopen. While the folder of the database
+// or of the log cannot be written, it appends nothing and returns
+// store.ErrNotWritable.
 func (n *Node) Apply(cmds []store.Command) ([]store.Result, error) {
+	if err := n.writable(); err != nil {
+		return nil, err // nothing appended: the outcome is known
+	}
 	var futures []raft.ApplyFuture
 	var sizes []int
 	for rest := cmds; len(rest) > 0; {
@@ -548,9 +570,13 @@ func (n *Node) State() (store.State, error) {
 func (n *Node) Failure() error { return n.fsm.stoppedErr() }
 
 // Reopen settles the outcome of a failed Apply: it waits until every entry
-// appended before it is applied here, which only a leader can do. After it,
+// appended before it is applied here, which only a leader can do. It fails
+// at once while the node's folders cannot be written (store.ErrNotWritable). After it,
 // State and Get show every committed entry.
 func (n *Node) Reopen() error {
+	if err := n.writable(); err != nil {
+		return err
+	}
 	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}

@@ -62,6 +62,12 @@ func (ss *session) serveAdmin(fr *protocol.FrameReader) {
 			st.ID = m.ID
 			reply = st
 		case *protocol.MemberList:
+			if m.From != "" {
+				// A node of the cluster announces its client address.
+				if err := s.node.NoteMember(ctx, m.From, m.FromAddr); err != nil {
+					s.log.Debug("a member's client address was not noted", "member", m.From, "client_addr", m.FromAddr, "err", err)
+				}
+			}
 			members, err := s.Members()
 			reply = &protocol.MemberListReply{ID: m.ID, Members: members}
 			if err != nil {
@@ -109,7 +115,7 @@ func okOrError(id uint64, err error) protocol.Message {
 // a cluster of one. Admin sessions and tests call it.
 func (s *Server) Status() *protocol.EndpointStatusReply {
 	ns := s.node.Status()
-	st := &protocol.EndpointStatusReply{ClientAddr: s.Addr().String(), Alarm: s.node.Alarm(), Version: version.String(),
+	st := &protocol.EndpointStatusReply{ClientAddr: s.Addr().String(), Alarm: s.node.Alarm(), DiskAlarm: s.node.NoSpace(), Version: version.String(),
 		Name: ns.Name, PeerAddr: ns.PeerAddr, Role: ns.Role, RaftTerm: ns.RaftTerm, CommitIndex: ns.CommitIndex,
 		AppliedIndex: ns.AppliedIndex, Leader: ns.Leader, LeaderAddr: ns.LeaderAddr}
 	if p := s.Policy(); p != nil {
@@ -117,13 +123,14 @@ func (s *Server) Status() *protocol.EndpointStatusReply {
 	}
 	if c := s.node.Core(); c != nil {
 		st.WritesHeldFor = c.WritesAllowedIn()
+		st.Serving = true
 	}
 	return st
 }
 
 // Members returns the members of the cluster as this node's latest raft
-// configuration has them, in its order, and marks the one it takes to
-// lead. Admin sessions and tests call it.
+// configuration has them, in its order, marks the one it takes to lead,
+// and gives the client address of each that it knows. Admin sessions and tests call it.
 func (s *Server) Members() ([]protocol.Member, error) {
 	ms, err := s.node.Members()
 	if err != nil {
@@ -131,7 +138,7 @@ func (s *Server) Members() ([]protocol.Member, error) {
 	}
 	out := make([]protocol.Member, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, protocol.Member{Name: m.Name, PeerAddr: m.PeerAddr, Voter: m.Voter, Leads: m.Leads})
+		out = append(out, protocol.Member{Name: m.Name, PeerAddr: m.PeerAddr, Voter: m.Voter, Leads: m.Leads, ClientAddr: m.ClientAddr})
 	}
 	return out, nil
 }

@@ -8,6 +8,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
 
 	"github.com/leased/leased/auth"
 	"github.com/leased/leased/protocol"
@@ -46,7 +49,7 @@ func (s *Server) ReloadPolicy() error {
 	if s.cfg.PolicyFile == "" {
 		return fmt.Errorf("leased: no access policy file to reload (Config.PolicyFile)")
 	}
-	p, err := auth.Load(s.cfg.PolicyFile)
+	p, err := loadPolicy(s.cfg.PolicyFile, s.log)
 	if err != nil {
 		s.metrics.policyReloads.WithLabelValues("error").Inc()
 		s.log.Error("access policy not reloaded; the one in force stays", "file", s.cfg.PolicyFile, "err", err)
@@ -56,6 +59,37 @@ func (s *Server) ReloadPolicy() error {
 	s.metrics.policyReloads.WithLabelValues("ok").Inc()
 	s.log.Info("access policy reloaded", "file", s.cfg.PolicyFile, "clients", len(p.Clients()))
 	return nil
+}
+
+// loadPolicy reads the access policy file at path (auth.Load), and warns
+// on log when the file may be written by others than its owner (its group,
+// or everyone): whoever may write it decides who may do what. New calls
+// it at the start, and ReloadPolicy at each reload.
+func loadPolicy(path string, log *slog.Logger) (*auth.Policy, error) {
+	p, err := auth.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o022 != 0 {
+		log.Warn("the access policy file may be written by others than its owner, who could then grant themselves every right: make it writable by its owner only (chmod go-w)",
+			"file", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
+	return p, nil
+}
+
+// mayScrape returns nil if the request r to the operator's listener may
+// read what the server measures (/metrics, the profiles), and otherwise
+// an error wrapping auth.ErrPermissionDenied that names the client. Off
+// loopback, under an access policy, the client's certificate needs the
+// metrics right (or admin); on loopback (plain HTTP, no certificate) and
+// without a policy, every request may. The listener's handlers call it
+// for each request, under the policy in force then.
+func (s *Server) mayScrape(r *http.Request) error {
+	p := s.policy.Load()
+	if p == nil || r.TLS == nil {
+		return nil
+	}
+	return p.Check(identityOf(*r.TLS), nil, auth.Metrics)
 }
 
 // allowed returns nil if the session's client has right on key under the

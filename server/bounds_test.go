@@ -142,7 +142,8 @@ func TestClientAtLeaseCap(t *testing.T) {
 
 // TestHostileTotalInflightBytes: the waiting writes of all sessions
 // together hold at most MaxTotalInflightBytes; a write past it gets a
-// resource-exhausted error naming that budget, and every write's bytes
+// resource-exhausted error naming that budget, its frame refused as it
+// arrives, and its session goes on with its leases; every write's bytes
 // return to it when the write is answered, whatever the answer: after
 // many refused, canceled, abandoned and committed writes, and a session
 // lost with writes waiting, the counter is back to 0.
@@ -160,7 +161,7 @@ func TestHostileTotalInflightBytes(t *testing.T) {
 	write := func(c *protoclient.Client, id uint64, key string) {
 		send(t, c, &protocol.Write{ID: id, Op: protocol.OpPut, Key: []byte(key), Value: full})
 	}
-	before := srv.Stats()
+	framesRefused0 := srv.frames.refused.Load()
 	a, b := dialRaw(t, srv), dialRaw(t, srv)
 	lost, _ := dialHello(t, srv, nil)
 	write(a, 1, "k0")
@@ -170,7 +171,11 @@ func TestHostileTotalInflightBytes(t *testing.T) {
 	if st := srv.Stats(); st.InflightBytes != 3*size {
 		t.Fatalf("%d bytes counted, want %d", st.InflightBytes, 3*size)
 	}
-	// b's own budget has room; the server's has not.
+	// b's own budget has room; the server's has not. A write's frame
+	// counts against it as it arrives, so each is refused before it is
+	// whole, and discarded; b is told so, naming the budget, and its
+	// session goes on with the read lease it holds.
+	get(t, b, "b-held")
 	const refusals = 50
 	for i := range refusals {
 		write(b, uint64(100+i), "k3")
@@ -179,11 +184,15 @@ func TestHostileTotalInflightBytes(t *testing.T) {
 			t.Fatalf("error %q does not name the server's budget", e.Message)
 		}
 	}
+	if r, ok := call(t, b, &protocol.Renew{Keys: [][]byte{[]byte("b-held")}}).(*protocol.RenewReply); !ok || len(r.Terms) != 1 || r.Terms[0] == 0 {
+		t.Fatalf("b's read lease after its writes were refused: %#v, want it renewed", r)
+	}
 	// A small write still fits.
 	send(t, b, &protocol.Write{ID: 200, Op: protocol.OpDelete, Key: []byte("k4")})
 	wait.For(t, testTimeout, "four writes to wait", func() bool { return srv.Stats().WritesWaiting == 4 })
-	if st := srv.Stats(); st.InflightBytes != 3*size+2 || st.WritesRefused-before.WritesRefused != refusals {
-		t.Fatalf("%d bytes counted and %d writes refused, want %d and %d", st.InflightBytes, st.WritesRefused-before.WritesRefused, 3*size+2, refusals)
+	if st := srv.Stats(); st.InflightBytes != 3*size+2 || srv.frames.refused.Load()-framesRefused0 != refusals || srv.frames.total.Load() != 0 {
+		t.Fatalf("%d bytes counted, %d frames refused, %d bytes held by frames; want %d, %d, 0",
+			st.InflightBytes, srv.frames.refused.Load()-framesRefused0, srv.frames.total.Load(), 3*size+2, refusals)
 	}
 	checkOthers(t, other)
 
@@ -211,7 +220,7 @@ func TestHostileTotalInflightBytes(t *testing.T) {
 		}
 	}
 	after := srv.Stats()
-	t.Logf("inflight bytes %d at the peak, %d at the end; %d writes refused", 3*size+2, after.InflightBytes, after.WritesRefused-before.WritesRefused)
+	t.Logf("inflight bytes %d at the peak, %d at the end; %d frames refused", 3*size+2, after.InflightBytes, srv.frames.refused.Load()-framesRefused0)
 	if after.InflightBytes != 0 || after.WritesWaiting != 0 {
 		t.Fatalf("%d bytes still counted with %d writes waiting, want 0", after.InflightBytes, after.WritesWaiting)
 	}

@@ -69,6 +69,11 @@ const (
 	// a fiftieth of DefaultMaxSessions, so that one address, a hostile
 	// client's, takes at most 2% of the sessions and about 75 MB.
 	DefaultMaxSessionsPerAddr = 1000
+	// DefaultMaxFrameBytesPerAddr is the default of
+	// Config.MaxFrameBytesPerAddr: a sixteenth of the default
+	// MaxTotalInflightBytes, and room for a frame of the largest value
+	// MaxValueSize may allow (63 MiB).
+	DefaultMaxFrameBytesPerAddr = 64 << 20
 	// DefaultRetryHandshakes is the default of Config.RetryHandshakes.
 	DefaultRetryHandshakes = 128
 	// MaxKeySize is the largest key, in bytes. Keys are 1 to MaxKeySize bytes.
@@ -148,10 +153,24 @@ type Config struct {
 	// server-wide budget beside each session's MaxInflightBytes. A write
 	// past it is refused with a resource-exhausted error that names it;
 	// its bytes return to the budget when the write is answered, whatever
-	// the answer. It must be at least MaxValueSize plus MaxKeySize. Zero
-	// means DefaultMaxTotalInflightBytes (1 GiB), or MaxInflightBytes if
-	// that is larger.
+	// the answer. Request frames of more than 4 KiB count against it too
+	// while they arrive, by the buffer each holds, which grows with the
+	// bytes that came: a frame it cannot take is read to its end and
+	// discarded, and its request refused with a resource-exhausted error
+	// naming it; the session goes on. It must be at least the largest
+	// frame, MaxValueSize plus MaxKeySize plus 1 KiB. Zero means
+	// DefaultMaxTotalInflightBytes (1 GiB), or MaxInflightBytes if that is
+	// larger.
 	MaxTotalInflightBytes int64
+	// MaxFrameBytesPerAddr is how many bytes the request frames still
+	// arriving on the sessions of one client IP address (as
+	// MaxSessionsPerAddr counts them) may hold together, counted as for
+	// MaxTotalInflightBytes: a frame past it is refused in the same way,
+	// so that one address cannot take the server's budget with frames it
+	// never finishes. It must be at least the largest frame (MaxValueSize
+	// plus MaxKeySize plus 1 KiB). Zero means DefaultMaxFrameBytesPerAddr
+	// (64 MiB).
+	MaxFrameBytesPerAddr int64
 	// MaxLeasesPerSession is how many read leases one session may hold at
 	// once. A read that needs another is refused with a resource-exhausted
 	// error (the client library's ErrResourceExhausted) naming the limit;
@@ -341,6 +360,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxTotalInflightBytes == 0 {
 		c.MaxTotalInflightBytes = max(DefaultMaxTotalInflightBytes, int64(c.MaxInflightBytes))
 	}
+	if c.MaxFrameBytesPerAddr == 0 {
+		c.MaxFrameBytesPerAddr = DefaultMaxFrameBytesPerAddr
+	}
 	if c.MaxLeasesPerSession == 0 {
 		c.MaxLeasesPerSession = DefaultMaxLeasesPerSession
 	}
@@ -386,8 +408,9 @@ func (c Config) withDefaults() Config {
 // HorizonStep, RetryWindow, IdleTimeout, HelloTimeout, FrameTimeout, the
 // TTL bounds and, for a node of a cluster, Cluster.Replica's raft
 // timeouts, also against each other), MaxValueSize against
-// MaxValueSizeLimit, MaxInflightBytes and MaxTotalInflightBytes against
-// MaxValueSize plus MaxKeySize, TTL.MinTTL against TTL.MaxTTL and, in a
+// MaxValueSizeLimit, MaxInflightBytes against MaxValueSize plus
+// MaxKeySize, MaxTotalInflightBytes and MaxFrameBytesPerAddr against the
+// largest frame (that plus 1 KiB), TTL.MinTTL against TTL.MaxTTL and, in a
 // cluster, against three election timeouts, the limits on counts against
 // 0, the TLS hosts, the prefixes, and which fields need which others
 // (MetricsPprof needs MetricsListen, PolicyFile client certificates).
@@ -425,6 +448,11 @@ func (c Config) validate() error {
 		}
 		seen[p.Prefix] = true
 	}
+	if least := node.MinReserveBytes(); c.Store == nil && c.DiskUsage == nil && c.ReserveBytes > 0 && c.ReserveBytes < least {
+		// With a DiskUsage of their own, tests and embedders measure
+		// by decree.
+		return fmt.Errorf("ReserveBytes %d is below %d (%d MiB), the least that covers what the database and the log may write at once between two measurements (node.MinReserveBytes): a full disk could then crash the server", c.ReserveBytes, least, least>>20)
+	}
 	if c.HorizonStep < MinHorizonStep {
 		return fmt.Errorf("HorizonStep %v is shorter than %v: the horizon would be persisted for almost every lease", c.HorizonStep, MinHorizonStep)
 	}
@@ -443,8 +471,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("IdleTimeout %v is longer than %v, the longest allowed", c.IdleTimeout, MaxIdleTimeout)
 	case c.MaxInflightBytes < c.MaxValueSize+MaxKeySize:
 		return fmt.Errorf("MaxInflightBytes %d is less than MaxValueSize %d plus MaxKeySize %d: a write of the largest key and value could never be taken", c.MaxInflightBytes, c.MaxValueSize, MaxKeySize)
-	case c.MaxTotalInflightBytes < int64(c.MaxValueSize+MaxKeySize):
-		return fmt.Errorf("MaxTotalInflightBytes %d is less than MaxValueSize %d plus MaxKeySize %d: a write of the largest key and value could never be taken", c.MaxTotalInflightBytes, c.MaxValueSize, MaxKeySize)
+	case c.MaxTotalInflightBytes < int64(c.maxFrameSize()):
+		// The frame of a write of the largest key and value counts
+		// against it as it arrives, with 1 KiB of its other fields.
+		return fmt.Errorf("MaxTotalInflightBytes %d is less than MaxValueSize %d plus MaxKeySize %d plus 1024: a write of the largest key and value could never be taken", c.MaxTotalInflightBytes, c.MaxValueSize, MaxKeySize)
+	case c.MaxFrameBytesPerAddr < int64(c.maxFrameSize()):
+		return fmt.Errorf("MaxFrameBytesPerAddr %d is less than the largest frame, MaxValueSize %d plus MaxKeySize %d plus 1024: a write of the largest key and value could never arrive", c.MaxFrameBytesPerAddr, c.MaxValueSize, MaxKeySize)
 	case c.MaxLeasesPerSession < 0:
 		return fmt.Errorf("MaxLeasesPerSession %d is negative", c.MaxLeasesPerSession)
 	case c.MaxLeases < 0:

@@ -43,6 +43,7 @@ func TestConfigDefaults(t *testing.T) {
 		"MaxInflightBytes":         {8 << 20, DefaultMaxInflightBytes},
 		"MaxSessions":              {5, DefaultMaxSessions},
 		"MaxTotalInflightBytes":    {int64(16 << 20), int64(DefaultMaxTotalInflightBytes)},
+		"MaxFrameBytesPerAddr":     {int64(8 << 20), int64(DefaultMaxFrameBytesPerAddr)},
 		"MaxLeasesPerSession":      {1000, DefaultMaxLeasesPerSession},
 		"MaxLeases":                {5000, DefaultMaxLeases},
 		"MaxWriteLeasesPerSession": {7, DefaultMaxWriteLeasesPerSession},
@@ -156,6 +157,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{PrefixTerms: []PrefixTerm{{Prefix: "/a", Term: 2562047 * time.Hour}}}, `PrefixTerms: term 2562047h0m0s for prefix "/a" is longer than 1h0m0s`},
 		{Config{FrameTimeout: MaxIdleTimeout + 1}, "FrameTimeout 1h0m0.000000001s is outside 0..1h0m0s"},
 		{Config{MaxTotalInflightBytes: 1 << 10}, "MaxTotalInflightBytes 1024 is less than MaxValueSize 1048576 plus MaxKeySize 4096"},
+		{Config{MaxTotalInflightBytes: 1<<20 + 4096}, "MaxTotalInflightBytes 1052672 is less than MaxValueSize 1048576 plus MaxKeySize 4096 plus 1024"},
+		{Config{MaxFrameBytesPerAddr: 1 << 20}, "MaxFrameBytesPerAddr 1048576 is less than the largest frame"},
 		{Config{MaxSessionsPerAddr: -1}, "MaxSessionsPerAddr -1 is negative"},
 		{Config{MaxLeasesPerSession: -1}, "MaxLeasesPerSession -1 is negative"},
 		{Config{TLSHosts: []string{"*.com"}}, `TLSHosts: a TLS host is refused: bad host "*.com"`},
@@ -308,7 +311,7 @@ func TestClusterConfigDefaults(t *testing.T) {
 	// The fields of replica.Config that the node sets from the server's
 	// own configuration, whatever Cluster.Replica holds, and those that
 	// tune raft, whose zero value means replica's default.
-	setByServer := map[string]bool{"Dir": true, "ID": true, "Network": true, "Transport": true, "Bootstrap": true, "Join": true, "Clock": true, "Logger": true}
+	setByServer := map[string]bool{"Dir": true, "ID": true, "Network": true, "Transport": true, "Bootstrap": true, "Join": true, "Clock": true, "Logger": true, "Refuse": true}
 	tuning := map[string]bool{"HeartbeatTimeout": true, "ElectionTimeout": true, "LeaderLeaseTimeout": true, "CommitTimeout": true,
 		"ApplyTimeout": true, "SnapshotThreshold": true, "TrailingLogs": true, "SnapshotInterval": true, "WALSegmentSize": true,
 		"MaxEntryBytes": true, "LogStore": true, "StableStore": true, "SnapshotBytes": true, "TrailingBytes": true,

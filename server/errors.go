@@ -53,6 +53,8 @@ var errorCodes = []struct {
 	{errCanceled, protocol.CodeCanceled},
 	{errClosed, protocol.CodeClosed},
 	{diskguard.ErrNoSpace, protocol.CodeResourceExhausted},
+	{diskguard.ErrNotWritable, protocol.CodeResourceExhausted},
+	{store.ErrNotWritable, protocol.CodeResourceExhausted},
 	{diskguard.ErrFolderLost, protocol.CodeInternal},
 	{errInternal, protocol.CodeInternal},
 	{errUnavailable, protocol.CodeUnavailable},

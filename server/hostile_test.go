@@ -1155,14 +1155,22 @@ func TestStaleWriteCopyRefused(t *testing.T) {
 		t.Fatalf("first write: %#v", first)
 	}
 	// The same request on a new session, as a retry after a lost reply:
-	// the kept outcome.
+	// the kept outcome. The new session of the same client takes the
+	// first one's leases over, and the server closes the first
+	// (core.Core.SetClient): no copy can arrive on it any more.
 	b := dial(t, srv, protoclient.Options{ClientID: clientID})
 	if r, ok := w(b, 1, 1, "v1").(*protocol.WriteReply); !ok || !r.Duplicate || r.Version != first.Version {
 		t.Fatalf("retry of request 1: %#v; want the outcome at version %d again", r, first.Version)
 	}
-	// The client moves on: it has the outcome of request 1. Session a
-	// holds a lease on k from its write, and does not answer the
-	// invalidation: the write commits once that lease has run out.
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := a.Recv(ctx); err == nil {
+		t.Fatal("the first session still answers after the client came back on a second")
+	}
+	// The client moves on: it has the outcome of request 1. Another
+	// client holds a lease on k, and does not answer the invalidation:
+	// the write commits once that lease has run out.
+	get(t, dial(t, srv, protoclient.Options{ClientID: clientID + 1}), "k")
 	send(t, b, &protocol.Write{ID: 2, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v2"), Acked: 2})
 	wait.For(t, testTimeout, "the second write to wait", func() bool { return srv.Stats().WritesWaiting == 1 })
 	fc.Advance(hostileTerm + hostileEps)
@@ -1171,7 +1179,7 @@ func TestStaleWriteCopyRefused(t *testing.T) {
 		t.Fatalf("second write: %#v", second)
 	}
 	// A copy of request 1 now must not put v1 back.
-	for _, c := range []*protoclient.Client{a, b} {
+	for _, c := range []*protoclient.Client{b} {
 		send(t, c, &protocol.Write{ID: 1, Op: protocol.OpPut, Key: []byte("k"), Value: []byte("v1"), Acked: 1})
 		if e := expectError(t, c, 1, protocol.CodeInvalidArgument); !strings.Contains(e.Message, "answered already") {
 			t.Errorf("stale copy of request 1: %q", e.Message)

@@ -22,7 +22,10 @@ import (
 // The operator's listener (Config.MetricsListen): Prometheus metrics on
 // /metrics, liveness on /healthz, readiness on /readyz, and, with
 // Config.MetricsPprof, Go's profiles on /debug/pprof/. Plain HTTP on a
-// loopback address; on any other, HTTPS with the server's certificate.
+// loopback address; on any other, HTTPS with the server's certificate,
+// which asks for client certificates as the client port does; then, under
+// an access policy, metrics and profiles need the metrics right
+// (Server.mayScrape in auth.go).
 
 // metrics are the server's own instruments, beside the counters that
 // Stats reads (which a collector turns into metrics at each scrape).
@@ -95,7 +98,8 @@ var (
 	descTTLKeepAlives = prometheus.NewDesc("leased_ttl_keepalives_total", "TTL leases renewed by keep-alives.", nil, nil)
 	descRevision      = prometheus.NewDesc("leased_revision", "Revision of the last committed change.", nil, nil)
 	descHorizonWait   = prometheus.NewDesc("leased_horizon_wait_seconds", "Time left before writes are allowed after a restart or failover.", nil, nil)
-	descInflightBytes = prometheus.NewDesc("leased_inflight_bytes", "Bytes of keys and values of the writes waiting.", nil, nil)
+	descInflightBytes = prometheus.NewDesc("leased_inflight_bytes", "Bytes of keys and values of the writes waiting, and of the buffers of request frames arriving.", nil, nil)
+	descFrameBytes    = prometheus.NewDesc("leased_frame_bytes", "Bytes of the buffers of request frames arriving, counted in leased_inflight_bytes too.", nil, nil)
 	descRefused       = prometheus.NewDesc("leased_refused_total", "Requests refused by a bound, by what was refused.", []string{"what"}, nil)
 	descAlarm         = prometheus.NewDesc("leased_nospace_alarm", "1 while writes are refused for lack of disk space (the NOSPACE alarm).", nil, nil)
 	descStoreBytes    = prometheus.NewDesc("leased_store_bytes", "Bytes the data folder's database, log and snapshots occupy on disk, as last measured.", nil, nil)
@@ -109,7 +113,7 @@ var (
 func (serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descReplies, descErrors, descSessions, descLeases, descLeaseStorage, descWriteLeases,
 		descWritesWaiting, descInvSent, descInvAcked, descInvExpired, descInvCancelled, descRecalls, descRenewed, descTTLLeases, descTTLRevoked,
-		descTTLExpired, descTTLKeys, descTTLKeepAlives, descRevision, descHorizonWait, descInflightBytes, descRefused,
+		descTTLExpired, descTTLKeys, descTTLKeepAlives, descRevision, descHorizonWait, descInflightBytes, descFrameBytes, descRefused,
 		descAlarm, descStoreBytes, descLeader, descTerm, descCommit, descApplied, descLeaderChanges} {
 		ch <- d
 	}
@@ -156,7 +160,8 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descRevision, float64(st.Revision))
 	gauge(descHorizonWait, st.WritesAllowedIn.Seconds())
 	gauge(descInflightBytes, float64(st.InflightBytes))
-	for what, n := range map[string]uint64{"lease": st.LeasesRefused, "write": st.WritesRefused, "session": st.SessionsRefused} {
+	gauge(descFrameBytes, float64(s.frames.total.Load()))
+	for what, n := range map[string]uint64{"lease": st.LeasesRefused, "write": st.WritesRefused, "session": st.SessionsRefused, "frame": s.frames.refused.Load()} {
 		counter(descRefused, n, what)
 	}
 	alarm := 0.0
@@ -197,7 +202,7 @@ func (s *Server) startMetrics(tlsConf *tls.Config) error {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}))
+	mux.Handle("GET /metrics", s.scrapers(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -209,11 +214,11 @@ func (s *Server) startMetrics(tlsConf *tls.Config) error {
 		fmt.Fprintln(w, "ok")
 	})
 	if s.cfg.MetricsPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", s.scrapers(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", s.scrapers(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", s.scrapers(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", s.scrapers(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", s.scrapers(http.HandlerFunc(pprof.Trace)))
 	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	if !isLoopback(ln.Addr()) {
@@ -234,6 +239,20 @@ func (s *Server) startMetrics(tlsConf *tls.Config) error {
 	}()
 	s.log.Info("metrics and health", "url", scheme+"://"+ln.Addr().String()+"/metrics", "pprof", s.cfg.MetricsPprof)
 	return nil
+}
+
+// scrapers serves h only to the requests that may read what the server
+// measures (mayScrape), and answers the others 403 Forbidden with why.
+// Health and readiness need no right: they tell no more than whether the
+// port answers.
+func (s *Server) scrapers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.mayScrape(r); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // MetricsAddr returns the address of the operator's listener, nil if

@@ -61,8 +61,10 @@ type Server struct {
 	closing  bool
 
 	// inflightBytes is the bytes of keys and values that the waiting
-	// writes of all sessions hold (Config.MaxTotalInflightBytes).
+	// writes of all sessions hold (Config.MaxTotalInflightBytes), and
+	// the buffers of frames arriving, which frames also counts by address.
 	inflightBytes atomic.Int64
+	frames        frameBytes
 	// handshakes counts the QUIC handshakes in progress: connections that
 	// the transport has begun (connContext) and that have neither been
 	// accepted nor ended. Past Config.RetryHandshakes, new attempts must
@@ -144,7 +146,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	var policy *auth.Policy
 	if cfg.PolicyFile != "" {
-		if policy, err = auth.Load(cfg.PolicyFile); err != nil {
+		if policy, err = loadPolicy(cfg.PolicyFile, cfg.Logger); err != nil {
 			return nil, fmt.Errorf("leased: %w", err)
 		}
 	}
@@ -427,6 +429,17 @@ func (s *Server) endSession(sess *session) {
 		sess.core.CloseSession(sess.id, false, nil)
 	}
 	close(sess.ended)
+}
+
+// supersede closes the connection of session id, which a later session
+// of the same client took over (core.Core.SetClient): the client came
+// back on a new connection while this one still looked alive here. The
+// lease table closed the session already, so it ends without its leases.
+func (s *Server) supersede(id leasetable.SessionID) {
+	if sess := s.session(id); sess != nil {
+		s.log.Info("a new session of the same client took over this session's leases", "session", uint64(id))
+		sess.closeWith(fmt.Errorf("%w: a new session of the same client took over this session's leases", errClosed))
+	}
 }
 
 // Invalidate sends session id one invalidation of keys, split where the

@@ -169,7 +169,9 @@ func (ss *session) accept() *protocol.FrameReader {
 	ss.mu.Lock() // goAway reads it from another goroutine
 	ss.replies = replies
 	ss.mu.Unlock()
-	return protocol.NewFrameReader(stream, s.cfg.maxFrameSize())
+	fr := protocol.NewFrameReader(stream, s.cfg.maxFrameSize())
+	fr.SetBudget(frameAccount{s: s, addr: ss.addr})
+	return fr
 }
 
 // stopSenders closes the session's senders and waits for their goroutines
@@ -194,9 +196,9 @@ func (ss *session) greet(fr *protocol.FrameReader) bool {
 	stream := ss.stream
 	// The hello names the protocol version. Nothing else may come first.
 	stream.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
-	m, err := ss.decode(fr.ReadFrame())
+	m, err := ss.decode(fr)
 	if err != nil {
-		if !errors.Is(err, protocol.ErrMalformed) && !errors.Is(err, protocol.ErrFrameTooLarge) {
+		if !errors.Is(err, protocol.ErrMalformed) && !errors.Is(err, protocol.ErrFrameTooLarge) && !errors.Is(err, errResourceExhausted) {
 			err = fmt.Errorf("%w: %v", errProtocol, err) // no hello in time, or the stream ended
 		}
 		ss.closeWith(fmt.Errorf("reading hello: %w", err))
@@ -239,7 +241,6 @@ func (ss *session) greet(fr *protocol.FrameReader) bool {
 		return false
 	}
 	ss.client = clientIdentity(hello.ClientID, ss.identity)
-	ss.core.SetClient(ss.id, ss.client)
 	stream.SetReadDeadline(time.Time{})
 	ctx, cancel := context.WithTimeout(ss.conn.Context(), s.cfg.HelloTimeout)
 	uni, err := ss.conn.OpenUniStreamSync(ctx)
@@ -253,6 +254,14 @@ func (ss *session) greet(fr *protocol.FrameReader) bool {
 	ss.notices = newSender(uni, &s.msgsOut, func() {
 		ss.closeWith(fmt.Errorf("%w: client is not reading its invalidations", errResourceExhausted))
 	})
+	// With the notice stream open: the leases the session takes over
+	// from the client's lost session may need their invalidations and
+	// recalls sent again at once.
+	if old := ss.core.SetClient(ss.id, ss.client); old != 0 {
+		// The client came back on this connection while its last one
+		// looked alive here: this session took that one's leases over.
+		s.supersede(old)
+	}
 	ss.replies.send(ss.helloReply())
 	ss.debug("session opened", "client", hello.Client)
 	return true
@@ -280,13 +289,28 @@ func (ss *session) serve(fr *protocol.FrameReader) {
 //
 //go:noinline
 func (ss *session) readFailed(err error) bool {
+	var refused *protocol.RefusedFrameError
 	switch {
 	case errors.Is(err, protocol.ErrMalformed):
 		// The frame was read whole, so the stream is still in step:
 		// report and go on.
 		ss.replies.send(errorReply(0, err))
 		return true
-	case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, errProtocol):
+	case errors.As(err, &refused) && !refused.IDUnread:
+		// A budget of frames arriving refused the frame, which was read
+		// to its end and discarded: the stream is still in step. Answer
+		// the request with the refusal, as a write past a budget of
+		// waiting writes is answered, and go on. A cancel's ID names
+		// the op it cancels, whose reply this is not.
+		id := refused.ID
+		if refused.Type == protocol.TypeCancel {
+			id = 0
+		}
+		ss.replies.send(errorReply(id, err))
+		return true
+	case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, errProtocol), errors.Is(err, errResourceExhausted):
+		// Out of step (the frame was not read whole), or a refused
+		// request that cannot be answered, its ID unread.
 		ss.replies.send(errorReply(0, err))
 		ss.replies.flush(ss.srv.cfg.HelloTimeout)
 		ss.closeWith(err)
@@ -309,7 +333,7 @@ func (ss *session) read(fr *protocol.FrameReader) (protocol.Message, error) {
 	}
 	timeout := ss.srv.cfg.FrameTimeout
 	ss.stream.SetReadDeadline(time.Now().Add(timeout))
-	m, err := ss.decode(fr.ReadFrame())
+	m, err := ss.decode(fr)
 	ss.stream.SetReadDeadline(time.Time{})
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return nil, fmt.Errorf("%w: a frame began to arrive and was not whole within %v (FrameTimeout)", errProtocol, timeout)
@@ -317,12 +341,21 @@ func (ss *session) read(fr *protocol.FrameReader) (protocol.Message, error) {
 	return m, err
 }
 
-// decode decodes the frame that FrameReader.ReadFrame returned, counting
-// it.
-func (ss *session) decode(t protocol.Type, body []byte, err error) (protocol.Message, error) {
+// decode reads the next frame from fr and decodes it, counting it, or
+// fails with the *protocol.RefusedFrameError of a frame a budget refused
+// (frameAccount), which is counted too. The frame's buffer goes back to
+// the budget of frames arriving once it is decoded: what the message
+// keeps of it, a write's key and value, the write's own budget counts.
+func (ss *session) decode(fr *protocol.FrameReader) (protocol.Message, error) {
+	t, body, err := fr.ReadFrame()
+	var refused *protocol.RefusedFrameError
+	if errors.As(err, &refused) && refused.Type.Valid() {
+		ss.srv.msgsIn[refused.Type].Add(1) // it came, and is answered
+	}
 	if err != nil {
 		return nil, err
 	}
+	defer fr.Release()
 	if t.Valid() {
 		ss.srv.msgsIn[t].Add(1)
 	}

@@ -146,7 +146,7 @@ func (ss *session) keepAlive(m *protocol.LeaseKeepAlive) {
 	ss.addOpLocked(p)
 	ss.mu.Unlock()
 	id := m.ID
-	ss.core.KeepAlive(keep, func(o core.KeepAliveOutcome) {
+	ss.core.KeepAliveFor(ss.client, keep, func(o core.KeepAliveOutcome) {
 		if o.Err != nil {
 			ss.finishOp(p, errorReply(id, o.Err))
 			return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -32,6 +33,9 @@ type Badger struct {
 	// gc is the value-log collector that StartGC starts (gc.go); Close
 	// stops it.
 	gc collector
+	// broken is failed, for the value-log collector, which reads it
+	// without amu.
+	broken atomic.Bool
 }
 
 // Option changes how Open opens the database.
@@ -52,8 +56,8 @@ func Open(dir string, logger *slog.Logger, options ...Option) (*Badger, error) {
 		WithLoggingLevel(badger.WARNING).
 		WithMetricsEnabled(false).
 		WithNumVersionsToKeep(1).
-		WithMemTableSize(16 << 20).
-		WithValueLogFileSize(64 << 20).
+		WithMemTableSize(memTableSize).
+		WithValueLogFileSize(valueLogFileSize).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
 		// Values over 64 KiB go to the value log, so that a transaction of
@@ -119,7 +123,7 @@ func (b *Badger) Get(key []byte) (Record, error) {
 		return Record{}, err
 	}
 	var r Record
-	err := b.db.View(func(t *badger.Txn) error {
+	err := b.view(func(t *badger.Txn) error {
 		var err error
 		r, err = getRecord(badgerTxn{t}, prefixed(dataPrefix, key))
 		return err
@@ -137,7 +141,7 @@ func (b *Badger) State() (State, error) {
 		return State{}, err
 	}
 	st := State{Revision: b.ct.rev, Fence: b.ct.fence, TTLLeaseID: b.ct.ttl}
-	err := b.db.View(func(t *badger.Txn) error {
+	err := b.view(func(t *badger.Txn) error {
 		if err := loadMeta(badgerTxn{t}, &st); err != nil {
 			return err
 		}
@@ -167,7 +171,7 @@ func (b *Badger) TTLLease(id uint64) (l TTLLease, keys []string, ok bool, err er
 	if err := b.usable(); err != nil {
 		return TTLLease{}, nil, false, err
 	}
-	err = b.db.View(func(t *badger.Txn) error {
+	err = b.view(func(t *badger.Txn) error {
 		tx := badgerTxn{t}
 		if l, ok, err = getTTLLease(tx, id); err != nil || !ok {
 			return err
@@ -187,7 +191,7 @@ func (b *Badger) TTLLeases(fn func(TTLLease) error) error {
 		if err := b.usable(); err != nil {
 			return nil, err
 		}
-		err = b.db.View(func(t *badger.Txn) error {
+		err = b.view(func(t *badger.Txn) error {
 			var err error
 			ls, err = ttlPage(badgerTxn{t}, from)
 			return err
@@ -203,7 +207,7 @@ func (b *Badger) Kept(c Command) (r Result, ok bool, err error) {
 	if err := b.usable(); err != nil {
 		return Result{}, false, err
 	}
-	err = b.db.View(func(t *badger.Txn) error {
+	err = b.view(func(t *badger.Txn) error {
 		var err error
 		r, ok, _, err = kept(cachedReader{badgerTxn{t}, &b.clients}, c)
 		return err
@@ -220,7 +224,7 @@ func (b *Badger) IdleClients(cutoff time.Time, limit int) ([]uint64, error) {
 		return nil, err
 	}
 	var ids []uint64
-	err := b.db.View(func(t *badger.Txn) error {
+	err := b.view(func(t *badger.Txn) error {
 		it := t.NewIterator(badger.IteratorOptions{Prefix: clientPrefix, PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid() && len(ids) < limit; it.Next() {
@@ -315,6 +319,7 @@ func (b *Badger) try(cmds []Command) (rs []Result, ct counters, err error) {
 // must be held.
 func (b *Badger) fail() {
 	b.failed = true
+	b.broken.Store(true)
 	b.clients.clear()
 }
 
@@ -328,6 +333,11 @@ func (b *Badger) Reopen() error {
 	defer b.mu.Unlock()
 	if b.closed {
 		return ErrClosed
+	}
+	if err := folderWritable(b.dir); err != nil {
+		// Closing would hang: badger retries for ever to write its
+		// memtable out to a table it cannot create.
+		return err
 	}
 	b.fail() // until the database is open and persisted again
 	if b.db != nil {
@@ -346,11 +356,15 @@ func (b *Badger) Reopen() error {
 		return fmt.Errorf("persist after reopening: %w", err)
 	}
 	b.failed = false
+	b.broken.Store(false)
 	return nil
 }
 
 // Close stops the garbage collector (StartGC), waits for it, and closes
-// the database.
+// the database. A database whose folder cannot be written is left open,
+// and Close returns ErrNotWritable: badger's close would retry for ever to
+// write its memtable out to a table; the process that owns it exits, and
+// its next start replays the memtable's log, as after a crash.
 func (b *Badger) Close() error {
 	b.gc.stop()
 	b.amu.Lock()
@@ -361,6 +375,10 @@ func (b *Badger) Close() error {
 	b.clients.clear()
 	if b.db == nil {
 		return nil
+	}
+	if err := folderWritable(b.dir); err != nil && !b.opts.ReadOnly {
+		b.db = nil
+		return fmt.Errorf("database in %s left open: %w", b.dir, err)
 	}
 	err := b.db.Close()
 	b.db = nil

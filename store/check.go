@@ -21,10 +21,11 @@ var ErrDamaged = errors.New("the database is damaged")
 
 // checkFiles refuses a folder that holds badger's data files but no
 // MANIFEST: badger would open it as a new, empty database and delete the
-// tables it does not know.
+// tables it does not know; and a folder with a table file whose footer or
+// index is damaged (checkTables, tables.go), on which badger would panic.
 func checkFiles(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, badger.ManifestFilename)); err == nil || !errors.Is(err, os.ErrNotExist) {
-		return nil
+		return checkTables(dir)
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -76,6 +77,9 @@ func (b *Badger) Check() error {
 			}
 			err := item.Value(func(v []byte) error {
 				if err := checkItem(key, v, ct); err != nil {
+					return err
+				}
+				if err := checkTombstoneItem(key, v, ct); err != nil {
 					return err
 				}
 				return checkTTLItem(badgerTxn{t}, key, v, ct)

@@ -32,7 +32,9 @@ const (
 	// OpSetHorizon records the lease horizon: the wall-clock time Horizon
 	// after which no lease granted so far can be live, written Span before
 	// it, by the node whose clock Key names (State.HorizonBy; may be
-	// empty).
+	// empty). It also records Holds, the keys whose reads the leader holds
+	// for an earlier leader (State.Holds), in place of those recorded
+	// before; none clears them.
 	OpSetHorizon
 	// OpSetLeader records that the node named Key leads the cluster and
 	// serves clients at the address Value, so that the other nodes can
@@ -42,7 +44,8 @@ const (
 	// over to the next one (DESIGN §13), at At on its wall clock: it
 	// grants no lease from then on, so those are every lease that may be
 	// live. It also sets the lease horizon to the end of the longest of
-	// them, by the clock Key names, as OpSetHorizon does. The next
+	// them, by the clock Key names, as OpSetHorizon does, and clears the
+	// holds (a leader hands over only once they have passed). The next
 	// OpSetHorizon clears it.
 	OpHandoff
 	// OpForgetClients forgets the write outcomes kept for the clients
@@ -84,6 +87,28 @@ const (
 	// not exist are skipped. More than MaxTTLLeasesPerCommand leases are
 	// refused with ErrInvalidCommand, and nothing changes.
 	OpKeptAliveTTL
+	// OpCollectTombstones removes the records that deletions at revision
+	// Through or earlier left their keys (tombstone.go), oldest first, at
+	// most MaxTombstonesPerCommand of them and MaxTombstoneKeyBytes of
+	// their keys; Result.More says that some are left. A key collected
+	// reads as one that never existed: not found, at version 0. It takes
+	// no revision. A key written since its deletion keeps its record.
+	OpCollectTombstones
+	// OpSetAlarm records the NOSPACE alarm of the member Key, with Value
+	// as what its disk guard says (State.Alarms), in place of the one
+	// recorded before; an empty Value clears it. It takes no revision. A
+	// Key that is empty or longer than MaxAlarmMemberBytes, a Value longer
+	// than MaxAlarmBytes, or an alarm raised beyond MaxAlarms, is refused
+	// with ErrInvalidCommand, and nothing changes.
+	OpSetAlarm
+)
+
+// Bounds of the alarms recorded (OpSetAlarm): a cluster has a few
+// members, and a guard's alarm is a line.
+const (
+	MaxAlarms           = 64
+	MaxAlarmMemberBytes = 256
+	MaxAlarmBytes       = 512
 )
 
 // Bounds of what TTL lease commands may carry and hold, so that no command
@@ -129,6 +154,10 @@ func (o Op) String() string {
 		return "checkpoint TTL leases"
 	case OpKeptAliveTTL:
 		return "keep TTL leases alive"
+	case OpCollectTombstones:
+		return "collect tombstones"
+	case OpSetAlarm:
+		return "set alarm"
 	}
 	return fmt.Sprintf("op %d", uint8(o))
 }
@@ -137,7 +166,7 @@ func (o Op) String() string {
 type Command struct {
 	Op      Op
 	Key     []byte
-	Value   []byte        // OpPut, OpCAS
+	Value   []byte        // OpPut, OpCAS, OpSetLeader, OpSetAlarm
 	Expect  uint64        // OpCAS: a version; OpRevokeTTL: an attachment generation
 	Token   uint64        // OpEndWriteLease
 	Session uint64        // OpGrantWriteLease: the holder
@@ -181,6 +210,10 @@ type Command struct {
 	Owner       uint64          `msgpack:",omitempty"`
 	Checkpoints []TTLCheckpoint `msgpack:",omitempty"` // OpCheckpointTTL
 	Leases      []uint64        `msgpack:",omitempty"` // OpKeptAliveTTL
+	Holds       []HeldKey       `msgpack:",omitempty"` // OpSetHorizon
+	// Through is the newest revision whose deletions an
+	// OpCollectTombstones may collect.
+	Through uint64 `msgpack:",omitempty"`
 }
 
 // TTLCheckpoint is the remaining TTL of one lease, as the leader's lessor
@@ -204,10 +237,14 @@ func Cost(c Command) int {
 	switch c.Op {
 	case OpPut, OpDelete, OpCAS:
 		// The data record, the key's lease record and the two attachment
-		// records it may move between, and the client's outcome.
-		return 4*(len(c.Key)+record) + len(c.Value) + 2*record
+		// records it may move between, a deletion's index record, and the
+		// client's outcome.
+		return 5*(len(c.Key)+record) + len(c.Value) + 2*record
+	case OpCollectTombstones:
+		// Each key's record and its index record.
+		return MaxTombstonesPerCommand*2*record + 2*MaxTombstoneKeyBytes + 2*record
 	case OpRevokeTTL:
-		return MaxTTLKeys*4*record + 3*MaxTTLKeyBytes + 2*record
+		return MaxTTLKeys*5*record + 4*MaxTTLKeyBytes + 2*record
 	case OpGrantTTL:
 		// The lease, the counter and the client's outcome.
 		return 3 * record
@@ -223,6 +260,15 @@ func Cost(c Command) int {
 		return n
 	case OpForgetClients:
 		return (len(c.Clients) + 1) * record
+	case OpSetAlarm:
+		// The one record of every alarm, rewritten whole.
+		return MaxAlarms*(MaxAlarmMemberBytes+MaxAlarmBytes+8) + 2*record
+	case OpSetHorizon:
+		n := len(c.Key) + 2*record
+		for _, h := range c.Holds {
+			n += len(h.Key) + record
+		}
+		return n
 	}
 	return len(c.Key) + len(c.Value) + 2*record
 }
@@ -235,6 +281,26 @@ func Longest(ls []HandedLease) time.Duration {
 		longest = max(longest, l.Left)
 	}
 	return longest
+}
+
+// MemberAlarm is the NOSPACE alarm of one member of a cluster, as the
+// leader recorded it (OpSetAlarm).
+type MemberAlarm struct {
+	Member string
+	// Alarm is what the member's disk guard said when it was raised.
+	Alarm string
+}
+
+// HeldKey is a key whose reads a leader holds, recorded with its lease
+// horizon (OpSetHorizon, State.Holds): a write of an earlier leader's term
+// changed it, which that leader may have taken for failed, serving the
+// key's old value until its leases end (DESIGN §13).
+type HeldKey struct {
+	Key string
+	// Left is how long the hold had to last when the horizon was written,
+	// ε not included. A later leader holds the key until Left after it
+	// applied the horizon entry, plus ε (State.HorizonApplied).
+	Left time.Duration
 }
 
 // HandedLease is a lease that a leader hands over to the next one.
@@ -270,4 +336,7 @@ type Result struct {
 	Lease uint64
 	// Keys are the keys that OpRevokeTTL deleted, sorted.
 	Keys []string
+	// More says that OpCollectTombstones stopped at its bounds with
+	// tombstones of its revision left to collect.
+	More bool
 }

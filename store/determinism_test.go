@@ -89,8 +89,10 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 			}
 		case p < 97:
 			c = horizon(time.Unix(1_900_000_000, g.rng.Int64N(1e12)), time.Duration(g.rng.Int64N(int64(time.Hour)))-time.Minute)
-		default:
+		case p < 98:
 			c = store.Command{Op: store.OpForgetClients, Clients: []uint64{1, 2, 3}, At: time.Unix(1_900_000_000, g.rng.Int64N(1e12))}
+		default:
+			c = store.Command{Op: store.OpCollectTombstones, Through: g.rng.Uint64N(st.Revision + 2)}
 		}
 		// Most writes come from one of three clients, with request IDs
 		// that repeat now and then: retries.

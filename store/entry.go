@@ -104,8 +104,9 @@ func (b *Badger) lockChange() (unlock func(), err error) {
 }
 
 // writable reports why the database takes no change, if it does not:
-// it is closed, or a change failed and Reopen has not settled it. b.amu
-// and b.mu must be held.
+// it is closed, a change failed and Reopen has not settled it, or its
+// folder cannot be written (ErrNotWritable, folder.go). b.amu and b.mu
+// must be held.
 func (b *Badger) writable() error {
 	switch {
 	case b.closed:
@@ -113,5 +114,5 @@ func (b *Badger) writable() error {
 	case b.failed:
 		return ErrFailed
 	}
-	return nil
+	return folderWritable(b.dir)
 }

@@ -6,6 +6,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,6 +35,12 @@ var (
 	metaLeader = []byte("m/leader")
 	// The leases of the last handoff, if no horizon was set since.
 	metaHandoff = []byte("m/handoff")
+	// The keys whose reads the leader holds, recorded with the horizon
+	// (State.Holds); absent when it holds none.
+	metaHolds = []byte("m/holds")
+	// The members' NOSPACE alarms (OpSetAlarm, State.Alarms); absent
+	// when none is raised.
+	metaAlarms = []byte("m/alarms")
 )
 
 // txn is what exec needs of one atomic step of a store: reads that see the
@@ -91,10 +98,16 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		if err := tx.del(metaHandoff); err != nil {
 			return Result{}, err
 		}
+		if err := setHolds(tx, c.Holds); err != nil {
+			return Result{}, err
+		}
 		return Result{}, setHorizon(tx, c.Horizon, c.Span, c.Key)
 	case OpHandoff:
 		longest := Longest(c.Handoff)
 		if err := tx.set(metaHandoff, encodeHandoff(c.Handoff)); err != nil {
+			return Result{}, err
+		}
+		if err := setHolds(tx, nil); err != nil {
 			return Result{}, err
 		}
 		return Result{}, setHorizon(tx, c.At.Add(longest), longest, c.Key)
@@ -110,6 +123,10 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		return execTTL(tx, ct, c)
 	case OpRevokeTTL, OpCheckpointTTL, OpKeptAliveTTL:
 		return execTTL(tx, ct, c)
+	case OpCollectTombstones:
+		return collectTombstones(tx, ct, c.Through)
+	case OpSetAlarm:
+		return setAlarm(tx, c)
 	}
 	return Result{}, fmt.Errorf("unknown command %v", c.Op)
 }
@@ -153,6 +170,11 @@ func execWrite(tx txn, ct *counters, c Command) (Result, error) {
 	if err := attach(tx, c.Key, lease); err != nil {
 		return Result{}, err
 	}
+	if c.Op == OpDelete {
+		if err := noteDeletion(tx, r.Version, c.Key); err != nil {
+			return Result{}, err
+		}
+	}
 	ct.rev++
 	return Result{Version: ct.rev}, nil
 }
@@ -165,9 +187,10 @@ func mismatch(cur, expect uint64) error {
 
 // saveCounters writes the counters of a step that moved them from was.
 func saveCounters(tx txn, was, ct counters) error {
-	if ct.rev != was.rev {
+	if ct.rev != was.rev || ct.records != was.records {
 		// The count goes with the revision, even unchanged, so that a
-		// database that kept one kept the other (countRecords).
+		// database that kept one kept the other (countRecords). A
+		// collection of tombstones changes the count alone.
 		if err := setUint(tx, metaRev, ct.rev); err != nil {
 			return err
 		}
@@ -203,11 +226,18 @@ func loadCounters(tx txn) (counters, error) {
 	return ct, err
 }
 
-// loadMeta reads the lease horizon, the last handoff and the leader into
-// st.
+// loadMeta reads the lease horizon, the holds recorded with it, the last
+// handoff and the leader into st.
 func loadMeta(tx txn, st *State) error {
 	if err := loadHorizon(tx, st); err != nil {
 		return err
+	}
+	if b, ok, err := tx.get(metaHolds); err != nil {
+		return err
+	} else if ok {
+		if st.Holds, err = decodeHolds(b); err != nil {
+			return err
+		}
 	}
 	if b, ok, err := tx.get(metaHandoff); err != nil {
 		return err
@@ -216,6 +246,13 @@ func loadMeta(tx txn, st *State) error {
 			return err
 		}
 		st.HandedOff = true
+	}
+	if b, ok, err := tx.get(metaAlarms); err != nil {
+		return err
+	} else if ok {
+		if st.Alarms, err = decodeAlarms(b); err != nil {
+			return err
+		}
 	}
 	v, ok, err := tx.get(metaLeader)
 	if err != nil || !ok {
@@ -278,6 +315,122 @@ func decodeHandoff(b []byte) ([]HandedLease, error) {
 		ls = append(ls, l)
 	}
 	return ls, nil
+}
+
+// setHolds records the keys whose reads the leader holds (OpSetHorizon),
+// in place of those recorded before; none deletes the record.
+func setHolds(tx txn, hs []HeldKey) error {
+	if len(hs) == 0 {
+		return tx.del(metaHolds)
+	}
+	return tx.set(metaHolds, encodeHolds(hs))
+}
+
+// encodeHolds lays held keys out as, for each, its time left (8 bytes),
+// then its key's length (uvarint) and key. A negative time left is
+// recorded as 0.
+func encodeHolds(hs []HeldKey) []byte {
+	var b []byte
+	for _, h := range hs {
+		b = binary.BigEndian.AppendUint64(b, uint64(max(h.Left, 0)))
+		b = binary.AppendUvarint(b, uint64(len(h.Key)))
+		b = append(b, h.Key...)
+	}
+	return b
+}
+
+func decodeHolds(b []byte) ([]HeldKey, error) {
+	var hs []HeldKey
+	for len(b) > 0 {
+		if len(b) < 9 {
+			return nil, fmt.Errorf("corrupt record of held keys: %d bytes left", len(b))
+		}
+		h := HeldKey{Left: time.Duration(binary.BigEndian.Uint64(b))}
+		if h.Left < 0 {
+			return nil, fmt.Errorf("corrupt record of held keys: %v left", h.Left)
+		}
+		n, w := binary.Uvarint(b[8:])
+		if w <= 0 || w != len(binary.AppendUvarint(nil, n)) || uint64(len(b)-8-w) < n {
+			return nil, fmt.Errorf("corrupt record of held keys: key of %d bytes", n)
+		}
+		b = b[8+w:]
+		h.Key, b = string(b[:n]), b[n:]
+		hs = append(hs, h)
+	}
+	return hs, nil
+}
+
+// setAlarm applies OpSetAlarm: it raises, updates or clears the alarm of
+// member c.Key in the record of alarms, kept sorted by member.
+func setAlarm(tx txn, c Command) (Result, error) {
+	if len(c.Key) == 0 || len(c.Key) > MaxAlarmMemberBytes || len(c.Value) > MaxAlarmBytes {
+		return Result{Err: fmt.Errorf("%w: an alarm needs a member of 1 to %d bytes and at most %d bytes of alarm, not %d and %d",
+			ErrInvalidCommand, MaxAlarmMemberBytes, MaxAlarmBytes, len(c.Key), len(c.Value))}, nil
+	}
+	var as []MemberAlarm
+	if b, ok, err := tx.get(metaAlarms); err != nil {
+		return Result{}, err
+	} else if ok {
+		if as, err = decodeAlarms(b); err != nil {
+			return Result{}, err
+		}
+	}
+	member := string(c.Key)
+	i, found := slices.BinarySearchFunc(as, member, func(a MemberAlarm, m string) int { return strings.Compare(a.Member, m) })
+	switch {
+	case len(c.Value) == 0 && !found:
+		return Result{}, nil
+	case len(c.Value) == 0:
+		as = slices.Delete(as, i, i+1)
+	case found:
+		as[i].Alarm = string(c.Value)
+	case len(as) >= MaxAlarms:
+		return Result{Err: fmt.Errorf("%w: %d alarms are raised already, the most recorded", ErrInvalidCommand, len(as))}, nil
+	default:
+		as = slices.Insert(as, i, MemberAlarm{Member: member, Alarm: string(c.Value)})
+	}
+	if len(as) == 0 {
+		return Result{}, tx.del(metaAlarms)
+	}
+	return Result{}, tx.set(metaAlarms, encodeAlarms(as))
+}
+
+// encodeAlarms lays alarms out as, for each, its member's length
+// (uvarint) and member, then its alarm's length (uvarint) and alarm.
+func encodeAlarms(as []MemberAlarm) []byte {
+	var b []byte
+	for _, a := range as {
+		b = binary.AppendUvarint(b, uint64(len(a.Member)))
+		b = append(b, a.Member...)
+		b = binary.AppendUvarint(b, uint64(len(a.Alarm)))
+		b = append(b, a.Alarm...)
+	}
+	return b
+}
+
+func decodeAlarms(b []byte) ([]MemberAlarm, error) {
+	var as []MemberAlarm
+	next := func() (string, bool) {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || w != len(binary.AppendUvarint(nil, n)) || uint64(len(b)-w) < n {
+			return "", false
+		}
+		s := string(b[w : w+int(n)])
+		b = b[w+int(n):]
+		return s, true
+	}
+	for len(b) > 0 {
+		member, ok := next()
+		if !ok || member == "" {
+			return nil, fmt.Errorf("corrupt record of alarms: bad member after %d alarms", len(as))
+		}
+		alarm, ok := next()
+		if !ok || alarm == "" {
+			return nil, fmt.Errorf("corrupt record of alarms: bad alarm of member %q", member)
+		}
+		as = append(as, MemberAlarm{Member: member, Alarm: alarm})
+	}
+	return as, nil
 }
 
 // loadHorizon reads the lease horizon into st.

@@ -165,7 +165,7 @@ func (b *Badger) rewrite(ratio float64, st *GCStats) error {
 			b.amu.Lock()
 		}
 		b.mu.RLock()
-		err := b.usable()
+		err := b.gcUsable()
 		if err == nil {
 			err = b.rewriteOne(ratio)
 		}

@@ -56,7 +56,8 @@ type TTLLease struct {
 }
 
 // Record is the committed state of one key. A missing key has Version 0,
-// or the revision of its deletion.
+// or the revision of its deletion until OpCollectTombstones collects the
+// deletion's record.
 type Record struct {
 	Value   []byte
 	Version uint64
@@ -108,9 +109,18 @@ type State struct {
 	// them from HorizonApplied instead of waiting for the horizon.
 	HandedOff bool
 	Handoff   []HandedLease
+	// Holds are the keys whose reads the leader that recorded the newest
+	// horizon held for an earlier leader (OpSetHorizon): a later leader
+	// holds them until their time left after HorizonApplied, plus ε.
+	// Empty if none.
+	Holds []HeldKey
 	// Leader and LeaderAddr are the last leader recorded (OpSetLeader) and
 	// its client address; empty if none.
 	Leader, LeaderAddr string
+	// Alarms are the NOSPACE alarms of members recorded (OpSetAlarm), by
+	// member name; empty if none. The leader refuses writes while any is
+	// raised (DESIGN §7).
+	Alarms []MemberAlarm
 	// WriteLeases are the write leases granted and not ended, by key.
 	WriteLeases []WriteLease
 }
@@ -158,9 +168,10 @@ var (
 // closed; a core never closes it (core.New).
 //
 // Every method is safe for concurrent use, and Apply calls may overlap:
-// package core calls Apply from up to three goroutines at once (its
+// package core calls Apply from up to five goroutines at once (its
 // committer, the one persisting the lease horizon or handing the leases
-// over, and the one forgetting idle clients; core/log.go lists them). The
+// over, the one forgetting idle clients, the one collecting tombstones,
+// and the one recording a member's alarm; core/log.go lists them). The
 // store serializes them. It applies each call's commands in their order,
 // in one or more durable steps (a transaction, a log entry), each step
 // whole and alone, and all steps in one order: on a replicated store the

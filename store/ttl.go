@@ -303,6 +303,7 @@ func revokeTTL(tx txn, ct *counters, id, expect uint64) (Result, error) {
 		key := []byte(k)
 		for _, err := range []error{
 			tx.set(prefixed(dataPrefix, key), del),
+			noteDeletion(tx, ct.rev+1, key),
 			tx.del(prefixed(keyLeasePrefix, key)),
 			tx.del(attachKey(id, key)),
 		} {

@@ -555,9 +555,9 @@ func (a *app) describe(err error) string {
 		return fmt.Sprintf("%s\nThe server's certificate does not name %q: restart leased with --tls-host %s, or connect by a name it has.", msg, host, host)
 	case isDial && errors.As(err, &se) && se.Code == protocol.CodeNotLeader:
 		if se.Leader != "" {
-			return fmt.Sprintf("%s\nThat node does not lead its cluster: give every node with --endpoints, or the leader, %s.", msg, se.Leader)
+			return fmt.Sprintf("%s\nNo node took the session within --timeout, though one named the leader %s: it may have just lost the lead. Try again, or give every node with --endpoints.", msg, se.Leader)
 		}
-		return fmt.Sprintf("%s\nThat node does not lead its cluster, and does not know which does yet: give every node with --endpoints.", msg)
+		return fmt.Sprintf("%s\nThat node does not lead its cluster, and no leader was known within --timeout (an election may be under way): try again, or give every node with --endpoints.", msg)
 	case isDial && (errors.Is(err, client.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)):
 		return fmt.Sprintf("%s\nIs leased running at %s?", msg, a.endpoint)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrCanceled):

@@ -22,7 +22,7 @@ import (
 func (o *options) authFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.clientCA, "client-ca", "", "CA certificates (PEM) that client certificates must be signed by: every client must then present one ('leased cert create-client'), whose name is its identity; default off loopback for a node with --ca-dir or --cacert: the cluster CA")
 	f.BoolVar(&o.insecureNoClient, "insecure-no-client-auth", false, "INSECURE: serve a --listen address other than loopback without client certificates: anyone who reaches the port may read and write every key")
-	f.StringVar(&o.authPolicy, "auth-policy", "", "access policy file (YAML): which client identity may read, write, take write leases and use TTL leases under which prefixes, and who is admin; reloaded on SIGHUP; needs client certificates")
+	f.StringVar(&o.authPolicy, "auth-policy", "", "access policy file (YAML): which client identity may read, write, take write leases and use TTL leases under which prefixes, who is admin, and who may scrape --metrics-listen off loopback (metrics: true); reloaded on SIGHUP, with a warning if others than its owner may write it; needs client certificates")
 }
 
 // loopback reports whether the host of --listen reaches only this machine:

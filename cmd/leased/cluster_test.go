@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,38 +20,43 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 	cl := proccluster.Start(t, proccluster.Config{Bins: bins, Direct: true, Flags: []string{"--lease-term", "1s"}})
 	nodes := cl.Nodes
 	cfg := cl.ClientConfig()
-	// leader waits until exactly one of the running nodes takes a session,
-	// and checks that the others name it.
+	// leader waits until a client given any one running node reaches the
+	// same node, which leads: a follower names it and the client follows.
 	leader := func(running []*proccluster.Node) (*proccluster.Node, *client.Client) {
 		t.Helper()
 		var lead *proccluster.Node
 		var c *client.Client
-		wait.For(t, 20*time.Second, "one node to lead and the others to name it", func() bool {
+		wait.For(t, 20*time.Second, "one node to lead and the others to lead the client to it", func() bool {
 			lead, c = nil, nil
-			var refusals []error
+			reached := map[string]bool{}
+			var sessions []*client.Client
+			defer func() {
+				for _, s := range sessions {
+					if s != c {
+						s.Close()
+					}
+				}
+			}()
 			for _, n := range running {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				c1, err := client.Dial(ctx, n.Addr, cfg)
 				cancel()
-				if err == nil {
-					if lead != nil {
-						c1.Close()
-						c.Close()
-						t.Fatalf("both %s and %s took a session", lead.Name, n.Name)
-					}
+				if err != nil {
+					return false
+				}
+				sessions = append(sessions, c1)
+				info, ok := c1.Session()
+				if !ok {
+					return false
+				}
+				reached[info.Addr] = true
+				if info.Addr == n.Addr {
 					lead, c = n, c1
-					continue
 				}
-				refusals = append(refusals, err)
 			}
-			if lead == nil {
-				return false
-			}
-			for _, err := range refusals {
-				if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), lead.Addr) {
-					c.Close()
-					return false // not every follower knows the leader yet
-				}
+			if len(reached) != 1 || lead == nil {
+				c = nil
+				return false // not every follower knows the leader yet
 			}
 			return true
 		})

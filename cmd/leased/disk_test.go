@@ -24,15 +24,15 @@ const (
 	// tmpfsSize is the whole file system. Right after its start, leased
 	// occupies about 64 MiB of it: raft-wal preallocates its first
 	// segment.
-	tmpfsSize = 320 * mib
+	tmpfsSize = 400 * mib
 	// fillerSize is the file placed beside the data folder, and deleted
 	// to make room.
 	fillerSize = 96 * mib
 	// testReserve is the --reserve-bytes of the test: below
-	// diskguard.DefaultReserve, which a small tmpfs could not hold, but
-	// still above what badger maps with its options (a 32 MiB memtable
-	// file, 16 MiB of it written before a flush, and its level-0 table).
-	testReserve = 96 * mib
+	// diskguard.DefaultReserve, which a small tmpfs could not hold, and
+	// the least leased takes (node.MinReserveBytes: memtables flushed to
+	// tables, a value-log file collected, a log segment preallocated).
+	testReserve = 208 * mib
 	// fillValue is the size of each value written to fill the disk: over
 	// the store's 64 KiB value threshold, so that values go to badger's
 	// value log, a mapped file. Without the reserve, the first write into
@@ -202,6 +202,26 @@ func TestStartOnFullDisk(t *testing.T) {
 	r := clitest.Cmd{}.Run(t, bins.Leased, "--listen", "127.0.0.1:0", "--data", filepath.Join(fs, "data"))
 	if r.Code != 1 || !strings.Contains(r.Stderr, "Error: NOSPACE: only") || !strings.Contains(r.Stderr, "below the reserve") {
 		t.Fatalf("start on a full disk: status %d, want 1 and an error naming the reserve\nstderr: %s", r.Code, r.Stderr)
+	}
+}
+
+// TestSmallReserveRefused starts leased on a small file system (a 100 MiB
+// tmpfs) with a reserve below the least that covers what the database and
+// the log write by themselves: it exits with status 2, naming the flag and
+// that least, instead of starting and dying of SIGBUS once the disk fills
+// (with --reserve-bytes 16 MiB, it died in badger's value-log write
+// without refusing one write).
+func TestSmallReserveRefused(t *testing.T) {
+	fs := mountTmpfs(t, 100*mib)
+	least := fmt.Sprint(208 * mib)
+	for _, reserve := range []string{fmt.Sprint(16 * mib), fmt.Sprint(208*mib - 1)} {
+		r := clitest.Cmd{}.Run(t, bins.Leased, "--listen", "127.0.0.1:0", "--data", filepath.Join(fs, "data"), "--reserve-bytes", reserve)
+		if r.Code != exitUsage || !strings.Contains(r.Stderr, "--reserve-bytes") || !strings.Contains(r.Stderr, least) {
+			t.Errorf("--reserve-bytes %s: status %d, want %d and the least reserve %s\nstderr: %s", reserve, r.Code, exitUsage, least, r.Stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(fs); len(ents) != 0 {
+		t.Errorf("a refused start left %v on the file system", ents)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leased/leased/internal/layout"
+	"github.com/leased/leased/replica"
 	"github.com/leased/leased/store"
 )
 
@@ -79,6 +80,16 @@ cluster node's folder have the same layout.`,
 func inspect(data string, log *slog.Logger) (inspection, error) {
 	dbDir := filepath.Join(data, layout.DBDir)
 	b, err := store.OpenReadOnly(dbDir, log)
+	if err == nil {
+		// Every table block and value must pass its checksum, and the
+		// keys agree with the counters, as at a node's start.
+		if err = b.Check(); err != nil {
+			b.Close()
+		}
+	}
+	if errors.Is(err, store.ErrDamaged) {
+		return inspection{}, replica.DamagedDatabase(absPath(data), err)
+	}
 	if errors.Is(err, store.ErrLocked) {
 		return inspection{}, fmt.Errorf("%w: stop the leased that serves from %s first; inspect reads only a stopped node's folder", err, absPath(data))
 	}

@@ -93,6 +93,7 @@ type options struct {
 	metricsListen         string
 	metricsPprof          bool
 	maxTotalInflightBytes int64
+	maxFrameBytesPerAddr  int64
 	frameTimeout          time.Duration
 	retryHandshakes       int
 
@@ -255,7 +256,8 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.IntVar(&o.ttlRevokeRate, "ttl-revoke-rate", lessor.DefaultMaxRevokesPerSecond, "most expired TTL leases revoked per second, so that a mass expiry does not stall other writes")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "TCP address (host:port) of the operator's listener: Prometheus metrics on /metrics, /healthz and /readyz; plain HTTP on loopback, HTTPS with the server's certificate elsewhere; empty: off")
 	f.BoolVar(&o.metricsPprof, "metrics-pprof", false, "serve Go's profiles on the metrics listener under /debug/pprof/ (needs --metrics-listen)")
-	f.Int64Var(&o.maxTotalInflightBytes, "max-total-inflight-bytes", server.DefaultMaxTotalInflightBytes, "most bytes of keys and values that the waiting writes of all sessions hold; a write past it is refused (resource exhausted)")
+	f.Int64Var(&o.maxTotalInflightBytes, "max-total-inflight-bytes", server.DefaultMaxTotalInflightBytes, "most bytes of keys and values that the waiting writes of all sessions hold, with the requests of over 4 KiB still arriving; a write or request past it is refused (resource exhausted)")
+	f.Int64Var(&o.maxFrameBytesPerAddr, "max-frame-bytes-per-addr", server.DefaultMaxFrameBytesPerAddr, "most bytes the requests still arriving from one IP address hold; a request past it is refused (resource exhausted)")
 	f.DurationVar(&o.frameTimeout, "frame-timeout", server.DefaultFrameTimeout, "how long a request may take to arrive once it has begun; a client that stalls mid-request is disconnected")
 	f.IntVar(&o.retryHandshakes, "retry-handshakes", server.DefaultRetryHandshakes, "QUIC handshakes in progress past which new connections must prove their source address (a Retry); -1: always")
 	f.BoolVar(&o.unsafeSkipWait, "unsafe-skip-horizon-wait", false, "UNSAFE, for tests of the linearizability checker only: write at once after a start or failover, breaking the promise of earlier leases")

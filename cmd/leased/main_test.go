@@ -242,7 +242,7 @@ func goodOptions() *options {
 		listen: server.DefaultAddr, data: server.DefaultDir,
 		leaseTerm: time.Second, epsilon: time.Millisecond,
 		maxValueSize: 1, maxSessions: 1, shutdownTimeout: time.Second, retryWindow: time.Minute,
-		maxSessionsPerAddr: 1, maxLeasesPerSession: 1, maxLeases: 1, maxWriteLeases: 1, maxTotalInflightBytes: 1 << 20, frameTimeout: time.Second, retryHandshakes: -1,
+		maxSessionsPerAddr: 1, maxLeasesPerSession: 1, maxLeases: 1, maxWriteLeases: 1, maxTotalInflightBytes: 1 << 20, maxFrameBytesPerAddr: 1 << 20, frameTimeout: time.Second, retryHandshakes: -1,
 		ttlMax: time.Hour, maxTTLLeases: 1, ttlCheckpoint: time.Minute, ttlRevokeRate: 1,
 		initialClusterState: clusterStateNew, raftTimeouts: defaultRaftTimeouts,
 	}

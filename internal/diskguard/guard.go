@@ -31,6 +31,14 @@
 // other error of that check (an EIO, an ENOMEM) says nothing of the
 // folder: it is logged, and the check is made again at the next write or
 // measurement.
+//
+// A folder in which the database or the log can no longer create files
+// (its permissions taken away, or its file system remounted read-only
+// after an error) raises the READONLY alarm, ErrNotWritable: badger, which
+// creates a file for each new memtable, table and value-log file, fails
+// its next write there and is left unable to read or write (its memtable
+// is gone), so Admit refuses every write and delete before it reaches the
+// log, until a check finds the folders writable again.
 package diskguard
 
 import (
@@ -97,6 +105,9 @@ var (
 	// ErrNotMeasured is why StartErr refuses a folder whose first
 	// measurement failed.
 	ErrNotMeasured = errors.New("cannot measure the data folder")
+	// ErrNotWritable is why a write is refused under the READONLY alarm:
+	// a folder of Config.Writable cannot be written.
+	ErrNotWritable = errors.New("READONLY")
 )
 
 // Usage is one measurement of a data folder.
@@ -144,8 +155,16 @@ type Config struct {
 	// walk of the folder. Tests and embedders with their own accounting
 	// set it.
 	Meter Meter
+	// Writable are the folders in which the database and the log create
+	// files; the READONLY alarm is raised while one of them exists and
+	// cannot be written (see Writable). Nil means Dir alone.
+	Writable []string
 	// Logger receives the alarm's changes. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// writable checks one folder of Writable. Nil means Writable; tests
+	// inject its faults.
+	writable func(dir string) error
 
 	// stat returns the identity of the file at path. Nil means statID;
 	// tests inject its faults.
@@ -171,6 +190,7 @@ type Guard struct {
 	lost       error      // why the folder is lost, nil while it is not
 	measureErr error      // why the last measurement failed, nil if it did not
 	statErr    error      // why the last identity check could not tell, nil if it could
+	readonly   error      // the READONLY alarm, nil when clear
 	skipped    string     // the entries the last measurement skipped, as logged
 
 	lostCh chan struct{} // closed when the folder is lost
@@ -201,6 +221,12 @@ func Open(cfg Config) (*Guard, error) {
 	}
 	if cfg.stat == nil {
 		cfg.stat = statID
+	}
+	if cfg.writable == nil {
+		cfg.writable = Writable
+	}
+	if cfg.Writable == nil {
+		cfg.Writable = []string{cfg.Dir}
 	}
 	g := &Guard{cfg: cfg, log: cfg.Logger, lostCh: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	lock, err := lockFile(filepath.Join(cfg.Dir, LockFile))
@@ -260,6 +286,7 @@ func (g *Guard) Check() {
 	g.mu.Unlock()
 
 	lost, unsure := g.identity(false)
+	ro := g.unwritable()
 	u, err := g.cfg.Meter.Measure()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -268,6 +295,7 @@ func (g *Guard) Check() {
 		return
 	}
 	g.noteStatLocked(unsure)
+	g.noteWritableLocked(ro)
 	if err != nil {
 		// Keep the last figures: a measurement that failed says nothing
 		// of the space left.
@@ -315,6 +343,29 @@ func (g *Guard) identity(lockOnly bool) (lost, unsure error) {
 		}
 	}
 	return nil, nil
+}
+
+// unwritable returns the READONLY alarm if a folder of Config.Writable
+// cannot be written, or nil.
+func (g *Guard) unwritable() error {
+	for _, d := range g.cfg.Writable {
+		if err := g.cfg.writable(d); err != nil {
+			return fmt.Errorf("%w: the data folder cannot be written (%v): writes and deletes are refused until it can; reads and renewals go on", ErrNotWritable, err)
+		}
+	}
+	return nil
+}
+
+// noteWritableLocked raises the READONLY alarm with ro, or clears it when
+// ro is nil, and logs the change. g.mu must be held.
+func (g *Guard) noteWritableLocked(ro error) {
+	switch {
+	case ro != nil && g.readonly == nil:
+		g.log.Error("alarm raised: writes are refused until the data folder can be written again; reads and renewals go on", "alarm", ro.Error())
+	case ro == nil && g.readonly != nil:
+		g.log.Info("alarm cleared: the data folder can be written again; writes resume", "dir", g.cfg.Dir)
+	}
+	g.readonly = ro
 }
 
 // noteStatLocked logs when the identity check starts failing for a reason
@@ -434,6 +485,15 @@ func (g *Guard) Admit(n int64, del bool) error {
 	if g.lost != nil {
 		return g.lost
 	}
+	if n > 0 || del {
+		// A write into a folder that cannot take a new file may leave
+		// the database unable to serve even reads: look again before
+		// letting one through (an access call for each folder).
+		g.noteWritableLocked(g.unwritable())
+	}
+	if g.readonly != nil {
+		return g.readonly
+	}
 	pending := g.pending + n*Amplification
 	if del {
 		if r := g.cfg.Reserve; g.measured && r > 0 && g.usage.Free-pending < r/2 {
@@ -455,12 +515,16 @@ func (g *Guard) Admit(n int64, del bool) error {
 	return nil
 }
 
-// Alarm returns the NOSPACE alarm, or nil when it is clear.
+// Alarm returns the alarm that refuses writes: the folder lost, READONLY
+// or NOSPACE, in that order; nil when none is raised.
 func (g *Guard) Alarm() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.lost != nil {
 		return g.lost
+	}
+	if g.readonly != nil {
+		return g.readonly
 	}
 	return g.alarm
 }

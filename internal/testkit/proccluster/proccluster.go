@@ -330,9 +330,11 @@ func (c *Cluster) ClientCert(name string) (cert, key string) {
 }
 
 // Leader waits, at most LeaderTimeout, until exactly one of the nodes
-// (every running node if none is given) takes a client session, and
-// returns it. A node that is cut off may still believe it leads for a
-// moment; Leader waits until it has stopped.
+// (every running node if none is given) serves clients itself, as its
+// status says, and takes a client session, and returns it. (A client
+// dialled to a follower follows the leader it names, so a session alone
+// does not tell.) A node that is cut off may still believe it leads for
+// a moment; Leader waits until it has stopped.
 func (c *Cluster) Leader(among ...*Node) *Node {
 	c.t.Helper()
 	if len(among) == 0 {
@@ -347,11 +349,7 @@ func (c *Cluster) Leader(among ...*Node) *Node {
 	wait.For(c.t, LeaderTimeout, "exactly one node to lead", func() bool {
 		var leads []*Node
 		for _, nd := range among {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			cl, err := client.Dial(ctx, nd.Addr, cfg)
-			cancel()
-			if err == nil {
-				cl.Close()
+			if c.serves(nd, cfg) {
 				leads = append(leads, nd)
 			}
 		}
@@ -362,6 +360,30 @@ func (c *Cluster) Leader(among ...*Node) *Node {
 		return true
 	})
 	return lead
+}
+
+// serves reports whether nd says it serves clients, and takes a client
+// session that stays with it.
+func (c *Cluster) serves(nd *Node, cfg client.Config) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	adm, err := client.DialAdmin(ctx, nd.Addr, cfg)
+	if err != nil {
+		return false
+	}
+	st, err := adm.Status(ctx)
+	adm.Close()
+	if err != nil || !st.Serving {
+		return false
+	}
+	cfg.MemberSyncInterval = -1
+	cl, err := client.Dial(ctx, nd.Addr, cfg)
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	sess, ok := cl.Session()
+	return ok && sess.Addr == nd.Addr
 }
 
 // Proxy returns the proxy through which node from dials node to.

@@ -1,0 +1,456 @@
+//go:build linux
+
+package client_test
+
+// How a client notices that its server is gone (DESIGN §6, Config.IdleTimeout),
+// against a real leased process: a client whose own process keeps every
+// core busy keeps its session, and a server stopped with SIGSTOP is noticed
+// within about a second.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
+	"github.com/leased/leased/internal/testkit/clitest"
+)
+
+const (
+	idleHelper       = "saturated-reader"
+	idlePausedHelper = "paused-client"
+	idleEnvIdle      = "LEASED_E2E_IDLE"
+	idleEnvDuration  = "LEASED_E2E_DURATION"
+	idleEnvWorkers   = "LEASED_E2E_WORKERS"
+	// idleMeasureEnv, set, makes TestIdleMeasure run: the measurement of
+	// false disconnects and detection time behind Config.IdleTimeout's
+	// default (several minutes).
+	idleMeasureEnv = "LEASED_IDLE_MEASURE"
+)
+
+// TestIdleHelperProcess is not a test: it is the body of the saturated
+// client that runSaturated starts, which re-executes the test binary with
+// only this test selected and helperEnv set. It dials the server with the
+// IdleTimeout in idleEnvIdle, caches eight keys, and then reads them from
+// its cache with idleEnvWorkers goroutines for idleEnvDuration, keeping
+// every core of its process busy. It prints one line: "result" and the
+// disconnects it saw, the reads done, the reads that failed, and the
+// longest time a goroutine of the process waited for a core past a 10 ms
+// tick (its starvation).
+func TestIdleHelperProcess(t *testing.T) {
+	if os.Getenv(helperEnv) != idleHelper {
+		t.Skip("helper process for the saturated-client tests")
+	}
+	err := func() error {
+		idle, err := time.ParseDuration(os.Getenv(idleEnvIdle))
+		if err != nil {
+			return err
+		}
+		dur, err := time.ParseDuration(os.Getenv(idleEnvDuration))
+		if err != nil {
+			return err
+		}
+		workers, err := strconv.Atoi(os.Getenv(idleEnvWorkers))
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), dur+testTimeout)
+		defer cancel()
+		var disconnects atomic.Int64
+		var whyMu sync.Mutex
+		var why []string
+		c, err := client.Dial(ctx, os.Getenv(helperAddr), client.Config{
+			CAFile: os.Getenv(helperCA), Name: "saturated", IdleTimeout: idle, Logger: testkit.Discard(),
+			OnEvent: func(e client.Event) {
+				if e.Kind == client.EventDisconnected {
+					disconnects.Add(1)
+					whyMu.Lock()
+					why = append(why, fmt.Sprint(e.Err))
+					whyMu.Unlock()
+				}
+			},
+		})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		keys := make([]string, 8)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("hot/%d", i)
+			if _, err := c.Put(ctx, keys[i], []byte("v")); err != nil {
+				return err
+			}
+			if _, err := c.Get(ctx, keys[i]); err != nil {
+				return err
+			}
+		}
+
+		// The probe: a goroutine that asks to run every 10 ms and notes
+		// how late it ran.
+		var maxLag atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			tk := time.NewTicker(10 * time.Millisecond)
+			defer tk.Stop()
+			last := time.Now()
+			for {
+				select {
+				case <-stop:
+					return
+				case now := <-tk.C:
+					if lag := int64(time.Since(last) - 10*time.Millisecond); lag > maxLag.Load() {
+						maxLag.Store(lag)
+					}
+					last = now
+				}
+			}
+		})
+		var gets, fails atomic.Int64
+		deadline := time.Now().Add(dur)
+		for w := range workers {
+			wg.Go(func() {
+				for i := w; time.Now().Before(deadline); i++ {
+					if _, err := c.Get(ctx, keys[i%len(keys)]); err != nil {
+						fails.Add(1)
+					}
+					gets.Add(1)
+				}
+			})
+		}
+		time.Sleep(time.Until(deadline)) // the run's length, not lease time
+		close(stop)
+		wg.Wait()
+		whyMu.Lock()
+		defer whyMu.Unlock()
+		fmt.Printf("result disconnects=%d gets=%d fails=%d maxlag=%v why=%q\n",
+			disconnects.Load(), gets.Load(), fails.Load(), time.Duration(maxLag.Load()).Round(time.Millisecond), why)
+		return nil
+	}()
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestIdlePausedHelperProcess is not a test: it is the body of the client
+// that TestIdlePausedClientKeepsSession stops with SIGSTOP. It dials the
+// server with the default IdleTimeout, prints "ready" and its session's id,
+// and writes a key over and over until its stdin closes. For each line
+// on its stdin it writes another key (a round trip to the server) and
+// prints "result", the disconnects it saw and its session's id.
+func TestIdlePausedHelperProcess(t *testing.T) {
+	if os.Getenv(helperEnv) != idlePausedHelper {
+		t.Skip("helper process for TestIdlePausedClientKeepsSession")
+	}
+	err := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
+		defer cancel()
+		var disconnects atomic.Int64
+		c, err := client.Dial(ctx, os.Getenv(helperAddr), client.Config{
+			CAFile: os.Getenv(helperCA), Name: "paused", Logger: testkit.Discard(),
+			OnEvent: func(e client.Event) {
+				if e.Kind == client.EventDisconnected {
+					disconnects.Add(1)
+				}
+			},
+		})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if _, err := c.Put(ctx, "paused/before", []byte("v")); err != nil {
+			return err
+		}
+		s, _ := c.Session()
+		// Writes, one after another, so that the pause catches one in
+		// flight: the client has sent since it last heard the server.
+		wctx, wcancel := context.WithCancel(ctx)
+		defer wcancel()
+		writes := make(chan error, 1)
+		go func() {
+			for wctx.Err() == nil {
+				if _, err := c.Put(wctx, "paused/loop", []byte("v")); err != nil && wctx.Err() == nil {
+					writes <- err
+					return
+				}
+			}
+			writes <- nil
+		}()
+		fmt.Printf("ready session=%d\n", s.ID)
+		// A line after each pause, once the parent has woken the process.
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if _, err := c.Put(ctx, "paused/after", []byte("v")); err != nil {
+				return err
+			}
+			s, _ = c.Session()
+			fmt.Printf("result disconnects=%d session=%d\n", disconnects.Load(), s.ID)
+		}
+		wcancel()
+		return <-writes
+	}()
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestIdlePausedClientKeepsSession: a client whose process is stopped,
+// three times, for three times its IdleTimeout (SIGSTOP, as a long GC pause, a debugger or a
+// starved virtual machine would) keeps its session when it wakes: it does
+// not count the time it did not run as the server's silence, and the server,
+// to which it offers a longer QUIC idle timeout as a backstop, kept the
+// session meanwhile.
+func TestIdlePausedClientKeepsSession(t *testing.T) {
+	srv := clitest.StartServer(t, linBinaries(t), t.TempDir(), t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestIdlePausedHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+idlePausedHelper, helperAddr+"="+srv.Addr, helperCA+"="+srv.CA)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	lines := make(chan string, 2)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok || strings.HasPrefix(l, "error") {
+				t.Fatalf("paused client: %q", l)
+			}
+			return l
+		case <-ctx.Done():
+			t.Fatal("the paused client said nothing")
+		}
+		return ""
+	}
+	var before int64
+	if l := next(); !strings.HasPrefix(l, "ready") {
+		t.Fatalf("paused client: %q", l)
+	} else if _, err := fmt.Sscanf(l, "ready session=%d", &before); err != nil {
+		t.Fatalf("paused client: %q: %v", l, err)
+	}
+	// Three pauses: waking, the old QUIC idle timer raced the packets
+	// that waited in the socket, and lost about one time in four.
+	const pauses = 3
+	for i := range pauses {
+		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		clitest.WaitStopped(t, cmd.Process.Pid, testTimeout)
+		// The pause itself: real time, in which the client's process
+		// does not run while the server's does.
+		time.Sleep(3 * client.DefaultIdleTimeout)
+		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(stdin, "woken\n"); err != nil {
+			t.Fatal(err)
+		}
+		var disconnects, after int64
+		l := next()
+		if _, err := fmt.Sscanf(l, "result disconnects=%d session=%d", &disconnects, &after); err != nil {
+			t.Fatalf("paused client: %q: %v", l, err)
+		}
+		t.Logf("pause %d: paused client: %s (session %d before)", i, l, before)
+		if disconnects != 0 || after != before {
+			t.Fatalf("after pause %d of %v the client saw %d disconnects and has session %d, was %d; want its session kept",
+				i, 3*client.DefaultIdleTimeout, disconnects, after, before)
+		}
+	}
+	stdin.Close()
+}
+
+// TestIdleSaturatedClientKeepsSession: a client whose process keeps both
+// cores busy with 64 goroutines reading from its cache keeps its session
+// for the whole run. (With QUIC's idle timer as the detection, a run of 20 s
+// on a loaded 2-core machine lost it once or twice: see TestIdleMeasure.)
+func TestIdleSaturatedClientKeepsSession(t *testing.T) {
+	srv := clitest.StartServer(t, linBinaries(t), t.TempDir(), t.TempDir())
+	r := runSaturated(t, srv, client.DefaultIdleTimeout, 10*time.Second, 64)
+	t.Logf("saturated client: %s", r.line)
+	if r.disconnects != 0 || r.fails != 0 {
+		t.Errorf("a saturated client lost its session %d times (%d reads failed): %s", r.disconnects, r.fails, r.line)
+	}
+}
+
+// TestIdleStoppedServerNoticed: a client notices within about its
+// IdleTimeout that its server stopped (SIGSTOP: the process is there, its
+// socket open, and it answers nothing), although QUIC's idle timeout of
+// the session is ten times longer.
+func TestIdleStoppedServerNoticed(t *testing.T) {
+	srv := clitest.StartServer(t, linBinaries(t), t.TempDir(), t.TempDir())
+	d := detectStopped(t, srv, client.DefaultIdleTimeout)
+	t.Logf("the stopped server was noticed after %v", d)
+	// About a second; the bound leaves room for a loaded machine, and is
+	// far below the backstop.
+	if limit := 3 * client.DefaultIdleTimeout; d > limit {
+		t.Errorf("the stopped server was noticed after %v; want within %v", d, limit)
+	}
+}
+
+// saturatedRun is what one run of the saturated client reports.
+type saturatedRun struct {
+	disconnects, gets, fails int
+	maxLag                   time.Duration
+	line                     string
+}
+
+// runSaturated runs the saturated client (TestIdleHelperProcess) against
+// srv for dur with the given workers and idle timeout, and returns its
+// report.
+func runSaturated(t *testing.T, srv *clitest.Server, idle, dur time.Duration, workers int) saturatedRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), dur+4*testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestIdleHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(),
+		helperEnv+"="+idleHelper,
+		helperAddr+"="+srv.Addr,
+		helperCA+"="+srv.CA,
+		idleEnvIdle+"="+idle.String(),
+		idleEnvDuration+"="+dur.String(),
+		idleEnvWorkers+"="+strconv.Itoa(workers))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	var line string
+	for l := range strings.Lines(string(out)) {
+		if strings.HasPrefix(l, "result") || strings.HasPrefix(l, "error") {
+			line = strings.TrimSpace(l)
+		}
+	}
+	if err != nil || !strings.HasPrefix(line, "result") {
+		t.Fatalf("saturated client: %v: %q", err, out)
+	}
+	var r saturatedRun
+	r.line = line
+	var lag string
+	if _, err := fmt.Sscanf(line, "result disconnects=%d gets=%d fails=%d maxlag=%s", &r.disconnects, &r.gets, &r.fails, &lag); err != nil {
+		t.Fatalf("saturated client's report %q: %v", line, err)
+	}
+	if r.maxLag, err = time.ParseDuration(lag); err != nil {
+		t.Fatalf("saturated client's report %q: %v", line, err)
+	}
+	return r
+}
+
+// detectStopped dials srv with the idle timeout idle, stops the server
+// with SIGSTOP, and returns how long the client took to report the
+// connection lost. It wakes the server again before it returns.
+func detectStopped(t *testing.T, srv *clitest.Server, idle time.Duration) time.Duration {
+	t.Helper()
+	ev := newEvents()
+	cfg := srv.ClientConfig()
+	cfg.Name, cfg.IdleTimeout, cfg.OnEvent = "detector", idle, ev.on
+	c := dialAddr(t, srv.Addr, srv.CA, cfg)
+	defer c.Close()
+	mustGet(t, c, "detect")
+	srv.Signal(t, syscall.SIGSTOP)
+	clitest.WaitStopped(t, srv.Cmd.Process.Pid, testTimeout)
+	stopped := time.Now()
+	defer srv.Signal(t, syscall.SIGCONT)
+	// A real stopped process and a real network: the wait is bounded
+	// only to turn a client that never notices into a failure.
+	ev.wait(t, client.EventDisconnected, 4*idle+4*testTimeout, nil)
+	return time.Since(stopped)
+}
+
+// TestIdleMeasure measures, on this machine, the false disconnects of a
+// saturated client and the time a client takes to notice a stopped server,
+// at several idle timeouts. It runs only with LEASED_IDLE_MEASURE set (to
+// the run's length, such as 20s; 1 means 20s): it takes minutes. Build the
+// test binary without -race to measure what a program sees.
+func TestIdleMeasure(t *testing.T) {
+	v := os.Getenv(idleMeasureEnv)
+	if v == "" {
+		t.Skip("set " + idleMeasureEnv + " to measure (minutes)")
+	}
+	dur, err := time.ParseDuration(v)
+	if err != nil {
+		dur = 20 * time.Second
+	}
+	reps := 3
+	if n, err := strconv.Atoi(os.Getenv("LEASED_IDLE_REPS")); err == nil {
+		reps = n
+	}
+	idles := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}
+	if s := os.Getenv("LEASED_IDLE_LIST"); s != "" {
+		idles = nil
+		for f := range strings.SplitSeq(s, ",") {
+			d, err := time.ParseDuration(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			idles = append(idles, d)
+		}
+	}
+	srv := clitest.StartServer(t, linBinaries(t), t.TempDir(), t.TempDir())
+	for _, idle := range idles {
+		var drops, detects []time.Duration
+		for range reps {
+			r := runSaturated(t, srv, idle, dur, 64)
+			t.Logf("idle %v: %s", idle, r.line)
+			drops = append(drops, time.Duration(r.disconnects))
+			d := detectStopped(t, srv, idle)
+			t.Logf("idle %v: stopped server noticed after %v", idle, d.Round(time.Millisecond))
+			detects = append(detects, d)
+		}
+		fmt.Fprintf(os.Stderr, "MEASURE idle=%v disconnects=%v (median %d) detection=%v (median %v)\n",
+			idle, ints(drops), median(drops), rounded(detects), median(detects).Round(time.Millisecond))
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ints(ds []time.Duration) []int64 {
+	var out []int64
+	for _, d := range ds {
+		out = append(out, int64(d))
+	}
+	return out
+}
+
+func rounded(ds []time.Duration) []time.Duration {
+	var out []time.Duration
+	for _, d := range ds {
+		out = append(out, d.Round(time.Millisecond))
+	}
+	return out
+}
