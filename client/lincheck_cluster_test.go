@@ -327,7 +327,10 @@ func dialClusterClient(t *testing.T, c *proccluster.Cluster, i int, seed uint64,
 	// so that some clients still serve the old leader's leases from their
 	// caches while others already write through the new one.
 	cfg.IdleTimeout = clusterIdleTimeout * time.Duration(1+i)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Under the race detector on a loaded machine, a young cluster's
+	// leaders may step down for several seconds in a row (its raft
+	// timeouts are short, clusterRaftFlags): the dial waits them out.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	cl, err := client.Dial(ctx, c.Endpoints(), cfg)
 	cancel()
 	if err != nil {
