@@ -384,26 +384,42 @@ func run(o *options, ef envFlags, stderr io.Writer, sigs <-chan os.Signal) error
 	case err := <-shut:
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-			log.Warn("graceful shutdown took too long; closed at once", "timeout", o.shutdownTimeout)
+			// Shutdown gave up waiting, and closes at once: wait for
+			// that, so that the database is closed before the process
+			// exits.
+			log.Warn("graceful shutdown took too long; closing at once", "timeout", o.shutdownTimeout)
+			if err := closeNow(log, srv, sigs); err != nil {
+				return err
+			}
 		case err != nil:
 			return fmt.Errorf("shutdown: %w", err)
 		}
 	case sig := <-sigs:
 		log.Warn("second signal: closing at once", "signal", sig.String())
-		closed := make(chan error, 1)
-		go func() { closed <- srv.Close() }()
-		select {
-		case err := <-closed:
-			if err != nil {
-				return fmt.Errorf("close: %w", err)
-			}
-		case sig := <-sigs:
-			log.Warn("third signal: exiting without waiting for close", "signal", sig.String())
-			return nil
+		if err := closeNow(log, srv, sigs); err != nil {
+			return err
 		}
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// closeNow closes srv at once and waits until it is closed (its sessions,
+// the core, raft and the database), unless a signal comes first: then it
+// returns without waiting.
+func closeNow(log *slog.Logger, srv *server.Server, sigs <-chan os.Signal) error {
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			return fmt.Errorf("close: %w", err)
+		}
+		return nil
+	case sig := <-sigs:
+		log.Warn("another signal: exiting without waiting for close", "signal", sig.String())
+		return nil
+	}
 }
 
 // stopWithin shuts srv down, waiting at most timeout (Shutdown logs what
