@@ -148,10 +148,14 @@ func TestIdleHelperProcess(t *testing.T) {
 
 // TestIdlePausedHelperProcess is not a test: it is the body of the client
 // that TestIdlePausedClientKeepsSession stops with SIGSTOP. It dials the
-// server with the default IdleTimeout, prints "ready" and its session's id,
-// and writes a key over and over until its stdin closes. For each line
-// on its stdin it writes another key (a round trip to the server) and
-// prints "result", the disconnects it saw and its session's id.
+// server with the default IdleTimeout and prints "ready" and its session's
+// id. Then it obeys its stdin, a line at a time, and answers each with a
+// line: "busy" starts writing a key over and over (so that a pause catches
+// a write in flight: the client has sent since it last heard the server);
+// "idle" stops those writes and waits for the last to end (so that nothing
+// is in flight, and the server has nothing to send); "woken" writes another
+// key (a round trip to the server) and prints "result", the disconnects it
+// saw and its session's id.
 func TestIdlePausedHelperProcess(t *testing.T) {
 	if os.Getenv(helperEnv) != idlePausedHelper {
 		t.Skip("helper process for TestIdlePausedClientKeepsSession")
@@ -176,32 +180,57 @@ func TestIdlePausedHelperProcess(t *testing.T) {
 			return err
 		}
 		s, _ := c.Session()
-		// Writes, one after another, so that the pause catches one in
-		// flight: the client has sent since it last heard the server.
-		wctx, wcancel := context.WithCancel(ctx)
-		defer wcancel()
-		writes := make(chan error, 1)
-		go func() {
-			for wctx.Err() == nil {
-				if _, err := c.Put(wctx, "paused/loop", []byte("v")); err != nil && wctx.Err() == nil {
-					writes <- err
-					return
-				}
-			}
-			writes <- nil
-		}()
 		fmt.Printf("ready session=%d\n", s.ID)
-		// A line after each pause, once the parent has woken the process.
+		var (
+			stop   context.CancelFunc = func() {}
+			writes chan error
+		)
+		idle := func() error {
+			stop()
+			if writes == nil {
+				return nil
+			}
+			err := <-writes
+			writes = nil
+			return err
+		}
+		defer idle()
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
-			if _, err := c.Put(ctx, "paused/after", []byte("v")); err != nil {
-				return err
+			switch sc.Text() {
+			case "busy":
+				if err := idle(); err != nil {
+					return err
+				}
+				wctx, cancelWrites := context.WithCancel(ctx)
+				stop = cancelWrites
+				writes = make(chan error, 1)
+				go func(writes chan<- error) {
+					for wctx.Err() == nil {
+						if _, err := c.Put(wctx, "paused/loop", []byte("v")); err != nil && wctx.Err() == nil {
+							writes <- err
+							return
+						}
+					}
+					writes <- nil
+				}(writes)
+				fmt.Println("busy")
+			case "idle":
+				if err := idle(); err != nil {
+					return err
+				}
+				fmt.Println("idle")
+			case "woken":
+				if _, err := c.Put(ctx, "paused/after", []byte("v")); err != nil {
+					return err
+				}
+				s, _ = c.Session()
+				fmt.Printf("result disconnects=%d session=%d\n", disconnects.Load(), s.ID)
+			default:
+				return fmt.Errorf("unknown command %q", sc.Text())
 			}
-			s, _ = c.Session()
-			fmt.Printf("result disconnects=%d session=%d\n", disconnects.Load(), s.ID)
 		}
-		wcancel()
-		return <-writes
+		return idle()
 	}()
 	if err != nil {
 		fmt.Printf("error %v\n", err)
@@ -211,11 +240,18 @@ func TestIdlePausedHelperProcess(t *testing.T) {
 }
 
 // TestIdlePausedClientKeepsSession: a client whose process is stopped,
-// three times, for three times its IdleTimeout (SIGSTOP, as a long GC pause, a debugger or a
-// starved virtual machine would) keeps its session when it wakes: it does
-// not count the time it did not run as the server's silence, and the server,
-// to which it offers a longer QUIC idle timeout as a backstop, kept the
-// session meanwhile.
+// four times, for three times its IdleTimeout (SIGSTOP, as a long GC
+// pause, a debugger or a starved virtual machine would) keeps its session
+// when it wakes: it does not count the time it did not run as the
+// server's silence, and the server, to which it offers a longer QUIC idle
+// timeout as a backstop, kept the session meanwhile.
+//
+// Two of the pauses find the client idle: nothing in flight, so no packet
+// from the server waits in its socket when it wakes, and a detection that
+// counts wall time (QUIC's idle timer alone, as before the watchdog) drops
+// the session at once, every time but when a keep-alive's
+// acknowledgement happened to arrive in the moment before the stop. The
+// other two catch a write in flight, whose answer waits in the socket.
 func TestIdlePausedClientKeepsSession(t *testing.T) {
 	srv := clitest.StartServer(t, linBinaries(t), t.TempDir(), t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
@@ -257,16 +293,23 @@ func TestIdlePausedClientKeepsSession(t *testing.T) {
 		}
 		return ""
 	}
+	say := func(cmd string) {
+		t.Helper()
+		if _, err := io.WriteString(stdin, cmd+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var before int64
 	if l := next(); !strings.HasPrefix(l, "ready") {
 		t.Fatalf("paused client: %q", l)
 	} else if _, err := fmt.Sscanf(l, "ready session=%d", &before); err != nil {
 		t.Fatalf("paused client: %q: %v", l, err)
 	}
-	// Three pauses: waking, the old QUIC idle timer raced the packets
-	// that waited in the socket, and lost about one time in four.
-	const pauses = 3
-	for i := range pauses {
+	for i, mode := range []string{"idle", "busy", "idle", "busy"} {
+		say(mode)
+		if l := next(); l != mode {
+			t.Fatalf("paused client: %q, want %q", l, mode)
+		}
 		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
@@ -277,18 +320,16 @@ func TestIdlePausedClientKeepsSession(t *testing.T) {
 		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := io.WriteString(stdin, "woken\n"); err != nil {
-			t.Fatal(err)
-		}
+		say("woken")
 		var disconnects, after int64
 		l := next()
 		if _, err := fmt.Sscanf(l, "result disconnects=%d session=%d", &disconnects, &after); err != nil {
 			t.Fatalf("paused client: %q: %v", l, err)
 		}
-		t.Logf("pause %d: paused client: %s (session %d before)", i, l, before)
+		t.Logf("pause %d (%s): paused client: %s (session %d before)", i, mode, l, before)
 		if disconnects != 0 || after != before {
-			t.Fatalf("after pause %d of %v the client saw %d disconnects and has session %d, was %d; want its session kept",
-				i, 3*client.DefaultIdleTimeout, disconnects, after, before)
+			t.Fatalf("after pause %d (%s) of %v the client saw %d disconnects and has session %d, was %d; want its session kept",
+				i, mode, 3*client.DefaultIdleTimeout, disconnects, after, before)
 		}
 	}
 	stdin.Close()
