@@ -15,6 +15,20 @@ import (
 // list on any node, membership changes and backups on the leader, each
 // served by calling the node (package node).
 
+// goneAway reports whether the server told the admin session to go
+// (goAway); if so, it closes the session's connection once the replies
+// queued are written (within HelloTimeout).
+func (ss *session) goneAway() bool {
+	ss.mu.Lock()
+	leaving := ss.leaving
+	ss.mu.Unlock()
+	if leaving {
+		ss.replies.flush(ss.srv.cfg.HelloTimeout)
+		ss.closeWith(fmt.Errorf("%w: the server is shutting down", errClosed))
+	}
+	return leaving
+}
+
 // serveAdmin serves an admin session (Hello.Admin) after its hello: status
 // and member list on any node, membership changes on the leader. Requests
 // are served one at a time, in order. The session's run calls it.
@@ -32,8 +46,13 @@ func (ss *session) serveAdmin(fr *protocol.FrameReader) {
 	ss.replies.send(ss.helloReply())
 	ctx := ss.conn.Context()
 	for {
+		if ss.goneAway() {
+			return
+		}
 		m, err := ss.read(fr)
 		switch {
+		case ss.goneAway():
+			return
 		case err == nil:
 		case errors.Is(err, protocol.ErrMalformed):
 			ss.replies.send(errorReply(0, err))

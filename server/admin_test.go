@@ -313,3 +313,29 @@ func TestRemovedWhileDown(t *testing.T) {
 		t.Errorf("members: %+v", ms)
 	}
 }
+
+// TestShutdownEndsIdleAdminSessions: a graceful shutdown does not wait for
+// an admin client that asks nothing more (as a leader's alarm watch keeps
+// a session open with each follower between its questions): the server
+// ends the session itself, and the shutdown finishes well within a
+// deadline shorter than QUIC's idle timeout.
+func TestShutdownEndsIdleAdminSessions(t *testing.T) {
+	t.Parallel()
+	cl := testkit.NewCluster(t, 1, server.Config{LeaseTerm: time.Second})
+	name := cl.Leader()
+	c := admin(t, cl, cl.Addrs[name])
+	status(t, c) // a question answered; the client then waits, reading nothing
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := cl.Nodes[name].Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with an idle admin session open: %v", err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer rcancel()
+	if m, err := c.Recv(rctx); err == nil {
+		t.Fatalf("the admin session still delivers after the shutdown: %#v", m)
+	} else if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal("the admin session was not closed by the shutdown")
+	}
+	cl.Stop(name)
+}

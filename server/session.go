@@ -69,9 +69,11 @@ type session struct {
 	// closes the core.
 	ended chan struct{}
 
-	mu       sync.Mutex            // guards ops, opsBytes, and replies against goAway
+	mu       sync.Mutex            // guards the fields below, and replies against goAway
 	ops      map[uint64]*pendingOp // made by the first op: most sessions write nothing
 	opsBytes int                   // the sum of the sizes of ops
+	admin    bool                  // an admin session (serveAdmin), from its hello on
+	leaving  bool                  // goAway was called
 }
 
 func newSession(s *Server, c conn, id leasetable.SessionID, cr *core.Core) *session {
@@ -221,6 +223,9 @@ func (ss *session) greet(fr *protocol.FrameReader) bool {
 	}
 	if hello.Admin {
 		stream.SetReadDeadline(time.Time{})
+		ss.mu.Lock()
+		ss.admin = true
+		ss.mu.Unlock()
 		ss.debug("admin session opened", "client", hello.Client)
 		ss.serveAdmin(fr)
 		return false
@@ -715,13 +720,24 @@ func (ss *session) forget(p *pendingOp) bool {
 // goAway ends the request stream after the replies queued on it, so that
 // the client reads them all and then closes the connection. Shutdown calls
 // it once no op is left to reply to.
+//
+// An admin client reads only when it asks (client.Admin): it would notice
+// the end of the stream at its next question, if ever, and an admin
+// session that a peer keeps open between its questions would hold the
+// shutdown for its whole time. So an admin session stops reading instead
+// (the deadline wakes a read that waits), and serveAdmin closes it once
+// the reply to the request it serves, if any, is written.
 func (ss *session) goAway() {
 	ss.mu.Lock()
-	replies := ss.replies
+	replies, admin := ss.replies, ss.admin
+	ss.leaving = true
 	ss.mu.Unlock()
-	if replies != nil {
+	switch {
+	case admin:
+		ss.stream.SetReadDeadline(time.Now())
+	case replies != nil:
 		replies.finish()
-	} else {
+	default:
 		// Still saying hello: there is nothing to deliver.
 		ss.closeWith(fmt.Errorf("%w: the server is shutting down", errClosed))
 	}
