@@ -46,7 +46,7 @@ import (
 // it takes them in this order, and never the other way round:
 //
 //	smu → imu → the cache's own lock
-//	suspend's lock → imu              (dropAfterSuspend)
+//	suspend's lock → imu, suspend's lock → wmu  (dropAfterSuspend)
 //	smu → conn.pmu, smu → conn.wmu   (a request, acknowledgement or release written under smu)
 //	wmu → WriteLease.mu
 //

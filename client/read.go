@@ -253,6 +253,15 @@ func (c *Client) monoNow() time.Time {
 // to read the boot clock. It must be called holding none of the client's
 // locks.
 func (c *Client) sinceBase() time.Duration {
+	return c.checkedNow().Sub(c.base)
+}
+
+// checkedNow reads the client's clock, after making sure that the machine
+// was not suspended since the last check (c.suspend), and dropping every
+// lease, read and write, if it was. On the system clock it reads time.Now,
+// whose monotonic reading the leases' deadlines compare with. It must be
+// called holding none of the client's locks.
+func (c *Client) checkedNow() time.Time {
 	var now time.Time
 	if c.sysClock {
 		now = time.Now()
@@ -260,5 +269,5 @@ func (c *Client) sinceBase() time.Duration {
 		now = c.clock.Now()
 	}
 	c.suspend.Check(now, c.suspendSlack())
-	return now.Sub(c.base)
+	return now
 }

@@ -48,7 +48,8 @@ func (c *Client) suspendSlack() time.Duration {
 // meanwhile. It drops every entry, poisons the reads and writes in flight
 // (sent before the suspend, perhaps, their answers would carry deadlines
 // that do not count it either), queues the leases for release, in case
-// the server still has them, and reports them expired. The suspend watch
+// the server still has them, and reports them expired; every write lease
+// is lost too (loseWriteLeases). The suspend watch
 // calls it, under its lock, before any cached read is served again.
 func (c *Client) dropAfterSuspend(asleep time.Duration) {
 	c.imu.Lock()
@@ -59,6 +60,7 @@ func (c *Client) dropAfterSuspend(asleep time.Duration) {
 	keys := c.cache.Clear()
 	c.imu.Unlock()
 	c.relinquish(keys)
+	c.loseWriteLeases()
 	c.log.Warn("the machine was suspended longer than the clock slack: every cached lease dropped",
 		"suspended", asleep, "slack", c.suspendSlack(), "keys", len(keys))
 	if len(keys) > 0 {

@@ -143,3 +143,49 @@ func TestSuspendPoisonsFetchInFlight(t *testing.T) {
 		t.Fatal("the answer of a read sent before the suspend was cached after it was found")
 	}
 }
+
+// TestSuspendLosesWriteLeases: a suspend longer than the slack loses the
+// write leases too: their deadlines do not count it, and the server may
+// have granted the key to another client meanwhile. The lease is no longer
+// Valid, its Done channel closes, it is reported lost, and it is
+// relinquished, so that another client acquires the key at once rather
+// than after the term. A suspend within the slack keeps it.
+func TestSuspendLosesWriteLeases(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	clk := newSuspendClock(nil)
+	ev := newEvents()
+	a := dial(t, srv, client.Config{Clock: clk, OnEvent: ev.on})
+	b := dial(t, srv, client.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	wl, err := a.AcquireWriteLease(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.sleep(server.DefaultEpsilon / 20) // half the slack
+	if !wl.Valid() {
+		t.Fatal("after a suspend within the slack, the write lease is not valid")
+	}
+	clk.sleep(time.Hour)
+	if wl.Valid() {
+		t.Fatal("after a suspend of an hour, the write lease is still valid")
+	}
+	select {
+	case <-wl.Done():
+	default:
+		t.Fatal("after a suspend of an hour, the write lease's Done is open")
+	}
+	ev.wait(t, client.EventWriteLeaseLost, testTimeout, func(e client.Event) bool { return hasKey(e, "w") })
+	// A relinquished it: B need not wait out the term of a minute.
+	wb, err := b.AcquireWriteLease(ctx, "w")
+	if err != nil {
+		t.Fatalf("B could not acquire the lease A lost to its suspend within %v: %v", testTimeout, err)
+	}
+	if wb.Token() <= wl.Token() {
+		t.Fatalf("B's token %d is not after A's %d", wb.Token(), wl.Token())
+	}
+	if _, err := wl.Put(ctx, []byte("late")); err == nil {
+		t.Fatal("a write under the lease lost to the suspend succeeded")
+	}
+}

@@ -115,11 +115,14 @@ func (wl *WriteLease) Term() time.Duration { return wl.term }
 func (wl *WriteLease) Done() <-chan struct{} { return wl.done }
 
 // Valid reports whether the lease is held and has not run out on the
-// client's clock.
+// client's clock. A suspend of the machine, which that clock does not
+// count, loses every lease the client holds (DESIGN §8): Valid checks for
+// one first.
 func (wl *WriteLease) Valid() bool {
+	now := wl.c.checkedNow()
 	wl.mu.Lock()
 	defer wl.mu.Unlock()
-	return !wl.lost && wl.c.clock.Now().Before(wl.deadline)
+	return !wl.lost && now.Before(wl.deadline)
 }
 
 // beginWrite registers a write under the lease, unless it is lost.
@@ -363,6 +366,33 @@ func (c *Client) expireWriteLeases(now time.Time) {
 		if wl.markLost() {
 			c.emit(Event{Kind: EventWriteLeaseLost, Keys: []string{wl.key}})
 		}
+	}
+}
+
+// loseWriteLeases treats every write lease as lost after the machine
+// slept longer than the suspend slack: their deadlines, on the monotonic
+// clock, do not count the time slept, and the server may have let them run
+// out and granted the key to another client meanwhile. Each is reported
+// lost and relinquished in the background, after its writes in flight
+// (which the server fences if the lease is gone). The suspend watch calls
+// it, through dropAfterSuspend.
+func (c *Client) loseWriteLeases() {
+	c.wmu.Lock()
+	wls := make([]*WriteLease, 0, len(c.wleases))
+	for _, wl := range c.wleases {
+		wls = append(wls, wl)
+	}
+	c.wmu.Unlock()
+	for _, wl := range wls {
+		if !wl.markLost() {
+			continue
+		}
+		c.emit(Event{Kind: EventWriteLeaseLost, Keys: []string{wl.key}})
+		c.background(func(ctx context.Context) {
+			if err := wl.relinquish(ctx); err != nil {
+				c.log.Debug("release after a suspend failed", "key", wl.key, "err", err)
+			}
+		})
 	}
 }
 
