@@ -29,7 +29,9 @@ func (c *Client) maintain() {
 			return
 		case <-c.clock.After(max(term/8, time.Millisecond)):
 		}
-		now := c.clock.Now()
+		// A suspend of the machine is found here too, within a tick of
+		// waking, and not only at the next cached read.
+		now := c.checkedNow()
 		horizon := now.Add(time.Duration(float64(term) * (1 - c.cfg.RenewFraction)))
 		renew = c.cache.TakeRenewals(now, horizon, renew[:0])
 		c.renew(renew, now, horizon)
