@@ -10,11 +10,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
@@ -305,7 +303,7 @@ func Open(cfg Config) (_ *Node, err error) {
 	var routes *peerRoutes
 	switch {
 	case cfg.Network != nil:
-		if n.cfg.Transport, routes, err = cfg.Network.transport(cfg.Logger); err != nil {
+		if n.cfg.Transport, routes, err = cfg.Network.transport(n.log); err != nil {
 			return nil, fmt.Errorf("replica: %w", err)
 		}
 		closers = append(closers, n.cfg.Transport.(io.Closer))
@@ -351,7 +349,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		if cfg.WALSegmentSize > 0 {
 			segment = cfg.WALSegmentSize
 		}
-		if n.wal, err = wal.Open(filepath.Join(raftDir, "wal"), wal.WithLogger(hlog), wal.WithMetaStore(n.meta), wal.WithSegmentSize(segment)); err != nil {
+		if n.wal, err = wal.Open(filepath.Join(raftDir, "wal"), wal.WithLogger(hlog.Named("wal")), wal.WithMetaStore(n.meta), wal.WithSegmentSize(segment)); err != nil {
 			return nil, fmt.Errorf("replica: open the log: %w", err)
 		}
 		closers = append(closers, n.wal)
@@ -603,87 +601,4 @@ func (n *Node) Close() error {
 		n.err = errors.Join(errs...)
 	})
 	return n.err
-}
-
-// HCLogger sends raft's logs, at warning level and above, to l: for
-// raft's parts that the caller builds, such as its network transport.
-func HCLogger(l *slog.Logger) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
-		Name:   "raft",
-		Level:  hclog.Warn,
-		Output: &slogWriter{l: l, now: time.Now, seen: make(map[string]*repeat)},
-	})
-}
-
-// repeatWindow is how long raft's same line is logged only once: a node
-// whose log cannot be written (a read-only or lost data folder) steps down
-// and is elected again many times a second, each time with the same error.
-const repeatWindow = 10 * time.Second
-
-// slogWriter hands each line hclog writes to slog, the same line (but for
-// its time) at most once per repeatWindow, with the number of repeats left
-// out since.
-type slogWriter struct {
-	l   *slog.Logger
-	now func() time.Time
-
-	mu   sync.Mutex // guards seen
-	seen map[string]*repeat
-}
-
-// repeat is when a line was last logged, and how often it came since.
-type repeat struct {
-	at     time.Time
-	missed int
-}
-
-func (w *slogWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	level := slog.LevelInfo
-	switch {
-	case strings.Contains(line, "[ERROR]"):
-		level = slog.LevelError
-	case strings.Contains(line, "starting election"):
-		// An election after a heartbeat timeout is how every node starts,
-		// a cluster of one included; the server logs which node leads, and
-		// a lost leader shows in other lines.
-		level = slog.LevelDebug
-	case strings.Contains(line, "[WARN]"):
-		level = slog.LevelWarn
-	}
-	missed, ok := w.first(line)
-	if !ok {
-		return len(p), nil
-	}
-	if missed > 0 {
-		w.l.Log(context.Background(), level, line, "component", "raft", "repeated", missed)
-	} else {
-		w.l.Log(context.Background(), level, line, "component", "raft")
-	}
-	return len(p), nil
-}
-
-// first reports whether line, but for its leading time, is due to be
-// logged, and how often it came since it last was.
-func (w *slogWriter) first(line string) (missed int, ok bool) {
-	key := line
-	if _, rest, found := strings.Cut(line, " "); found {
-		key = rest // hclog begins a line with its time
-	}
-	now := w.now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	r := w.seen[key]
-	if r != nil && now.Sub(r.at) < repeatWindow {
-		r.missed++
-		return 0, false
-	}
-	if r != nil {
-		missed = r.missed
-	}
-	if len(w.seen) >= 256 {
-		clear(w.seen) // lines differ by more than their time: forget them
-	}
-	w.seen[key] = &repeat{at: now}
-	return missed, true
 }

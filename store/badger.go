@@ -1,9 +1,11 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,12 +50,17 @@ type Option func(*badger.Options)
 func NoSync() Option { return func(o *badger.Options) { o.SyncWrites = false } }
 
 // Open opens, or creates, the database in dir. logger receives badger's
-// warnings and errors.
+// log lines (badgerLogger; nil means slog.Default()), and nothing of
+// badger's reaches stderr itself.
 func Open(dir string, logger *slog.Logger, options ...Option) (*Badger, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
+		// Not WithLoggingLevel: it replaces the logger with badger's
+		// own, which writes to stderr.
 		WithLogger(badgerLogger{logger}).
-		WithLoggingLevel(badger.WARNING).
 		WithMetricsEnabled(false).
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(memTableSize).
@@ -430,18 +437,21 @@ func (x badgerTxn) scan(prefix, from []byte, fn func(key, value []byte) error) e
 func (x badgerTxn) set(key, value []byte) error { return x.t.Set(key, value) }
 func (x badgerTxn) del(key []byte) error        { return x.t.Delete(key) }
 
-// badgerLogger sends badger's log lines to slog.
+// badgerLogger sends badger's log lines to slog, each as one record with
+// component=badger. Badger's info lines (tables opened, files replayed,
+// compactions) are routine: they are at debug level, and its debug lines
+// below it; its warnings and errors keep their level.
 type badgerLogger struct{ l *slog.Logger }
 
-func (b badgerLogger) Errorf(f string, a ...any) {
-	b.l.Error(fmt.Sprintf(f, a...), "component", "badger")
-}
-func (b badgerLogger) Warningf(f string, a ...any) {
-	b.l.Warn(fmt.Sprintf(f, a...), "component", "badger")
-}
-func (b badgerLogger) Infof(f string, a ...any) {
-	b.l.Info(fmt.Sprintf(f, a...), "component", "badger")
-}
-func (b badgerLogger) Debugf(f string, a ...any) {
-	b.l.Debug(fmt.Sprintf(f, a...), "component", "badger")
+func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug-4, f, a) }
+
+func (b badgerLogger) log(level slog.Level, f string, a []any) {
+	ctx := context.Background()
+	if !b.l.Enabled(ctx, level) {
+		return
+	}
+	b.l.Log(ctx, level, strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
 }

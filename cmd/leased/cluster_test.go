@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 // --name, --peer-listen, --initial-cluster and one --ca-dir form a cluster.
 // Only the leader takes a session; the others refuse it and name the
 // leader. When the leader is killed, another node leads and serves what the
-// old one committed.
+// old one committed. The killed node restarts and catches up, and no node
+// logs an ERROR for any of it.
 func TestClusterOfThreeProcesses(t *testing.T) {
 	t.Parallel()
 	cl := proccluster.Start(t, proccluster.Config{Bins: bins, Direct: true, Flags: []string{"--lease-term", "1s"}})
@@ -114,7 +116,28 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 	if v2, err := c2.Put(ctx, "k", []byte("v2")); err != nil || v2 <= v {
 		t.Fatalf("write on the new leader: %d, %v", v2, err)
 	}
-	for _, n := range rest {
+	// The killed node restarts and catches up as a follower.
+	logs := map[string]string{first.Name + " before the kill": first.Proc.Stderr.String()}
+	lst, err := nodeStatus(context.Background(), cl, second.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	cl.Restart(first.Name)
+	wait.For(t, 30*time.Second, first.Name+" to catch up", func() bool {
+		st, err := nodeStatus(context.Background(), cl, first.Addr)
+		return err == nil && st.AppliedIndex >= lst.CommitIndex
+	})
+	t.Logf("%s restarted and caught up in %v", first.Name, time.Since(restarted))
+	for _, n := range cl.Nodes {
 		cl.Stop(n.Name)
+		logs[n.Name] = n.Proc.Stderr.String()
+	}
+	// A peer killed, restarted and caught up, and the nodes stopped, are
+	// routine: no ERROR, and each line one record in leased's format.
+	for name, log := range logs {
+		if bad := routineLogProblems(log); len(bad) > 0 {
+			t.Errorf("%s's log:\n%s", name, strings.Join(bad, "\n"))
+		}
 	}
 }

@@ -16,8 +16,10 @@ import (
 // inspect both exit with status 1, say the folder is damaged and how to
 // recover, and name the file where they can tell; neither panics (a table
 // cut short made both die with status 2, "slice bounds out of range", in
-// a badger goroutine). Following the advice (delete db, start again)
-// brings every key back from the log.
+// a badger goroutine), and badger's own lines go through leased's log
+// (they were printed raw, "badger 2026/11/27 21:05:42 ERROR: ...").
+// Following the advice (delete db, start again) brings every key back from
+// the log.
 func TestDamagedDatabase(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data")
@@ -95,6 +97,9 @@ func TestDamagedDatabase(t *testing.T) {
 			file := tc.damage(t, dir)
 			for _, args := range [][]string{{"--listen", "127.0.0.1:0", "--data", dir}, {"inspect", "--data", dir}} {
 				r := clitest.Cmd{}.Run(t, bins.Leased, args...)
+				if raw := rawLogLines(r.Stderr); len(raw) > 0 {
+					t.Errorf("leased %s: lines that bypassed its log:\n%s", args[0], strings.Join(raw, "\n"))
+				}
 				if r.Code != exitError {
 					t.Errorf("leased %s: status %d, want %d\nstderr: %s", args[0], r.Code, exitError, tail(r.Stderr))
 					continue
