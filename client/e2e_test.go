@@ -137,9 +137,13 @@ func TestE2ECompareAndSwap(t *testing.T) {
 		}
 	}
 	// CAS on a deleted key: the deletion's version is the key's version.
-	vd, err := b.Delete(ctx, "k")
+	d, err := b.Delete(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
+	}
+	vd := d.Version
+	if d.Deleted != 1 {
+		t.Fatalf("delete of k: %+v, want 1 key deleted", d)
 	}
 	if it := mustGet(t, a, "k"); it.Found || it.Version != vd {
 		t.Fatalf("after delete: %s, want missing at %d", fmtItem(it), vd)
@@ -348,10 +352,11 @@ func TestE2ENegativeCaching(t *testing.T) {
 		t.Fatalf("after the put: %s", fmtItem(it))
 	}
 	// A deletion is cached as a miss at the deletion's version.
-	vd, err := b.Delete(stepCtx(t), "nope")
+	d, err := b.Delete(stepCtx(t), "nope")
 	if err != nil {
 		t.Fatal(err)
 	}
+	vd := d.Version
 	if it := mustGet(t, a, "nope"); it.Found || it.Version != vd {
 		t.Fatalf("after delete: %s", fmtItem(it))
 	}
@@ -766,5 +771,46 @@ func TestE2EPacketConn(t *testing.T) {
 	a.Close()
 	if _, err := pc.WriteTo([]byte("still open"), pc.LocalAddr()); err != nil {
 		t.Fatalf("the client closed the caller's conn: %v", err)
+	}
+}
+
+// TestDeleteReportsWhatItRemoved: a delete says how many keys it removed
+// (etcd's deleted). One of a key that never existed, or that is deleted
+// already, removes nothing, spends no revision, and answers with the key's
+// version, at which the writer and other readers see it absent.
+func TestDeleteReportsWhatItRemoved(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	a := dial(t, srv, client.Config{})
+	b := dial(t, srv, client.Config{})
+	ctx := stepCtx(t)
+	rev := func() uint64 { return srv.Stats().Revision }
+	d, err := a.Delete(ctx, "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Deleted != 0 || d.Version != 0 || rev() != 0 {
+		t.Fatalf("delete of a key that never existed: %+v, revision %d; want 0 deleted at version 0, revision 0", d, rev())
+	}
+	if it := mustGet(t, a, "never"); it.Found || it.Version != 0 || !it.Cached {
+		t.Fatalf("the writer's read after it: %s, want a cached miss at version 0", fmtItem(it))
+	}
+	v1 := mustPut(t, b, "k", "v")
+	d, err = a.Delete(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Deleted != 1 || d.Version != v1+1 || rev() != v1+1 {
+		t.Fatalf("delete of k: %+v, revision %d; want 1 deleted at version %d", d, rev(), v1+1)
+	}
+	again, err := b.Delete(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Deleted != 0 || again.Version != d.Version || rev() != d.Version {
+		t.Fatalf("second delete of k: %+v, revision %d; want 0 deleted at the first deletion's version %d, no revision spent", again, rev(), d.Version)
+	}
+	if it := mustGet(t, b, "k"); it.Found || it.Version != d.Version {
+		t.Fatalf("read after the deletes: %s, want missing at %d", fmtItem(it), d.Version)
 	}
 }

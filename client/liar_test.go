@@ -133,8 +133,16 @@ func (l *liar) Put(ctx context.Context, key string, value []byte, _ ...client.Wr
 }
 
 // Delete deletes key.
-func (l *liar) Delete(ctx context.Context, key string, _ ...client.WriteOption) (uint64, error) {
-	return l.write(ctx, &protocol.Write{Op: protocol.OpDelete, Key: []byte(key)})
+func (l *liar) Delete(ctx context.Context, key string, _ ...client.WriteOption) (client.DeleteResult, error) {
+	r, err := l.writeReply(ctx, &protocol.Write{Op: protocol.OpDelete, Key: []byte(key)})
+	if err != nil {
+		return client.DeleteResult{}, err
+	}
+	d := client.DeleteResult{Version: r.Version, Deleted: 1}
+	if r.Unchanged {
+		d.Deleted = 0
+	}
+	return d, nil
 }
 
 // CompareAndSwap writes key if its version is still oldVersion.
@@ -143,21 +151,31 @@ func (l *liar) CompareAndSwap(ctx context.Context, key string, oldVersion uint64
 }
 
 func (l *liar) write(ctx context.Context, w *protocol.Write) (uint64, error) {
+	r, err := l.writeReply(ctx, w)
+	if err != nil {
+		return 0, err
+	}
+	return r.Version, nil
+}
+
+// writeReply sends w and keeps what it wrote as a cache entry under the
+// lease the reply carries.
+func (l *liar) writeReply(ctx context.Context, w *protocol.Write) (*protocol.WriteReply, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		w.Timeout = max(time.Until(dl), time.Nanosecond)
 	}
 	sent := time.Now()
 	m, err := l.raw.Call(ctx, w)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	r, ok := m.(*protocol.WriteReply)
 	if !ok {
-		return 0, replyError(m)
+		return nil, replyError(m)
 	}
 	found := w.Op != protocol.OpDelete
 	l.keep(string(w.Key), client.Item{Value: w.Value, Found: found, Version: r.Version}, sent, r.Term)
-	return r.Version, nil
+	return r, nil
 }
 
 // replyError is the error a reply other than the expected one stands for,

@@ -454,7 +454,7 @@ type linClient struct {
 type linKV interface {
 	Get(ctx context.Context, key string) (client.Item, error)
 	Put(ctx context.Context, key string, value []byte, opts ...client.WriteOption) (uint64, error)
-	Delete(ctx context.Context, key string, opts ...client.WriteOption) (uint64, error)
+	Delete(ctx context.Context, key string, opts ...client.WriteOption) (client.DeleteResult, error)
 	CompareAndSwap(ctx context.Context, key string, oldVersion uint64, value []byte, opts ...client.WriteOption) (uint64, error)
 	Close() error
 }
@@ -709,8 +709,8 @@ func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 		case p < 70:
 			in := lincheck.Input{Kind: lincheck.Delete, Key: key}
 			call := rec.Begin(id, in)
-			v, err := lc.kv.Delete(ctx, key)
-			rec.End(call, writeOutput(v, err))
+			r, err := lc.kv.Delete(ctx, key)
+			rec.End(call, deleteOutput(r, err))
 		case p < 88:
 			expect := seen[key]
 			if rng.IntN(4) == 0 {
@@ -745,8 +745,8 @@ func writeLeaseSession(ctx context.Context, id int, lc *linClient, rec *lincheck
 		if rng.IntN(5) == 0 {
 			in := lincheck.Input{Kind: lincheck.FencedDelete, Key: key, Token: wl.Token()}
 			call := rec.Begin(id, in)
-			v, err := wl.Delete(ctx)
-			rec.End(call, writeOutput(v, err))
+			r, err := wl.Delete(ctx)
+			rec.End(call, deleteOutput(r, err))
 		} else {
 			in := lincheck.Input{Kind: lincheck.FencedPut, Key: key, Value: value(), Token: wl.Token()}
 			call := rec.Begin(id, in)
@@ -773,6 +773,14 @@ func writeOutput(v uint64, err error) lincheck.Output {
 	// Lost connections, timeouts without an answer to the cancellation,
 	// server errors: the write may or may not have committed.
 	return lincheck.Output{Outcome: lincheck.Unknown, Err: err.Error()}
+}
+
+// deleteOutput is writeOutput for a delete, which says whether it removed
+// the key.
+func deleteOutput(r client.DeleteResult, err error) lincheck.Output {
+	out := writeOutput(r.Version, err)
+	out.Found = err == nil && r.Deleted == 1
+	return out
 }
 
 // runNemesis injects sc's faults until end, and heals each before it

@@ -28,10 +28,11 @@ func TestRevalidateCollectedDeletion(t *testing.T) {
 	if _, err := c.Put(ctx, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	deleted, err := c.Delete(ctx, "k")
+	d, err := c.Delete(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
 	}
+	deleted := d.Version
 	if it := mustGet(t, c, "k"); it.Found || it.Version != deleted {
 		t.Fatalf("read after the delete: %+v, want not found at version %d", it, deleted)
 	}

@@ -55,12 +55,39 @@ func Result(r *WriteResult) WriteOption {
 // has run out. With WithLease it attaches key to a TTL lease; without, it
 // detaches key from any.
 func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...WriteOption) (uint64, error) {
-	return c.write(ctx, protocol.OpPut, key, value, 0, 0, opts)
+	v, _, err := c.write(ctx, protocol.OpPut, key, value, 0, 0, opts)
+	return v, err
 }
 
-// Delete removes key and returns the version of the deletion.
-func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) (uint64, error) {
-	return c.write(ctx, protocol.OpDelete, key, nil, 0, 0, opts)
+// DeleteResult is what a delete did.
+type DeleteResult struct {
+	// Deleted is how many keys the delete removed (etcd's deleted): 1, or
+	// 0 if the key did not exist, or was deleted already. A delete that
+	// removes nothing changes nothing and spends no revision.
+	Deleted int
+	// Version is the version of the deletion; for a delete that removed
+	// nothing, the key's current version: that of its last deletion, or
+	// 0 if it never existed or that deletion's record was collected.
+	Version uint64
+}
+
+// Delete removes key, and says whether it was there (DeleteResult). Like
+// Put, it returns after every other holder of a lease on key has dropped it
+// or its lease has run out, whether or not the key exists.
+func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) (DeleteResult, error) {
+	return deleteResult(c.write(ctx, protocol.OpDelete, key, nil, 0, 0, opts))
+}
+
+// deleteResult makes the DeleteResult of a delete's write.
+func deleteResult(version uint64, unchanged bool, err error) (DeleteResult, error) {
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	r := DeleteResult{Version: version, Deleted: 1}
+	if unchanged {
+		r.Deleted = 0
+	}
+	return r, nil
 }
 
 // CompareAndSwap sets key to value if its version is still oldVersion (0:
@@ -68,7 +95,8 @@ func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) (u
 // returns ErrVersionMismatch and changes nothing. Like Put, it attaches key
 // to the TTL lease of WithLease, or detaches it from any.
 func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint64, value []byte, opts ...WriteOption) (uint64, error) {
-	return c.write(ctx, protocol.OpCAS, key, value, oldVersion, 0, opts)
+	v, _, err := c.write(ctx, protocol.OpCAS, key, value, oldVersion, 0, opts)
+	return v, err
 }
 
 // write performs a write. The client's own cached entry is dropped before
@@ -98,16 +126,16 @@ func (c *Client) CompareAndSwap(ctx context.Context, key string, oldVersion uint
 // error wraps ErrCanceled; if the server cannot say, the error wraps
 // ErrUnavailable and the outcome is unknown. A write that was never sent
 // changed nothing, and its error says so.
-func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, value []byte, expect, token uint64, opts []WriteOption) (uint64, error) {
+func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, value []byte, expect, token uint64, opts []WriteOption) (version uint64, unchanged bool, err error) {
 	if err := checkKey(key); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var o writeOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if err := o.checkLease(op); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	cn, err := c.conn()
 	if err != nil && !errors.Is(err, ErrClosed) {
@@ -127,10 +155,10 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		}
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if max := cn.hello.MaxValueSize; max > 0 && len(value) > max {
-		return 0, fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), max)
+		return 0, false, fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), max)
 	}
 	value = append([]byte(nil), value...)
 	id := c.newWriteID()
@@ -144,7 +172,7 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 				if !retryUntil.IsZero() {
 					err = fmt.Errorf("%w: the write was sent before its connection was lost and may or may not have committed: %w", ErrUnavailable, context.DeadlineExceeded)
 				}
-				return 0, err
+				return 0, false, err
 			}
 		}
 		req.Acked = c.beginWrite(id)
@@ -173,24 +201,24 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 				err = unknownOutcome(err)
 			}
 			if !lost || token != 0 || cn.hello.RetryWindow == 0 || ctx.Err() != nil {
-				return 0, err
+				return 0, false, err
 			}
 			c.log.Debug("write lost with its connection; sending it again on the next session", "key", key, "id", id, "err", err)
 			if cn, err = c.awaitConn(ctx, retryUntil); err != nil {
-				return 0, fmt.Errorf("%w; the write was sent before and may or may not have committed", err)
+				return 0, false, fmt.Errorf("%w; the write was sent before and may or may not have committed", err)
 			}
 			continue
 		}
 		r, ok := m.(*protocol.WriteReply)
 		if !ok {
 			c.endFetch(key, f)
-			return 0, unexpected(m)
+			return 0, false, unexpected(m)
 		}
 		c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term, c.monoNow())
 		if o.result != nil {
 			*o.result = WriteResult{Version: r.Version, Waited: r.Waited, Holders: r.Holders, Term: r.Term, Replayed: r.Duplicate}
 		}
-		return r.Version, nil
+		return r.Version, r.Unchanged, nil
 	}
 }
 

@@ -139,15 +139,17 @@ func (wl *WriteLease) beginWrite() bool {
 // Put writes value under the lease and returns the committed version. It
 // returns ErrFenced if the lease is no longer held.
 func (wl *WriteLease) Put(ctx context.Context, value []byte, opts ...WriteOption) (uint64, error) {
-	return wl.write(ctx, protocol.OpPut, value, opts)
+	v, _, err := wl.write(ctx, protocol.OpPut, value, opts)
+	return v, err
 }
 
-// Delete deletes the key under the lease.
-func (wl *WriteLease) Delete(ctx context.Context, opts ...WriteOption) (uint64, error) {
-	return wl.write(ctx, protocol.OpDelete, nil, opts)
+// Delete deletes the key under the lease, and says whether it was there
+// (DeleteResult). It returns ErrFenced if the lease is no longer held.
+func (wl *WriteLease) Delete(ctx context.Context, opts ...WriteOption) (DeleteResult, error) {
+	return deleteResult(wl.write(ctx, protocol.OpDelete, nil, opts))
 }
 
-func (wl *WriteLease) write(ctx context.Context, op protocol.WriteOp, value []byte, opts []WriteOption) (uint64, error) {
+func (wl *WriteLease) write(ctx context.Context, op protocol.WriteOp, value []byte, opts []WriteOption) (uint64, bool, error) {
 	// A write after the lease was lost still goes to the server, which
 	// refuses it with ErrFenced: the token, not the client's view, decides.
 	if wl.beginWrite() {

@@ -176,7 +176,7 @@ func (c *Core) commit(batch []job) {
 				c.attachedWrite(string(r.Key), r.Lease)
 				term = c.writerTerm(r.Lease, term, now)
 			}
-			o := Outcome{Err: err, Version: res.Version, Waited: max(0, r.ready.Sub(r.received)), Holders: r.op.Holders, Duplicate: res.Duplicate}
+			o := Outcome{Err: err, Version: res.Version, Waited: max(0, r.ready.Sub(r.received)), Holders: r.op.Holders, Duplicate: res.Duplicate, Unchanged: res.Unchanged}
 			o.Term, eff = c.table.Done(&r.op, err == nil, term, now)
 			outs[i] = o
 		}

@@ -101,6 +101,10 @@ type Outcome struct {
 	// now, and the writer gets no lease (Term 0), because the key may
 	// have changed since.
 	Duplicate bool
+	// Unchanged says that a delete found no key to remove: nothing
+	// changed, no revision was spent, and Version is the key's current
+	// version (that of its deletion, or 0).
+	Unchanged bool
 	// Lease and TTL are a TTL lease grant's lease and TTL. Keys is how
 	// many keys a revocation deleted, at revision Version.
 	Lease uint64
@@ -211,7 +215,7 @@ func (c *Core) Submit(r *Request) error {
 			// once, even while Admit refuses writes: it must not wait for
 			// holders, such as the session it was sent on first, whose
 			// client has given it up.
-			r.finish(Outcome{Err: res.Err, Version: res.Version, Duplicate: true})
+			r.finish(Outcome{Err: res.Err, Version: res.Version, Duplicate: true, Unchanged: res.Unchanged})
 			return nil
 		case kept:
 			// One that a new leader inherited waits for the barrier, as

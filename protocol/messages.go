@@ -266,6 +266,10 @@ type WriteReply struct {
 	// Duplicate says that the write was a retry of one that had committed,
 	// and this is that commit: nothing changed now, and Term is 0.
 	Duplicate bool `msgpack:"d,omitempty"`
+	// Unchanged says that a delete found no key to remove: nothing
+	// changed, no revision was spent, and Version is the key's current
+	// version (that of its deletion, or 0).
+	Unchanged bool `msgpack:"u,omitempty"`
 }
 
 // Renew extends the session's leases on Keys.

@@ -669,7 +669,7 @@ func opReply(id uint64, req *core.Request, o core.Outcome) protocol.Message {
 	case req.Op == store.OpRevokeTTL:
 		return &protocol.LeaseRevokeReply{ID: id, Revision: o.Version, Keys: o.Keys, Waited: o.Waited, Holders: o.Holders}
 	}
-	return &protocol.WriteReply{ID: id, Version: o.Version, Waited: o.Waited, Holders: o.Holders, Term: o.Term, Duplicate: o.Duplicate}
+	return &protocol.WriteReply{ID: id, Version: o.Version, Waited: o.Waited, Holders: o.Holders, Term: o.Term, Duplicate: o.Duplicate, Unchanged: o.Unchanged}
 }
 
 // cancel abandons the op of request id if it has not started to commit.

@@ -33,13 +33,14 @@ type outcome struct {
 type failure byte
 
 const (
-	applied       failure = iota
-	failMismatch          // a compare-and-swap that did not match
-	failNoLease           // its TTL lease does not exist (ErrLeaseNotFound)
-	failLeaseFull         // its TTL lease is full (ErrLeaseFull)
-	grantedTTL            // a TTL lease granted: version is its id
-	failInvalid           // a grant refused (ErrInvalidCommand)
-	failures              // the number of flags
+	applied        failure = iota
+	failMismatch           // a compare-and-swap that did not match
+	failNoLease            // its TTL lease does not exist (ErrLeaseNotFound)
+	failLeaseFull          // its TTL lease is full (ErrLeaseFull)
+	grantedTTL             // a TTL lease granted: version is its id
+	failInvalid            // a grant refused (ErrInvalidCommand)
+	deletedNothing         // a delete that found no key (Result.Unchanged): version is the key's
+	failures               // the number of flags
 )
 
 // failureOf returns the failure that err, a write's outcome, is.
@@ -74,8 +75,11 @@ func (f failure) err(c Command, version uint64) error {
 
 // result rebuilds the Result of c, whose outcome o is, marked Duplicate.
 func (o outcome) result(c Command) Result {
-	if o.fail == grantedTTL {
+	switch o.fail {
+	case grantedTTL:
 		return Result{Lease: o.version, Duplicate: true}
+	case deletedNothing:
+		return Result{Version: o.version, Duplicate: true, Unchanged: true}
 	}
 	return Result{Version: o.version, Duplicate: true, Err: o.fail.err(c, o.version)}
 }
@@ -195,6 +199,9 @@ func execOnce(tx txn, ct *counters, c Command) (Result, error) {
 	} else {
 		r, err = execWrite(tx, ct, c)
 		o.version, o.fail = r.Version, failureOf(r.Err)
+		if r.Unchanged {
+			o.fail = deletedNothing
+		}
 	}
 	if err != nil {
 		return Result{}, err

@@ -319,8 +319,13 @@ type HandedLease struct {
 // Result is the outcome of one Command.
 type Result struct {
 	// Version is the version a write committed, or, when a compare-and-swap
-	// did not match, the key's current version.
+	// did not match or a delete found nothing (Unchanged), the key's
+	// current version: that of its deletion, or 0 if it never existed or
+	// its deletion's record was collected.
 	Version uint64
+	// Unchanged says that an OpDelete found no key to remove: it wrote
+	// nothing and spent no revision.
+	Unchanged bool
 	// Token is the fencing token OpGrantWriteLease issued.
 	Token uint64
 	// Err is ErrVersionMismatch for a compare-and-swap that did not match,

@@ -15,14 +15,14 @@ import (
 type outcome struct {
 	Version, Token, Lease uint64
 	Err                   string
-	Duplicate             bool
+	Duplicate, Unchanged  bool
 	Keys                  []string
 }
 
 func outcomes(rs []store.Result) []outcome {
 	out := make([]outcome, len(rs))
 	for i, r := range rs {
-		out[i] = outcome{Version: r.Version, Token: r.Token, Lease: r.Lease, Duplicate: r.Duplicate, Keys: r.Keys}
+		out[i] = outcome{Version: r.Version, Token: r.Token, Lease: r.Lease, Duplicate: r.Duplicate, Unchanged: r.Unchanged, Keys: r.Keys}
 		if r.Err != nil {
 			out[i].Err = r.Err.Error()
 		}

@@ -142,9 +142,10 @@ func execWrite(tx txn, ct *counters, c Command) (Result, error) {
 	}
 	dk := prefixed(dataPrefix, c.Key)
 	var stored bool
-	if c.Op == OpCAS {
-		// Only a compare-and-swap reads the key's value: a put or a
-		// delete does not depend on what it replaces.
+	switch c.Op {
+	case OpCAS:
+		// Only a compare-and-swap and a delete read the key's record: a
+		// put does not depend on what it replaces.
 		cur, err := getRecord(tx, dk)
 		if err != nil {
 			return Result{}, err
@@ -154,7 +155,18 @@ func execWrite(tx txn, ct *counters, c Command) (Result, error) {
 			return Result{Version: cur.Version, Err: mismatch(cur.Version, c.Expect)}, nil
 		}
 		stored = cur.Version > 0
-	} else {
+	case OpDelete:
+		// A delete of a key that does not exist removes nothing, and
+		// spends no revision.
+		cur, err := getRecord(tx, dk)
+		if err != nil {
+			return Result{}, err
+		}
+		if !cur.Found {
+			return Result{Version: cur.Version, Unchanged: true}, nil
+		}
+		stored = true
+	default:
 		var err error
 		if stored, err = tx.has(dk); err != nil {
 			return Result{}, err

@@ -165,15 +165,24 @@ var contract = []struct {
 	{"delete", func(t *testing.T, s store.Store) {
 		wantVersions(t, mustApply(t, s, put("a", "1"), del("a")), 1, 2)
 		wantRecord(t, s, "a", nil, 2)
-		// Deleting a key that was never there is a change too: it moves
-		// the revision and records the deletion's version.
-		wantVersions(t, mustApply(t, s, del("b"), del("a")), 3, 4)
-		wantRecord(t, s, "b", nil, 3)
-		wantRecord(t, s, "a", nil, 4)
-		wantVersions(t, mustApply(t, s, put("a", "5")), 5)
-		wantRecord(t, s, "a", str("5"), 5)
-		if st := mustState(t, s); st.Revision != 5 {
-			t.Errorf("revision %d, want 5", st.Revision)
+		// Deleting a key that was never there, or is deleted already,
+		// removes nothing: it changes nothing, spends no revision, and
+		// answers with the key's version (0, or its deletion's).
+		rs := mustApply(t, s, del("b"), del("a"))
+		for i, want := range []uint64{0, 2} {
+			if r := rs[i]; !r.Unchanged || r.Version != want || r.Err != nil {
+				t.Errorf("delete of a missing key %d = %+v; want unchanged at version %d", i, r, want)
+			}
+		}
+		wantRecord(t, s, "b", nil, 0)
+		wantRecord(t, s, "a", nil, 2)
+		if st := mustState(t, s); st.Revision != 2 {
+			t.Errorf("revision %d after deletes that removed nothing, want 2", st.Revision)
+		}
+		wantVersions(t, mustApply(t, s, put("a", "5")), 3)
+		wantRecord(t, s, "a", str("5"), 3)
+		if r := mustApply(t, s, del("a"))[0]; r.Unchanged || r.Version != 4 {
+			t.Errorf("delete of a key that exists = %+v; want version 4, not unchanged", r)
 		}
 	}},
 	{"empty value is found, not deleted", func(t *testing.T, s store.Store) {
@@ -493,6 +502,18 @@ var onceContract = []struct {
 			t.Errorf("one request twice in a batch: %+v", rs)
 		}
 		wantRecord(t, s, "b", str("x"), 4)
+	}},
+	{"a delete that removed nothing removes nothing again", func(t *testing.T, s store.Store) {
+		rs := mustApply(t, s, write(del("a"), 7, 1, 1, 100))
+		if !rs[0].Unchanged || rs[0].Version != 0 || rs[0].Duplicate {
+			t.Fatalf("delete of a missing key: %+v; want unchanged at version 0", rs[0])
+		}
+		mustApply(t, s, put("a", "1")) // the retry would remove it now
+		rs = mustApply(t, s, write(del("a"), 7, 1, 1, 101))
+		if !rs[0].Unchanged || !rs[0].Duplicate || rs[0].Version != 0 {
+			t.Errorf("retry: %+v; want the kept outcome, unchanged at version 0", rs[0])
+		}
+		wantRecord(t, s, "a", str("1"), 1)
 	}},
 	{"a compare-and-swap that did not match fails again", func(t *testing.T, s store.Store) {
 		mustApply(t, s, put("a", "1"))

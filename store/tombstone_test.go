@@ -52,14 +52,16 @@ var tombstoneContract = []struct {
 		checkBadger(t, s)
 	}},
 	{"a key written or deleted again keeps its record", func(t *testing.T, s store.Store) {
-		mustApply(t, s, del("k"), put("k", "v"), del("j"), del("j"), collect(3)) // k: 1, 2; j: 3, 4
-		wantRecord(t, s, "k", str("v"), 2)
-		wantRecord(t, s, "j", nil, 4)
-		mustApply(t, s, collect(4))
+		// k: put at 1, deleted at 2, put at 3; j: put at 4, deleted at
+		// 5, put at 6, deleted at 7.
+		mustApply(t, s, put("k", "x"), del("k"), put("k", "v"), put("j", "x"), del("j"), put("j", "y"), del("j"), collect(5))
+		wantRecord(t, s, "k", str("v"), 3)
+		wantRecord(t, s, "j", nil, 7)
+		mustApply(t, s, collect(7))
 		wantRecord(t, s, "j", nil, 0)
-		wantRecord(t, s, "k", str("v"), 2)
+		wantRecord(t, s, "k", str("v"), 3)
 		mustApply(t, s, put("j", "again"))
-		wantRecord(t, s, "j", str("again"), 5)
+		wantRecord(t, s, "j", str("again"), 8)
 		checkBadger(t, s)
 	}},
 	{"the deletions of a revocation are collected", func(t *testing.T, s store.Store) {
@@ -94,9 +96,10 @@ var tombstoneContract = []struct {
 		// MaxTombstoneKeyBytes of keys: the most one collection visits,
 		// which store.Cost counts, and one transaction must take.
 		per := store.MaxTombstoneKeyBytes / store.MaxTombstonesPerCommand
-		cmds := make([]store.Command, 0, store.MaxTombstonesPerCommand)
+		cmds := make([]store.Command, 0, 2*store.MaxTombstonesPerCommand)
 		for i := range store.MaxTombstonesPerCommand {
-			cmds = append(cmds, del(fmt.Sprintf("%04d%s", i, strings.Repeat("k", per-4))))
+			k := fmt.Sprintf("%04d%s", i, strings.Repeat("k", per-4))
+			cmds = append(cmds, put(k, ""), del(k))
 		}
 		mustApply(t, s, cmds...)
 		if r := mustApply(t, s, collect(uint64(len(cmds))))[0]; r.More || r.Err != nil {
@@ -120,16 +123,16 @@ func TestCollectTombstones(t *testing.T) {
 func TestCollectTombstonesSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	b := openBadger(t, dir)
-	mustApply(t, b, del("a"), del("b"), collect(1))
+	mustApply(t, b, put("a", "1"), put("b", "2"), del("a"), del("b"), collect(3)) // a at 3, b at 4
 	b = reopenBadger(t, b, dir)
 	wantRecord(t, b, "a", nil, 0)
-	wantRecord(t, b, "b", nil, 2)
-	mustApply(t, b, collect(2))
+	wantRecord(t, b, "b", nil, 4)
+	mustApply(t, b, collect(4))
 	b = reopenBadger(t, b, dir)
 	wantRecord(t, b, "b", nil, 0)
 	// Through 0 collects nothing.
-	mustApply(t, b, del("c"), collect(0))
-	wantRecord(t, b, "c", nil, 3)
+	mustApply(t, b, put("c", "3"), del("c"), collect(0))
+	wantRecord(t, b, "c", nil, 6)
 	if err := b.Check(); err != nil {
 		t.Fatal(err)
 	}

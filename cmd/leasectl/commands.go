@@ -194,7 +194,11 @@ func (a *app) delCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "del KEY",
 		Aliases: []string{"delete"},
-		Short:   "Delete a key and print the version of the deletion",
+		Short:   "Delete a key and print how many keys it removed (0 or 1) and the deletion's version",
+		Long: `Delete KEY and print how many keys the delete removed (etcd's deleted) and the
+version of the deletion. A key that does not exist, or is deleted already, is
+not an error: the delete removes nothing (DELETED 0), spends no revision, and
+prints the key's version (that of its last deletion, or 0).`,
 		Args:    argsExactly("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
@@ -202,11 +206,12 @@ func (a *app) delCmd() *cobra.Command {
 				return err
 			}
 			return a.withWrite(fmt.Sprintf("the deletion of %q", key), func(ctx context.Context, c *client.Client) error {
-				ver, err := c.Delete(ctx, key)
+				d, err := c.Delete(ctx, key)
 				if err != nil {
 					return err
 				}
-				return a.printWrite(key, ver)
+				return a.emit(deleteJSON{Key: key, Deleted: d.Deleted, Version: d.Version}, []string{"KEY", "DELETED", "VERSION"},
+					[]string{key, strconv.Itoa(d.Deleted), strconv.FormatUint(d.Version, 10)})
 			})
 		},
 	}

@@ -164,11 +164,26 @@ func TestCommands(t *testing.T) {
 
 	// del, table and JSON.
 	rows = table(t, ok(t, ctl("del", "greeting")).Stdout)
-	vd := parseVersion(t, rows[1][1])
+	if strings.Join(rows[0], " ") != "KEY DELETED VERSION" || rows[1][0] != "greeting" || rows[1][1] != "1" {
+		t.Fatalf("del table: %q", rows)
+	}
+	vd := parseVersion(t, rows[1][2])
 	fails(t, ctl("get", "greeting"), exitNotFound, "key not found")
-	decode(t, ctl("-o", "json", "del", "fresh"), &pj)
-	if pj.Key != "fresh" || pj.Version <= vd {
-		t.Fatalf("del json: %+v after %d", pj, vd)
+	var dj struct {
+		Key     string `json:"key"`
+		Deleted int    `json:"deleted"`
+		Version uint64 `json:"version"`
+	}
+	decode(t, ctl("-o", "json", "del", "fresh"), &dj)
+	if dj.Key != "fresh" || dj.Deleted != 1 || dj.Version <= vd {
+		t.Fatalf("del json: %+v after %d", dj, vd)
+	}
+	// A key that is not there: nothing removed, no revision spent, the
+	// version of its deletion.
+	first := dj.Version
+	decode(t, ctl("-o", "json", "del", "fresh"), &dj)
+	if dj.Deleted != 0 || dj.Version != first {
+		t.Fatalf("del of a deleted key: %+v, want 0 deleted at version %d", dj, first)
 	}
 
 	// write-lease with a value, table and JSON; tokens grow.

@@ -81,6 +81,14 @@ type writeJSON struct {
 	Version uint64 `json:"version"`
 }
 
+// deleteJSON is the JSON answer of del: how many keys it removed, and the
+// version of the deletion (or the key's, if it removed nothing).
+type deleteJSON struct {
+	Key     string `json:"key"`
+	Deleted int    `json:"deleted"`
+	Version uint64 `json:"version"`
+}
+
 // writeLeaseJSON is the JSON answer of write-lease.
 type writeLeaseJSON struct {
 	Key         string  `json:"key"`

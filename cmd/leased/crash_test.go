@@ -268,6 +268,15 @@ func (m *crashModel) finish(id writeID, ver uint64, err error) {
 	}
 }
 
+// unchanged records that a delete found no key to remove: it changed
+// nothing, as a refused write.
+func (m *crashModel) unchanged(id writeID) {
+	m.mu.Lock()
+	m.writes[id].outcome = refused
+	m.mu.Unlock()
+	m.nRefused.Add(1)
+}
+
 // token records a fencing token granted to an acquisition begun after
 // epoch kills: it must be new, and above every token received before.
 func (m *crashModel) token(tok uint64, epoch int) {
@@ -475,8 +484,15 @@ func (w *crashWriter) del(ctx context.Context, key string) error {
 	id := w.next()
 	w.m.begin(id, key, true)
 	var res client.WriteResult
-	ver, err := w.c.Delete(ctx, key, client.Result(&res))
-	return w.finish(id, key, ver, err, res, "delete")
+	d, err := w.c.Delete(ctx, key, client.Result(&res))
+	if err == nil && d.Deleted == 0 {
+		// It removed nothing, and has no version of its own: the key's
+		// version, which must not go back.
+		w.m.unchanged(id)
+		w.saw(key, d.Version, "delete that removed nothing of")
+		return nil
+	}
+	return w.finish(id, key, d.Version, err, res, "delete")
 }
 
 func (w *crashWriter) cas(ctx context.Context, key string) error {

@@ -143,7 +143,9 @@ func (o Outcome) String() string {
 type Output struct {
 	Outcome Outcome
 	// Found, Value and Version: for Get, the key's state as read; for a
-	// write, Version is the version it committed.
+	// write, Version is the version it committed. For a delete, Found
+	// says that it removed the key; one that removed nothing changed
+	// nothing, and Version is the key's version (that of its deletion).
 	Found   bool
 	Value   string
 	Version uint64
@@ -301,7 +303,27 @@ func step(s state, in Input, out Output) []state {
 		n := s
 		n.token, n.tokenKnown, n.live = out.Token, true, true
 		return []state{n}
-	case Put, Delete:
+	case Delete, FencedDelete:
+		if in.Kind == FencedDelete && !s.fencedMayCommit(in.Token) {
+			return nil
+		}
+		if out.Found {
+			if !s.found || out.Version <= s.version {
+				return nil
+			}
+			return []state{s.write(in, out.Version)}
+		}
+		// It removed nothing: the key did not exist, at that version.
+		if !s.reads(false, "", out.Version) {
+			return nil
+		}
+		n := s
+		n.version, n.pinned = out.Version, true
+		if in.Kind == Delete {
+			n.live = false // it queued behind, and so recalled, the write lease
+		}
+		return []state{n}
+	case Put:
 		if out.Version <= s.version {
 			return nil
 		}
@@ -311,7 +333,7 @@ func step(s state, in Input, out Output) []state {
 			return nil
 		}
 		return []state{s.write(in, out.Version)}
-	case FencedPut, FencedDelete:
+	case FencedPut:
 		if !s.fencedMayCommit(in.Token) || out.Version <= s.version {
 			return nil
 		}

@@ -25,6 +25,10 @@ func fput(k, v string, t uint64) Input       { return Input{Kind: FencedPut, Key
 func fdel(k string, t uint64) Input          { return Input{Kind: FencedDelete, Key: k, Token: t} }
 
 func wrote(v uint64) Output { return Output{Outcome: OK, Version: v} }
+
+// removed is the output of a delete that removed the key, at version v; a
+// delete that removed nothing has absent's.
+func removed(v uint64) Output { return Output{Outcome: OK, Found: true, Version: v} }
 func read(val string, v uint64) Output {
 	return Output{Outcome: OK, Found: true, Value: val, Version: v}
 }
@@ -78,12 +82,32 @@ func TestModel(t *testing.T) {
 		}},
 		{"delete", true, []porcupine.Operation{
 			op(0, 0, 10, put("a", "x"), wrote(1)),
-			op(0, 20, 30, del("a"), wrote(2)),
+			op(0, 20, 30, del("a"), removed(2)),
 			op(1, 40, 50, get("a"), absent(2)),
+		}},
+		{"a delete of a missing key removes nothing", true, []porcupine.Operation{
+			op(0, 0, 10, del("a"), absent(0)),
+			op(1, 20, 30, get("a"), absent(0)),
+			op(0, 40, 50, put("a", "x"), wrote(1)),
+			op(0, 60, 70, del("a"), removed(2)),
+			op(1, 80, 90, del("a"), absent(2)),
+			op(1, 100, 110, cas("a", 0, "y"), wrote(3)),
+		}},
+		{"a delete that removed nothing while the key existed", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(1, 20, 30, del("a"), absent(1)),
+		}},
+		{"a delete that removed a key that never existed", false, []porcupine.Operation{
+			op(0, 0, 10, del("a"), removed(1)),
+		}},
+		{"a delete that removed nothing at another version", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, del("a"), removed(2)),
+			op(1, 40, 50, del("a"), absent(5)),
 		}},
 		{"read of a deleted value", false, []porcupine.Operation{
 			op(0, 0, 10, put("a", "x"), wrote(1)),
-			op(0, 20, 30, del("a"), wrote(2)),
+			op(0, 20, 30, del("a"), removed(2)),
 			op(1, 40, 50, get("a"), read("x", 1)),
 		}},
 		{"cas", true, []porcupine.Operation{
@@ -94,7 +118,7 @@ func TestModel(t *testing.T) {
 		}},
 		{"cas matches 0 on a deleted key", true, []porcupine.Operation{
 			op(0, 0, 10, put("a", "x"), wrote(1)),
-			op(0, 20, 30, del("a"), wrote(2)),
+			op(0, 20, 30, del("a"), removed(2)),
 			op(0, 40, 50, cas("a", 0, "y"), wrote(3)),
 		}},
 		{"cas mismatch at the expected version", false, []porcupine.Operation{
@@ -141,7 +165,7 @@ func TestModel(t *testing.T) {
 			op(1, 20, 30, acquire("a"), granted(5)),
 			op(1, 40, 50, fput("a", "y", 5), wrote(2)),
 			op(1, 60, 61, get("a"), cached("y", 2)),
-			op(1, 70, 80, fdel("a", 5), wrote(3)),
+			op(1, 70, 80, fdel("a", 5), removed(3)),
 			op(2, 90, 100, get("a"), absent(3)),
 		}},
 		{"fenced write after another client's write", false, []porcupine.Operation{
@@ -276,8 +300,8 @@ func TestRecorderHistoryMismatch(t *testing.T) {
 	}{
 		{"absent key, expecting 0", []porcupine.Operation{
 			op(0, 0, 10, acquire("a"), granted(2)),
-			op(0, 20, 30, fdel("a", 2), wrote(22)),
-			op(1, 31, 35, get("a"), absent(22)),
+			op(0, 20, 30, fdel("a", 2), absent(0)),
+			op(1, 31, 35, get("a"), absent(0)),
 			op(0, 40, 50, fput("a", "unread", 2), outcome(Unknown)),
 			op(0, 60, 70, cas("a", 0, "z"), outcome(Mismatch)),
 		}},
