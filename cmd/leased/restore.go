@@ -8,8 +8,12 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/dustin/go-humanize"
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/leased/leased/server"
 	"github.com/leased/leased/store"
@@ -59,7 +63,7 @@ func (s snapshotSummary) print(w io.Writer, format string) error {
 		{"lease horizon", horizon},
 	}...)
 	if s.Bytes > 0 {
-		rows = append(rows, [2]any{"bytes", s.Bytes})
+		rows = append(rows, [2]any{"length", humanBytes(s.Bytes)})
 	}
 	rows = append(rows, [2]any{"digest", s.Digest})
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -67,6 +71,43 @@ func (s snapshotSummary) print(w io.Writer, format string) error {
 		fmt.Fprintf(tw, "%s:\t%v\n", row[0], row[1])
 	}
 	return tw.Flush()
+}
+
+// humanBytes is n bytes for a reader: in binary units, and exactly.
+func humanBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%s (%d bytes)", humanize.IBytes(uint64(n)), n)
+}
+
+// minProgressBytes is the smallest file whose reading shows a progress bar.
+const minProgressBytes = 1 << 20
+
+// readProgress returns f as a reader that shows, on stderr if it is a
+// terminal, a progress bar of what has been read of f, described by what;
+// and a function that ends the bar. For a small file, or a stderr that is
+// not a terminal (a pipe, a log), it returns f and a function that does
+// nothing: only a person watching gets the bar.
+func readProgress(stderr io.Writer, f *os.File, what string) (io.Reader, func()) {
+	tty, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(tty.Fd())) {
+		return f, func() {}
+	}
+	st, err := f.Stat()
+	if err != nil || st.Size() < minProgressBytes {
+		return f, func() {}
+	}
+	bar := progressbar.NewOptions64(st.Size(),
+		progressbar.OptionSetWriter(stderr),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+	r := progressbar.NewReader(f, bar)
+	return &r, func() { bar.Finish() }
 }
 
 // outputFormat checks an --output value.
@@ -113,7 +154,9 @@ folder restored from it, before that node changes anything.`,
 				return err
 			}
 			defer f.Close()
-			sum, n, err := store.ReadSnapshot(f)
+			r, done := readProgress(cmd.ErrOrStderr(), f, "checking")
+			sum, n, err := store.ReadSnapshot(r)
+			done()
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
@@ -179,7 +222,9 @@ start.`,
 			}
 			defer f.Close()
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			sum, err := server.Restore(data, f, name, peers, bump, log)
+			r, done := readProgress(stderr, f, "restoring")
+			sum, err := server.Restore(data, r, name, peers, bump, log)
+			done()
 			if err != nil {
 				return fmt.Errorf("restore %s: %w", args[0], err)
 			}
