@@ -39,7 +39,7 @@ type Admin struct {
 
 // DialAdmin opens an admin session with the node at addr (one host:port,
 // not a list): it does not look for the leader. Of cfg it uses the TLS
-// settings, Name and IdleTimeout.
+// settings, Name and IdleTimeout. Its errors are as Dial's.
 func DialAdmin(ctx context.Context, addr string, cfg Config) (*Admin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -49,7 +49,8 @@ func DialAdmin(ctx context.Context, addr string, cfg Config) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dialAdmin(ctx, nil, tlsConf, addr, cfg)
+	a, err := dialAdmin(ctx, nil, tlsConf, addr, cfg)
+	return a, certHint(err, cfg)
 }
 
 // dialAdmin is DialAdmin over tr (nil: a socket of its own) with tlsConf,

@@ -39,8 +39,10 @@ const (
 // default; Dial refuses other values that Validate refuses.
 type Config struct {
 	// CAFile is a PEM file of the CA that signed the server's certificate,
-	// such as the server's <data>/tls/ca.pem. Empty means the system's
-	// roots, unless TLSConfig is set. Certificates are always verified.
+	// such as the server's <data>/tls/ca.pem (CAPath). A relative path is
+	// taken from this program's working folder, not leased's. Empty means
+	// the system's roots, unless TLSConfig is set. Certificates are always
+	// verified.
 	CAFile string
 	// CertFile and KeyFile are the client's certificate and its private
 	// key (PEM), such as `leased cert create-client` writes, for a server

@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -530,10 +532,48 @@ func defaultTLS(cfg Config) (*tls.Config, error) {
 	return t, nil
 }
 
+// certHint adds to err, the error of a dial, what to do when the server's
+// certificate did not verify: pass the server's CA when no CA that cfg
+// trusts signed it, or connect by a name the certificate has when it does
+// not name the host dialled. Other errors it returns as they are. The
+// result wraps err, so errors.Is and errors.As see what err holds. Dial and
+// DialAdmin call it.
+func certHint(err error, cfg Config) error {
+	if err == nil {
+		return nil
+	}
+	var hostErr x509.HostnameError
+	if errors.As(err, &hostErr) {
+		return fmt.Errorf("%w; the server's certificate does not name %q: restart leased with --tls-host %s, or connect by a name it has",
+			err, hostErr.Host, hostErr.Host)
+	}
+	var unknownCA x509.UnknownAuthorityError
+	var verifyErr *tls.CertificateVerificationError
+	if !errors.As(err, &unknownCA) && !errors.As(err, &verifyErr) {
+		return err
+	}
+	const ca = "the server's CA, client.CAPath(<leased's data folder>)"
+	switch {
+	case cfg.TLSConfig != nil:
+		return fmt.Errorf("%w; the server's certificate is not signed by a CA in Config.TLSConfig: add %s to its RootCAs", err, ca)
+	case cfg.CAFile != "":
+		return fmt.Errorf("%w; the server's certificate is not signed by the CA in Config.CAFile (%s): pass %s", err, cfg.CAFile, ca)
+	}
+	return fmt.Errorf("%w; the server's certificate is not signed by a CA in the system's roots (Config.CAFile is empty): pass %s as Config.CAFile", err, ca)
+}
+
+// loadCAFile reads the CA certificates of Config.CAFile. Its errors wrap
+// ErrInvalidArgument, and the file's error; a relative path that names no
+// file is said to be taken from the working folder, which is not leased's.
 func loadCAFile(path string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(path) {
+		wd, _ := os.Getwd()
+		return nil, fmt.Errorf("%w: CA file: %w (a relative path is taken from this program's working folder, %s, "+
+			"not leased's: pass client.CAPath(<leased's data folder>) with that folder's full path)", ErrInvalidArgument, err, wd)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: CA file: %v", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: CA file: %w", ErrInvalidArgument, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {

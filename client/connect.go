@@ -38,7 +38,9 @@ type SessionInfo struct {
 // that leads, following a node's answer that another one leads (DESIGN
 // §13); while none leads, Dial tries them again, with backoff, until ctx
 // ends. An invalid cfg (see Config.Validate) or address is an error
-// wrapping ErrInvalidArgument.
+// wrapping ErrInvalidArgument. A server certificate that does not verify
+// is an error that says what to change (the CA to trust, or the name to
+// dial), and still wraps the x509 or tls error.
 func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -83,7 +85,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		if c.tr != nil {
 			c.tr.Close()
 		}
-		return nil, err
+		return nil, certHint(err, cfg)
 	}
 	c.cur.Store(cn)
 	c.lastHello.Store(cn.hello)

@@ -177,9 +177,6 @@ A VALUE that starts with "-" must follow "--", which ends the flags.`,
 			return a.withWrite(fmt.Sprintf("the write to %q", key), func(ctx context.Context, c *client.Client) error {
 				ver, err := c.Put(ctx, key, value, opts...)
 				if err != nil {
-					if len(opts) > 0 {
-						return leaseExit(err)
-					}
 					return err
 				}
 				return a.printWrite(key, ver)
@@ -199,7 +196,7 @@ func (a *app) delCmd() *cobra.Command {
 version of the deletion. A key that does not exist, or is deleted already, is
 not an error: the delete removes nothing (DELETED 0), spends no revision, and
 prints the key's version (that of its last deletion, or 0).`,
-		Args:    argsExactly("KEY"),
+		Args: argsExactly("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
 			if err := checkKey(key); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -86,15 +85,6 @@ func parseLease(s string) (client.LeaseID, error) {
 	return id, nil
 }
 
-// leaseExit gives err the not-found exit status if it says a lease does
-// not exist.
-func leaseExit(err error) error {
-	if errors.Is(err, client.ErrNotFound) {
-		return &cliError{code: exitNotFound, err: err}
-	}
-	return err
-}
-
 // emitLine prints one answer: v as a JSON object with -o json, or line
 // otherwise.
 func (a *app) emitLine(v any, line string) error {
@@ -122,7 +112,6 @@ timetolive reports it with TTL -1 (JSON "ttl": -1) and exits 0.`,
   leasectl lease timetolive --keys 694d71ddacfda227
   leasectl lease list
   leasectl lease revoke 694d71ddacfda227`,
-		Args: argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(a.leaseGrantCmd(), a.leaseRevokeCmd(), a.leaseKeepAliveCmd(), a.leaseTimeToLiveCmd(), a.leaseListCmd())
@@ -175,7 +164,7 @@ that does not exist exits with status 4.`,
 			return a.withWrite(fmt.Sprintf("the revocation of lease %s", id), func(ctx context.Context, c *client.Client) error {
 				r, err := c.Revoke(ctx, id)
 				if err != nil {
-					return leaseExit(err)
+					return err
 				}
 				return a.printRevoke(id, r)
 			})
@@ -211,7 +200,7 @@ connecting, and --once, are bounded by --timeout.`,
 				return a.withClient(func(ctx context.Context, c *client.Client) error {
 					r, err := c.KeepAliveOnce(ctx, id)
 					if err != nil {
-						return leaseExit(err)
+						return err
 					}
 					return a.printRenewal(r)
 				})
@@ -259,7 +248,7 @@ func (a *app) keepAlive(id client.LeaseID) error {
 	case err != nil:
 		return fmt.Errorf("lease %s lost: its TTL ran out without a renewal: %w", id, err)
 	case tl.TTL < 0:
-		return leaseExit(fmt.Errorf("%w: lease %s expired or was revoked", client.ErrNotFound, id))
+		return fmt.Errorf("%w: lease %s expired or was revoked", client.ErrNotFound, id)
 	}
 	return fmt.Errorf("%w: lease %s lost: its TTL ran out on this client without a renewal (the server says %ss are left)", client.ErrUnavailable, id, ttlText(tl.TTL))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 // Bad lease ids and TTLs are usage errors (exit status 2), found before
 // anything connects, with a message that says what was expected.
 func TestLeaseUsage(t *testing.T) {
+	env := usableCA(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -40,12 +40,12 @@ func TestLeaseUsage(t *testing.T) {
 		{[]string{"lease", "keep-alive", "--twice", "12"}, "unknown flag: --twice"},
 		{[]string{"lease", "timetolive", "--keys", "g"}, `lease id "g"`},
 		{[]string{"lease", "list", "extra"}, "list wants "},
-		{[]string{"lease", "frobnicate"}, "lease wants "},
+		{[]string{"lease", "frobnicate"}, `unknown command "frobnicate" for "leasectl lease"`},
 		{[]string{"put", "--lease", "zz", "k", "v"}, `lease id "zz"`},
 		{[]string{"put", "--lease", "", "k", "v"}, `lease id ""`},
 		{[]string{"put", "--lease"}, "flag needs an argument"},
 	} {
-		a, stdout, stderr := newTestApp(nil)
+		a, stdout, stderr := newTestApp(env)
 		if code := a.execute(tc.args); code != exitUsage || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
 			t.Errorf("%q: status %d, stdout %q, stderr %q; want status 2 and %q", tc.args, code, stdout, stderr, tc.want)
 		}
@@ -178,25 +178,16 @@ func TestLeaseOutput(t *testing.T) {
 	}
 }
 
-// A lease that does not exist exits with the not-found status from the
-// lease commands; elsewhere a not-found error keeps its status.
+// A lease that does not exist exits with the not-found status, as any
+// not-found error does (exitStatuses).
 func TestLeaseExitCodes(t *testing.T) {
 	a, _, _ := newTestApp(nil)
 	notFound := &client.ServerError{Code: protocol.CodeNotFound, Message: "TTL lease 00000000000000ab not found"}
-	if got := a.exitCode(leaseExit(fmt.Errorf("revoke: %w", notFound))); got != exitNotFound {
+	if got := a.exitCode(fmt.Errorf("revoke: %w", notFound)); got != exitNotFound {
 		t.Errorf("lease not found: status %d, want %d", got, exitNotFound)
 	}
-	if got := a.exitCode(leaseExit(fmt.Errorf("%w: connect", client.ErrUnavailable))); got != exitUnavailable {
-		t.Errorf("unavailable through leaseExit: status %d, want %d", got, exitUnavailable)
-	}
-	if got := a.exitCode(notFound); got != exitError {
-		t.Errorf("not found outside the lease commands: status %d, want %d as before", got, exitError)
-	}
-	if got := a.describe(leaseExit(notFound)); got != "not found: TTL lease 00000000000000ab not found" {
+	if got := a.describe(notFound); got != "TTL lease 00000000000000ab not found" {
 		t.Errorf("describe: %q", got)
-	}
-	if !errors.Is(leaseExit(notFound), client.ErrNotFound) {
-		t.Error("leaseExit hides the error")
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -43,17 +44,6 @@ import (
 	"github.com/leased/leased/internal/layout"
 	"github.com/leased/leased/internal/version"
 	"github.com/leased/leased/protocol"
-)
-
-// Exit statuses, documented in the root command's help.
-const (
-	exitOK          = 0
-	exitError       = 1
-	exitUsage       = 2
-	exitUnavailable = 3
-	exitNotFound    = 4
-	exitConflict    = 5
-	exitInterrupted = 130
 )
 
 // Defaults of the global flags.
@@ -76,16 +66,6 @@ const (
 	envKey  = "LEASECTL_KEY"
 )
 
-const exitStatusHelp = `Exit status:
-  0    success
-  1    error
-  2    bad command line, or no usable CA certificate
-  3    the server could not be reached or did not answer within --timeout
-  4    get: the key does not exist (table output only; -o json prints "found": false and exits 0);
-       lease revoke, lease keep-alive, put --lease: the lease does not exist (it expired or was revoked)
-  5    conflict: cas saw another version, a write was fenced, or a held write lease was lost
-  130  interrupted (Ctrl-C)`
-
 // app holds the global flags and the process's streams.
 type app struct {
 	endpoint string
@@ -95,14 +75,20 @@ type app struct {
 	data     string
 	output   string
 	timeout  time.Duration
+	// certFromEnv says that cert and key came from $LEASECTL_CERT and
+	// $LEASECTL_KEY.
+	certFromEnv bool
 	// timeoutSet says that --timeout was given: it then bounds writes too,
 	// instead of the limit fitted to the server (writeLimit).
 	timeoutSet bool
 	// limit is the time limit of the last request, for its error message.
 	limit time.Duration
 
-	// usedCA is the CA file the connection was verified with.
+	// usedCA is the CA file the connection was verified with, and tls the
+	// TLS configuration made from it and the client certificate: both set
+	// by loadTLS before a command that connects runs.
 	usedCA string
+	tls    *tls.Config
 
 	stdin  io.Reader
 	stdout io.Writer
@@ -112,17 +98,29 @@ type app struct {
 	ctx context.Context
 }
 
-// cliError is an error with an exit status and an optional hint.
+// cliError is an error with an exit status, and for a bad command line the
+// command whose help to point to.
 type cliError struct {
 	code int
 	err  error
+	// help is the command whose --help the error points to, such as
+	// "leasectl snapshot"; empty for an error whose message says what to
+	// fix.
+	help string
 }
 
 func (e *cliError) Error() string { return e.err.Error() }
 func (e *cliError) Unwrap() error { return e.err }
 
-// usagef returns a bad-command-line error (exit status 2).
+// usagef returns a bad-command-line error (exit status 2) that points to
+// leasectl --help.
 func usagef(format string, args ...any) error {
+	return &cliError{code: exitUsage, err: fmt.Errorf(format, args...), help: "leasectl"}
+}
+
+// filef returns the usage error (exit status 2) of a local file that
+// cannot be used, such as the CA file; its message says what to fix.
+func filef(format string, args ...any) error {
 	return &cliError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
@@ -164,8 +162,9 @@ func (a *app) execute(args []string) int {
 	}
 	code := a.exitCode(err)
 	fmt.Fprintf(a.stderr, "Error: %s\n", a.describe(err))
-	if code == exitUsage && !errors.Is(err, errNoCA) {
-		fmt.Fprintf(a.stderr, "Run 'leasectl --help' for usage.\n")
+	var ce *cliError
+	if errors.As(err, &ce) && ce.help != "" {
+		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", ce.help)
 	}
 	return code
 }
@@ -196,7 +195,7 @@ is not. Durations in JSON are in seconds, in fields ending in _seconds; a TTL
 lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 "ttl" is -1 for a lease that is gone) and "keys", as in etcdctl.
 
-` + exitStatusHelp,
+` + exitStatusHelp(),
 		Example: `  leasectl put greeting hello
   leasectl get greeting
   leasectl -o json get greeting
@@ -208,30 +207,34 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
   leasectl --endpoint db1.example.com:7400 --cacert ./ca.pem status`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// Every command goes through here: the global flags are checked,
+		// and for a command that talks to a server, the TLS files are
+		// read, before anything is dialled.
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			a.timeoutSet = cmd.Flags().Changed("timeout")
-			return a.validate()
+			if err := a.validate(); err != nil {
+				return err
+			}
+			if cmd.Annotations[annotConnects] == "" {
+				return nil
+			}
+			return a.loadTLS()
 		},
-		SuggestionsMinimumDistance: 2,
 		// --version prints the build, as the version command does.
 		Version: version.Long(),
-		// The root command runs only without a command, or with an unknown
-		// one, which is a usage error.
-		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return cmd.Help()
-			}
-			msg := fmt.Sprintf("unknown command %q", args[0])
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += fmt.Sprintf("; did you mean %q?", s[0])
-			}
-			return usagef("%s", msg)
-		},
+		// The root command runs only without a command (it prints its
+		// help); an unknown one is refused in Args (unknownCommand, set
+		// below on every command that has subcommands).
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	root.SetVersionTemplate("leasectl {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &cliError{code: exitUsage, err: err}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if c.HasSubCommands() && len(c.Flags().Args()) > 0 {
+			// "leasectl snapshot restore --data-dir d f": the flag
+			// belongs to a command leasectl does not have.
+			return unknownCommand(c, c.Flags().Args())
+		}
+		return &cliError{code: exitUsage, err: err, help: c.CommandPath()}
 	})
 	f := root.PersistentFlags()
 	f.StringVar(&a.endpoint, "endpoints", defaultEndpoint, "server address, host:port, or the nodes of a cluster, separated by commas (the leader is found)")
@@ -242,6 +245,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 	f.StringVar(&a.data, "data", layout.DefaultDir, "the server's data folder, to find its CA for a local endpoint")
 	f.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "time limit for connecting and each request; by default a write may also wait twice the server's term plus ε, plus 5s, for lease holders")
+	versionCmd := a.versionCmd()
 	root.AddCommand(
 		a.getCmd(),
 		a.putCmd(),
@@ -254,13 +258,37 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 		a.memberCmd(),
 		a.endpointCmd(),
 		a.snapshotCmd(),
-		a.versionCmd(),
+		versionCmd,
 	)
-	for _, c := range root.Commands() {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
 		c.SilenceErrors, c.SilenceUsage = true, true
+		// Suggest only a name one edit away, or that the word begins
+		// ("stat": stats, status): two edits turn "auth" into "put".
+		c.SuggestionsMinimumDistance = 1
+		switch {
+		case c.HasSubCommands():
+			c.Args = unknownCommand
+		case c != versionCmd:
+			// Every command without subcommands talks to a server but
+			// version (cobra's help and completion are added later,
+			// by Execute, and connect to nothing either).
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[annotConnects] = "yes"
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
 	}
+	walk(root)
 	return root
 }
+
+// annotConnects marks, in a command's Annotations, a command that talks to
+// a server: its TLS files are read before it runs (loadTLS).
+const annotConnects = "leasectl.connects"
 
 // validate checks the global flags.
 func (a *app) validate() error {
@@ -274,6 +302,7 @@ func (a *app) validate() error {
 	}
 	if a.cert == "" && a.key == "" {
 		a.cert, a.key = a.getenv(envCert), a.getenv(envKey)
+		a.certFromEnv = a.cert != "" || a.key != ""
 	}
 	if (a.cert == "") != (a.key == "") {
 		return usagef("--cert and --key go together (or $%s and $%s)", envCert, envKey)
@@ -345,30 +374,90 @@ func (a *app) caFile() (string, error) {
 		errNoCA, a.endpoint, envCACert)}
 }
 
-// connect dials the server, verifying it with the CA from caFile.
-func (a *app) connect(ctx context.Context) (*client.Client, error) {
+// caSource names where the CA file came from, for its error messages.
+func (a *app) caSource() string {
+	switch {
+	case a.cacert != "":
+		return "--cacert"
+	case strings.TrimSpace(a.getenv(envCACert)) != "":
+		return "$" + envCACert
+	}
+	return "found through --data"
+}
+
+// loadTLS reads the files leasectl connects with, the CA (see caFile) and
+// the client certificate and key, into a.tls. The root command's
+// PersistentPreRunE calls it before any command that connects runs, so
+// that a file that is missing, unreadable or not what it should be is a
+// usage error (status 2) at once, before anything is dialled, however many
+// endpoints the command would ask.
+func (a *app) loadTLS() error {
 	ca, err := a.caFile()
+	if err != nil {
+		return err
+	}
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return filef("the CA file %s (%s) cannot be read: %v", ca, a.caSource(), pathErr(err))
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return filef("the CA file %s (%s) holds no PEM certificate: want the server's <data>/tls/ca.pem, or the ca.pem of 'leased cert create-ca'", ca, a.caSource())
+	}
+	conf := &tls.Config{RootCAs: pool}
+	if a.cert != "" {
+		pair, err := tls.LoadX509KeyPair(a.cert, a.key)
+		if err != nil {
+			from := "--cert and --key"
+			if a.certFromEnv {
+				from = "$" + envCert + " and $" + envKey
+			}
+			return filef("the client certificate %s with key %s (%s) cannot be used: %v", a.cert, a.key, from, err)
+		}
+		conf.Certificates = []tls.Certificate{pair}
+	}
+	a.usedCA, a.tls = ca, conf
+	return nil
+}
+
+// pathErr returns the cause of a *fs.PathError without the operation and
+// path it repeats, for a message that names the file already.
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// errTLSNotLoaded is a command that dials without having had its TLS files
+// read: a bug, which TestEveryCommandChecksFilesFirst catches.
+var errTLSNotLoaded = errors.New("leasectl: this command connects, but its TLS files were not read first")
+
+// clientConfig returns the client configuration of leasectl, with the TLS
+// configuration loadTLS made.
+func (a *app) clientConfig() (client.Config, error) {
+	if a.tls == nil {
+		return client.Config{}, errTLSNotLoaded
+	}
+	return client.Config{
+		TLSConfig: a.tls,
+		Name:      "leasectl",
+		Logger:    slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, nil
+}
+
+// connect dials the server, verifying it with the CA that loadTLS read.
+func (a *app) connect(ctx context.Context) (*client.Client, error) {
+	cfg, err := a.clientConfig()
 	if err != nil {
 		return nil, err
 	}
-	a.usedCA = ca
-	c, err := client.Dial(ctx, a.endpoint, a.clientConfig(ca))
+	c, err := client.Dial(ctx, a.endpoint, cfg)
 	if err != nil {
-		return nil, &dialError{ca: ca, err: err}
+		return nil, &dialError{ca: a.usedCA, err: err}
 	}
 	return c, nil
-}
-
-// clientConfig returns the client configuration of leasectl, verifying
-// the server with the CA file ca.
-func (a *app) clientConfig(ca string) client.Config {
-	return client.Config{
-		CAFile:   ca,
-		CertFile: a.cert,
-		KeyFile:  a.key,
-		Name:     "leasectl",
-		Logger:   slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
 }
 
 // dialError is a failure to connect, with the CA file that was used.
@@ -462,44 +551,6 @@ func (a *app) noticeWaiting(what string, c *client.Client) (stop func()) {
 	}
 }
 
-// exitCode returns the exit status for err.
-func (a *app) exitCode(err error) int {
-	var ce *cliError
-	switch {
-	case errors.As(err, &ce):
-		return ce.code
-	case a.interrupted(err):
-		return exitInterrupted
-	case isCertError(err):
-		return exitError
-	case errors.As(err, new(*dialError)) && errors.Is(err, client.ErrInvalidArgument):
-		// Dial refuses only its own arguments: the CA file.
-		return exitUsage
-	case errors.Is(err, errKeyNotFound):
-		return exitNotFound
-	case errors.Is(err, client.ErrVersionMismatch), errors.Is(err, client.ErrFenced), errors.Is(err, errLeaseLost):
-		return exitConflict
-	case errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return exitUnavailable
-	case errors.Is(err, client.ErrCanceled):
-		// The write was abandoned when --timeout ran out (an interrupt
-		// is told apart above): whether the server said so first or
-		// the context ended first is a race, and both are no answer in
-		// time.
-		return exitUnavailable
-	}
-	return exitError
-}
-
-// isCertError reports whether err is a failure to verify the server's
-// certificate.
-func isCertError(err error) bool {
-	var unknownCA x509.UnknownAuthorityError
-	var hostErr x509.HostnameError
-	var verifyErr *tls.CertificateVerificationError
-	return errors.As(err, &unknownCA) || errors.As(err, &hostErr) || errors.As(err, &verifyErr)
-}
-
 // interrupted reports whether err is the end of a request cut short by
 // SIGINT or SIGTERM.
 func (a *app) interrupted(err error) bool {
@@ -512,6 +563,37 @@ func absPath(p string) string {
 		return a
 	}
 	return p
+}
+
+// withoutLibraryHint returns msg, the message of err or one that holds
+// it, without what the client library adds on the same line after the
+// text of a certificate error that err holds: a hint in a program's terms
+// (Config.CAFile, RootCAs), where describe gives leasectl's own.
+func withoutLibraryHint(msg string, err error) string {
+	var cert error
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var verifyErr *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &verifyErr):
+		cert = verifyErr
+	case errors.As(err, &hostErr):
+		cert = hostErr
+	case errors.As(err, &unknownCA):
+		cert = unknownCA
+	default:
+		return msg
+	}
+	text := cert.Error()
+	i := strings.Index(msg, text)
+	if i < 0 {
+		return msg
+	}
+	end := i + len(text)
+	if nl := strings.IndexByte(msg[end:], '\n'); nl >= 0 {
+		return msg[:end] + msg[end+nl:]
+	}
+	return msg[:end]
 }
 
 // describe returns the message for err with a hint for common mistakes.
@@ -539,6 +621,7 @@ func (a *app) describe(err error) string {
 	var unknownCA x509.UnknownAuthorityError
 	var hostErr x509.HostnameError
 	var verifyErr *tls.CertificateVerificationError
+	msg = withoutLibraryHint(msg, err)
 	switch {
 	case errors.As(err, &unknownCA) || (errors.As(err, &verifyErr) && !errors.As(err, &hostErr)):
 		ca := ""

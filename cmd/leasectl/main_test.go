@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"debug/buildinfo"
 	"encoding/base64"
 	"encoding/json"
@@ -255,7 +256,8 @@ func TestCommands(t *testing.T) {
 	fails(t, ctl("write-lease", "k", "--hold", "-1s"), exitUsage, "--hold")
 	fails(t, ctl("frobnicate"), exitUsage, "unknown command")
 	// Errors from the server keep their message.
-	fails(t, ctl("put", strings.Repeat("k", server.MaxKeySize+1), "v"), exitError, "too large")
+	// A key the server refuses as too large is a bad command line too.
+	fails(t, ctl("put", strings.Repeat("k", server.MaxKeySize+1), "v"), exitUsage, "too large")
 }
 
 // binaryVersion is the version the binary at path reports of itself: the
@@ -378,7 +380,7 @@ func TestWrongCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := clitest.Cmd{}.Run(t, bins.Leasectl, "--endpoint", srv.Addr, "--cacert", server.CAPath(otherData), "status")
-	fails(t, r, exitError, "not signed by the CA in "+server.CAPath(otherData))
+	fails(t, r, exitUsage, "not signed by the CA in "+server.CAPath(otherData))
 	r = clitest.Cmd{}.Run(t, bins.Leasectl, "--endpoint", srv.Addr, "--cacert", filepath.Join(otherData, "missing.pem"), "status")
 	fails(t, r, exitUsage, "CA file")
 }
@@ -449,6 +451,7 @@ func newTestApp(env map[string]string) (*app, *bytes.Buffer, *bytes.Buffer) {
 }
 
 func TestExecuteUsage(t *testing.T) {
+	env := usableCA(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -477,7 +480,7 @@ func TestExecuteUsage(t *testing.T) {
 		{[]string{"--endpoint", "127.0.0.1:70000", "status"}, `port "70000" is not a number`},
 		{[]string{"--endpoint", ":7400", "status"}, "want host:port"},
 	} {
-		a, stdout, stderr := newTestApp(nil)
+		a, stdout, stderr := newTestApp(env)
 		if code := a.execute(tc.args); code != exitUsage || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
 			t.Errorf("%q: status %d, stdout %q, stderr %q; want status 2 and %q", tc.args, code, stdout, stderr, tc.want)
 		}
@@ -570,6 +573,14 @@ func TestExitCodes(t *testing.T) {
 		{&client.ServerError{Code: protocol.CodeCanceled, Message: "write abandoned"}, exitUnavailable},
 		{usagef("bad"), exitUsage},
 		{&dialError{err: fmt.Errorf("%w: CA file", client.ErrInvalidArgument)}, exitUsage},
+		{&client.ServerError{Code: protocol.CodeInvalidArgument, Message: "TTL out of range: TTL 1s is below the minimum of 5s"}, exitUsage},
+		{&client.ServerError{Code: protocol.CodeTooLarge, Message: "too large: key of 5000 bytes"}, exitUsage},
+		{&dialError{err: fmt.Errorf("%w: connect: %w", client.ErrUnavailable, x509.UnknownAuthorityError{})}, exitUsage},
+		{fmt.Errorf("%w: certificate required", client.ErrUnauthenticated), exitUsage},
+		{&client.ServerError{Code: protocol.CodeNotFound, Message: "TTL lease 00000000000000ab not found"}, exitNotFound},
+		{&client.ServerError{Code: protocol.CodeNotFound, Message: "no member is named \"nope\""}, exitNotFound},
+		{&client.ServerError{Code: protocol.CodePermissionDenied, Message: "permission denied"}, exitError},
+		{&client.ServerError{Code: protocol.CodeResourceExhausted, Message: "NOSPACE"}, exitError},
 	} {
 		if got := a.exitCode(tc.err); got != tc.want {
 			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)

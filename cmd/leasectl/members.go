@@ -56,6 +56,8 @@ type endpointJSON struct {
 	Policy  string `json:"policy,omitempty"`
 	// Error says why the endpoint did not answer.
 	Error string `json:"error,omitempty"`
+	// err is the error that Error says.
+	err error
 }
 
 // heldUntilLayout is the layout of writes_held_until: RFC 3339 with
@@ -66,7 +68,7 @@ const heldUntilLayout = "2006-01-02T15:04:05.000Z07:00"
 // err.
 func endpointOf(ep string, st *client.NodeStatus, at time.Time, err error) endpointJSON {
 	if err != nil {
-		return endpointJSON{Endpoint: ep, Error: strings.TrimPrefix(err.Error(), "leased: ")}
+		return endpointJSON{Endpoint: ep, Error: withoutLibraryHint(strings.TrimPrefix(err.Error(), "leased: "), err), err: err}
 	}
 	e := endpointJSON{Endpoint: ep, Name: st.Name, ClientAddr: st.ClientAddr, PeerAddr: st.PeerAddr, Role: st.Role,
 		RaftTerm: st.RaftTerm, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
@@ -113,14 +115,13 @@ func (a *app) endpoints() []string { return strings.Split(a.endpoint, ",") }
 
 // dialAdmin opens an admin session with the node at addr, within ctx.
 func (a *app) dialAdmin(ctx context.Context, addr string) (*client.Admin, error) {
-	ca, err := a.caFile()
+	cfg, err := a.clientConfig()
 	if err != nil {
 		return nil, err
 	}
-	a.usedCA = ca
-	adm, err := client.DialAdmin(ctx, addr, a.clientConfig(ca))
+	adm, err := client.DialAdmin(ctx, addr, cfg)
 	if err != nil {
-		return nil, &dialError{ca: ca, err: err}
+		return nil, &dialError{ca: a.usedCA, err: err}
 	}
 	return adm, nil
 }
@@ -161,7 +162,6 @@ func (a *app) endpointCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "endpoint",
 		Short: "Ask each node of --endpoints about itself",
-		Args:  argsExactly(),
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(&cobra.Command{
@@ -201,7 +201,13 @@ unreachable, the error is printed on stderr, and leasectl exits with status 3.`,
 					why += "\n  " + st.Endpoint + ": " + st.Error
 				}
 			}
-			return &cliError{code: exitUnavailable, err: fmt.Errorf("%w: %d of %d unreachable:%s", errSomeUnreachable, failed, len(sts), why)}
+			err := fmt.Errorf("%w: %d of %d unreachable:%s", errSomeUnreachable, failed, len(sts), why)
+			if cause := commandLineCause(sts); cause != nil {
+				// The TLS files do not fit, or an argument: status 2,
+				// with the hint for the cause.
+				return causedBy{err, cause}
+			}
+			return &cliError{code: exitUnavailable, err: err}
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -260,7 +266,29 @@ func (a *app) endpointHealth() error {
 	if len(why) == 0 {
 		return nil
 	}
-	return &cliError{code: exitUnavailable, err: fmt.Errorf("%d of %d endpoints unhealthy:\n  %s", len(why), len(sts), strings.Join(why, "\n  "))}
+	err := fmt.Errorf("%d of %d endpoints unhealthy:\n  %s", len(why), len(sts), strings.Join(why, "\n  "))
+	if cause := commandLineCause(sts); cause != nil {
+		return causedBy{err, cause}
+	}
+	return &cliError{code: exitUnavailable, err: err}
+}
+
+// causedBy is err, whose message it keeps, with the error that caused it,
+// which errors.Is and errors.As find too.
+type causedBy struct{ err, cause error }
+
+func (e causedBy) Error() string   { return e.err.Error() }
+func (e causedBy) Unwrap() []error { return []error{e.err, e.cause} }
+
+// commandLineCause returns the first error of sts that says the command
+// line cannot work with that endpoint (refusesCommandLine), or nil.
+func commandLineCause(sts []endpointJSON) error {
+	for _, st := range sts {
+		if st.err != nil && refusesCommandLine(st.err) {
+			return st.err
+		}
+	}
+	return nil
 }
 
 // leaderRetry is how long leaderAdmin waits before it asks the endpoints
@@ -269,12 +297,14 @@ const leaderRetry = 100 * time.Millisecond
 
 // leaderAdmin opens an admin session with the node that leads: the first
 // endpoint that answers says whether it leads or names the leader. While
-// no endpoint does, it asks again until ctx ends.
+// no endpoint does, it asks again until ctx ends, unless the command line
+// cannot work with an endpoint (refusesCommandLine): that error it returns
+// at once.
 func (a *app) leaderAdmin(ctx context.Context) (*client.Admin, error) {
 	for {
 		adm, err := a.findLeader(ctx)
-		if err == nil {
-			return adm, nil
+		if err == nil || refusesCommandLine(err) {
+			return adm, err
 		}
 		t := time.NewTimer(leaderRetry)
 		select {
@@ -315,6 +345,11 @@ func (a *app) findLeader(ctx context.Context) (*client.Admin, error) {
 		}
 		return adm, nil
 	}
+	for _, err := range errs {
+		if refusesCommandLine(err) {
+			return nil, err
+		}
+	}
 	return nil, &cliError{code: exitUnavailable, err: fmt.Errorf("no endpoint leads or names the leader: %w", errors.Join(errs...))}
 }
 
@@ -352,7 +387,6 @@ func (a *app) memberCmd() *cobra.Command {
 		Long: `List the members of a cluster, add and remove voters, and hand the lead to
 another voter. leasectl finds the leader among --endpoints (any node names it)
 and asks it.`,
-		Args: argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(&cobra.Command{

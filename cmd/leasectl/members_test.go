@@ -155,8 +155,8 @@ func TestMemberTransferAddRemove(t *testing.T) {
 		t.Errorf("transfer without a name: %+v", tr)
 	}
 
-	fails(t, clusterCtl(t, cl, cl.Endpoints(), "member", "remove", "nope"), exitError, `no member is named "nope"`)
-	fails(t, clusterCtl(t, cl, cl.Endpoints(), "member", "add", "n1", "127.0.0.1:1"), exitError, "already a member")
+	fails(t, clusterCtl(t, cl, cl.Endpoints(), "member", "remove", "nope"), exitNotFound, `no member is named "nope"`)
+	fails(t, clusterCtl(t, cl, cl.Endpoints(), "member", "add", "n1", "127.0.0.1:1"), exitUsage, "already a member")
 	fails(t, clusterCtl(t, cl, cl.Endpoints(), "member", "add", "n9"), exitUsage, "add wants NAME PEER_ADDR")
 
 	peer := cl.StartJoining("n4")

@@ -27,7 +27,6 @@ func (a *app) snapshotCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot",
 		Short: "Save a snapshot of the leader's state to a file (a backup)",
-		Args:  argsExactly(),
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(&cobra.Command{
@@ -57,18 +56,13 @@ makes the data folder of a new node from it.`,
 }
 
 // saveSnapshot streams the leader's snapshot into file, through file.part.
+// It creates file.part before it looks for the leader, so that a file
+// that cannot be written is a usage error at once.
 func (a *app) saveSnapshot(file string) (err error) {
-	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
-	adm, err := a.leaderAdmin(ctx)
-	cancel()
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
 	part := file + ".part"
 	f, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return err
+		return filef("snapshot save: cannot write %s: %v", part, pathErr(err))
 	}
 	defer func() {
 		if err != nil {
@@ -76,6 +70,13 @@ func (a *app) saveSnapshot(file string) (err error) {
 			os.Remove(part)
 		}
 	}()
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	adm, err := a.leaderAdmin(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
 	info, err := adm.SaveSnapshot(a.ctx, f, a.timeout)
 	if err != nil {
 		return fmt.Errorf("snapshot from %s: %w", adm.Addr(), err)
