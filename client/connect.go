@@ -17,9 +17,12 @@ import (
 	"github.com/leased/leased/cache"
 )
 
-// SessionInfo describes the client's current session: one connection to
-// the server (DESIGN §6). Session returns it.
-type SessionInfo struct {
+// ConnectionInfo describes the client's current connection to the server,
+// and the session the server holds on it (DESIGN §6). Connection returns
+// it.
+type ConnectionInfo struct {
+	// ID is the server's id of the session on this connection: a new one
+	// on each connection, which takes over the leases of the last.
 	ID           uint64
 	Epsilon      time.Duration
 	DefaultTerm  time.Duration
@@ -235,15 +238,16 @@ func (c *Client) syncOnce() bool {
 	return true
 }
 
-// Session returns the current session, and false while disconnected. (A
-// Session, from NewSession, is something else: a TTL lease kept alive.)
-func (c *Client) Session() (SessionInfo, bool) {
+// Connection returns the current connection to the server, and false while
+// disconnected. (A Session, from NewSession, is a TTL lease kept alive, as
+// etcd's concurrency.Session is.)
+func (c *Client) Connection() (ConnectionInfo, bool) {
 	cn := c.cur.Load()
 	if cn == nil {
-		return SessionInfo{}, false
+		return ConnectionInfo{}, false
 	}
 	h := cn.hello
-	return SessionInfo{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize,
+	return ConnectionInfo{ID: h.SessionID, Epsilon: h.Epsilon, DefaultTerm: h.DefaultTerm, MaxValueSize: h.MaxValueSize,
 		ServerVersion: h.ServerVersion, Addr: cn.addr}, true
 }
 

@@ -385,7 +385,7 @@ func TestE2EReconnect(t *testing.T) {
 	// Reconnection is retried with a backoff capped at 200 ms; a QUIC
 	// handshake started while the port was closed may need its own retries.
 	ev.wait(t, client.EventReconnected, testTimeout, nil)
-	if s, ok := a.Session(); !ok || s.ID == 0 {
+	if s, ok := a.Connection(); !ok || s.ID == 0 {
 		t.Fatalf("no session after EventReconnected")
 	}
 	if n := srv2.Stats().Sessions; n != 1 {
@@ -742,7 +742,7 @@ func TestE2EPacketConn(t *testing.T) {
 	defer pc.Close()
 	ev := newEvents()
 	a := dialAddr(t, addr, srv.CA(), client.Config{PacketConn: pc, OnEvent: ev.on, MaxReconnectDelay: 200 * time.Millisecond})
-	if s, ok := a.Session(); !ok || s.ID == 0 {
+	if s, ok := a.Connection(); !ok || s.ID == 0 {
 		t.Fatalf("no session")
 	}
 	v := mustPut(t, a, "k", "through the conn")

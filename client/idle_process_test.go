@@ -179,7 +179,7 @@ func TestIdlePausedHelperProcess(t *testing.T) {
 		if _, err := c.Put(ctx, "paused/before", []byte("v")); err != nil {
 			return err
 		}
-		s, _ := c.Session()
+		s, _ := c.Connection()
 		fmt.Printf("ready session=%d\n", s.ID)
 		var (
 			stop   context.CancelFunc = func() {}
@@ -224,7 +224,7 @@ func TestIdlePausedHelperProcess(t *testing.T) {
 				if _, err := c.Put(ctx, "paused/after", []byte("v")); err != nil {
 					return err
 				}
-				s, _ = c.Session()
+				s, _ = c.Connection()
 				fmt.Printf("result disconnects=%d session=%d\n", disconnects.Load(), s.ID)
 			default:
 				return fmt.Errorf("unknown command %q", sc.Text())

@@ -152,7 +152,7 @@ func TestOfflineReadsUntilLeaseEnds(t *testing.T) {
 		srv.Close()
 		synctest.Wait()
 		ev.wait(t, client.EventDisconnected, testTimeout, nil)
-		if _, ok := a.Session(); ok {
+		if _, ok := a.Connection(); ok {
 			t.Error("Session reports a session while disconnected")
 		}
 		if _, err := a.Get(stepCtx(t), "never-read"); !errors.Is(err, client.ErrUnavailable) {
@@ -534,7 +534,7 @@ func TestReconnectedEntryRunsOut(t *testing.T) {
 		srv.Restart(nil)
 		ev.wait(t, client.EventDisconnected, testTimeout, nil)
 		ev.wait(t, client.EventReconnected, testTimeout, nil)
-		if s, ok := a.Session(); !ok || s.ID == 0 {
+		if s, ok := a.Connection(); !ok || s.ID == 0 {
 			t.Fatalf("no session after EventReconnected")
 		}
 		renews := msgsIn(srv, "renew")

@@ -64,7 +64,7 @@ func TestE2EReconnectKeepsLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _ := holder.Session()
+	first, _ := holder.Connection()
 
 	// The cut, and two writes while it lasts: one of the key the holder
 	// caches, one of a key it holds the write lease on. Their
@@ -89,7 +89,7 @@ func TestE2EReconnectKeepsLeases(t *testing.T) {
 	pc.Partition(false, false)
 	ev.wait(t, client.EventReconnected, testTimeout, nil)
 	back := time.Now()
-	if s, _ := holder.Session(); s.ID == first.ID {
+	if s, _ := holder.Connection(); s.ID == first.ID {
 		t.Fatalf("still session %d after the reconnection", s.ID)
 	}
 	t.Logf("the holder reconnected %v after its grants (term %v)", back.Sub(acquired), term)

@@ -81,7 +81,7 @@ func TestWriteLeaseFencedWritesAfterRestart(t *testing.T) {
 func TestWriteLeaseWriteWhileDownBoundedByLease(t *testing.T) {
 	bubble(t, nil, func(t *testing.T, srv *testkit.Server) {
 		h := srv.Dial(client.Config{})
-		sess, ok := h.Session()
+		sess, ok := h.Connection()
 		if !ok {
 			t.Fatal("no session after Dial")
 		}

@@ -507,7 +507,7 @@ leader, with the role, raft term and indexes of those that --endpoints names.`,
 				if err != nil {
 					return err
 				}
-				sess, _ := c.Session()
+				sess, _ := c.Connection()
 				writes := "allowed"
 				if st.WritesAllowedIn > 0 {
 					writes = "held for " + fmtDur(st.WritesAllowedIn)

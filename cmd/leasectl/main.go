@@ -517,7 +517,7 @@ func (a *app) withWrite(what string, fn func(ctx context.Context, c *client.Clie
 // Keys under a --term prefix longer than the default term may need more:
 // the error message then says to raise --timeout.
 func (a *app) writeLimit(c *client.Client) time.Duration {
-	info, ok := c.Session()
+	info, ok := c.Connection()
 	if !ok {
 		return a.timeout
 	}
@@ -529,7 +529,7 @@ func (a *app) writeLimit(c *client.Client) time.Duration {
 // it ends; it returns once nothing more will be printed.
 func (a *app) noticeWaiting(what string, c *client.Client) (stop func()) {
 	term := "a lease term"
-	if info, ok := c.Session(); ok {
+	if info, ok := c.Connection(); ok {
 		term = fmt.Sprintf("%v, a term plus ε,", info.DefaultTerm+info.Epsilon)
 	}
 	done, ended := make(chan struct{}), make(chan struct{})

@@ -47,7 +47,7 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 					return false
 				}
 				sessions = append(sessions, c1)
-				info, ok := c1.Session()
+				info, ok := c1.Connection()
 				if !ok {
 					return false
 				}

@@ -419,7 +419,7 @@ func (w *crashWriter) saw(key string, ver uint64, what string) {
 
 func (w *crashWriter) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		if _, ok := w.c.Session(); !ok {
+		if _, ok := w.c.Connection(); !ok {
 			// Disconnected: the client reconnects in the background.
 			select {
 			case <-ctx.Done():

@@ -382,7 +382,7 @@ func (c *Cluster) serves(nd *Node, cfg client.Config) bool {
 		return false
 	}
 	defer cl.Close()
-	sess, ok := cl.Session()
+	sess, ok := cl.Connection()
 	return ok && sess.Addr == nd.Addr
 }
 
