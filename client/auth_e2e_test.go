@@ -56,7 +56,8 @@ func TestClientCertificate(t *testing.T) {
 
 // TestTTLLeaseOfAnotherClient: under a policy, a TTL lease is its
 // granter's: another client's KeepAliveOnce, Revoke and Put WithLease get
-// ErrPermissionDenied naming the lease, its Leases leaves the lease out,
+// ErrPermissionDenied naming the lease and the client by its certificate's
+// name (as every permission error does), its Leases leaves the lease out,
 // and the owner keeps it alive.
 func TestTTLLeaseOfAnotherClient(t *testing.T) {
 	srv, issue := startPolicyServer(t, "clients:\n  alice:\n    keys:\n      - prefix: a/\n        rights: [read, write, ttl-lease]\n"+
@@ -77,8 +78,8 @@ func TestTTLLeaseOfAnotherClient(t *testing.T) {
 	}
 	denied := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), g.ID.String()) {
-			t.Fatalf("mallory's %s of alice's lease: %v, want ErrPermissionDenied naming %s", what, err, g.ID)
+		if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), g.ID.String()) || !strings.Contains(err.Error(), `client "mallory"`) {
+			t.Fatalf("mallory's %s of alice's lease: %v, want ErrPermissionDenied naming %s and client \"mallory\"", what, err, g.ID)
 		}
 	}
 	_, err = mallory.KeepAliveOnce(ctx, g.ID)

@@ -424,7 +424,7 @@ func (c *Client) keepAliveAnswered(batch []LeaseID, sent time.Time, r *protocol.
 		if kl := c.kept[id]; kl != nil {
 			why := "not found: revoked, or expired"
 			if slices.Contains(r.Denied, u) {
-				why = "permission denied: this client may not keep it alive"
+				why = "permission denied: " + c.who() + " may not keep it alive"
 			}
 			c.loseLocked(kl, why)
 		}

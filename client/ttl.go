@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -204,7 +205,10 @@ type RevokeResult struct {
 // invalidated first, this client's own entries included). Keep-alives of
 // the lease by this client stop, and their channels close. A lease that
 // does not exist (never granted, revoked, or expired) is an error wrapping
-// ErrNotFound that names it.
+// ErrNotFound that names it. Under an access policy, revoking another
+// client's lease (without the admin right), or one with a key this client
+// lacks the write or ttl-lease right on, is an error wrapping
+// ErrPermissionDenied, and deletes nothing.
 //
 // Like a write, it waits for the next session while the client is
 // disconnected, and if ctx ends before the revocation commits, the server
@@ -264,6 +268,9 @@ type TimeToLiveResult struct {
 // TimeToLive returns the time lease id has left and the TTL it was
 // granted with, and, if withKeys is set, the keys attached to it. A lease
 // that has expired or never existed is not an error: its TTL is -1.
+// Under an access policy, another client's lease (without the admin
+// right), or one with a key this client lacks the ttl-lease right on (and
+// read, withKeys), is an error wrapping ErrPermissionDenied.
 // It fails with ErrUnavailable while the client is disconnected.
 func (c *Client) TimeToLive(ctx context.Context, id LeaseID, withKeys bool) (TimeToLiveResult, error) {
 	if err := id.check(); err != nil {
@@ -294,8 +301,10 @@ type LeaseStatus struct {
 	TTL time.Duration
 }
 
-// Leases lists the live TTL leases of the server, of every client, in id
-// order, with the time each has left. The server sends them a page at a
+// Leases lists the live TTL leases of the server in id order, with the
+// time each has left: every client's without an access policy; under one,
+// this client's own and those granted without a certificate, or every
+// lease for a client with the admin right. The server sends them a page at a
 // time, as many as fit in a frame; Leases asks for every page. It fails
 // with ErrUnavailable while the client is disconnected.
 func (c *Client) Leases(ctx context.Context) ([]LeaseStatus, error) {
@@ -357,7 +366,7 @@ func (c *Client) KeepAliveOnce(ctx context.Context, id LeaseID) (KeepAliveRespon
 	}
 	if slices.Contains(r.Denied, uint64(id)) {
 		c.loseKept(id, "permission denied")
-		return KeepAliveResponse{}, fmt.Errorf("%w: this client may not keep TTL lease %s alive", ErrPermissionDenied, id)
+		return KeepAliveResponse{}, fmt.Errorf("%w: %s may not keep TTL lease %s alive: it belongs to another client, or has a key this one lacks the ttl-lease right on", ErrPermissionDenied, c.who(), id)
 	}
 	for _, u := range r.Unknown {
 		if LeaseID(u) == id {
@@ -376,4 +385,26 @@ func (c *Client) callNow(ctx context.Context, req protocol.Message) (protocol.Me
 		return nil, err
 	}
 	return cn.call(ctx, req)
+}
+
+// who names the client in its errors as the server's access policy knows
+// it, as the server's own permission errors do: by the CommonName of the
+// certificate it presents (client "app"); "this client" when it presents
+// none, or one chosen per connection (TLSConfig.GetClientCertificate).
+// Any goroutine may call it.
+func (c *Client) who() string {
+	if c.tlsConf == nil || len(c.tlsConf.Certificates) == 0 || len(c.tlsConf.Certificates[0].Certificate) == 0 {
+		return "this client"
+	}
+	leaf := c.tlsConf.Certificates[0].Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(c.tlsConf.Certificates[0].Certificate[0]); err != nil {
+			return "this client"
+		}
+	}
+	if leaf.Subject.CommonName == "" {
+		return "this client"
+	}
+	return fmt.Sprintf("client %q", leaf.Subject.CommonName)
 }

@@ -101,8 +101,12 @@ func (a *app) leaseCmd() *cobra.Command {
 		Short: "Grant, keep alive, inspect and revoke TTL leases",
 		Long: `TTL leases, as in etcd: a lease lives for its TTL unless it is kept alive,
 and keys attached to it ("leasectl put --lease ID") are deleted when it is
-revoked or runs out. Lease ids are 16 hexadecimal digits. Any client may keep
-alive, attach keys to, or revoke any lease.
+revoked or runs out. Lease ids are 16 hexadecimal digits. Without an access
+policy on the server, any client may keep alive, attach keys to, look up or
+revoke any lease. Under one, these need the ttl-lease right, and a lease
+belongs to the certificate that granted it: only that client, or one with
+the admin right, may use it, with the ttl-lease right on its keys (and write,
+to attach a key or revoke); another gets "permission denied" (status 1).
 
 A lease that does not exist makes revoke and keep-alive exit with status 4;
 timetolive reports it with TTL -1 (JSON "ttl": -1) and exits 0.`,
@@ -308,9 +312,11 @@ func (a *app) printTimeToLive(tl client.TimeToLiveResult, keys bool) error {
 func (a *app) leaseListCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List the live leases, of every client",
+		Short: "List the live leases",
 		Long: `Print how many leases live and their ids, in id order; with -o json, each
-with the time it has left.`,
+with the time it has left. Without an access policy on the server, these are
+the leases of every client; under one, the client's own and those granted
+without a certificate, or every lease for a client with the admin right.`,
 		Args: argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(func(ctx context.Context, c *client.Client) error {

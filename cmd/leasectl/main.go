@@ -244,7 +244,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 	f.StringVar(&a.key, "key", "", "private key (PEM) of --cert (default $"+envKey+")")
 	f.StringVar(&a.data, "data", layout.DefaultDir, "the server's data folder, to find its CA for a local endpoint")
 	f.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
-	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "time limit for connecting and each request; by default a write may also wait twice the server's term plus ε, plus 5s, for lease holders")
+	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "time limit for connecting and each request; by default a write may also wait twice the server's term plus ε, plus "+writeMargin.String()+", for lease holders")
 	versionCmd := a.versionCmd()
 	root.AddCommand(
 		a.getCmd(),
