@@ -75,8 +75,11 @@ type Config struct {
 	// that is gone, such as a leader that crashed, is noticed within about
 	// it, and the client reconnects (to the new leader). The connection's
 	// QUIC idle timeout, which counts wall time, is a backstop of ten times
-	// it, at least 10 s (DESIGN §6). Zero means DefaultIdleTimeout (1 s);
-	// negative values and values over MaxIdleTimeout (1 h) are invalid.
+	// it, at least 10 s (DESIGN §6). A dial judges a server that sends
+	// nothing in its handshake for twice IdleTimeout (within 1 s to 5 s; 2 s
+	// by default) to be down, and fails with ErrUnavailable. Zero means
+	// DefaultIdleTimeout (1 s); negative values and values over
+	// MaxIdleTimeout (1 h) are invalid.
 	IdleTimeout time.Duration
 	// MaxReconnectDelay caps the backoff between reconnection attempts.
 	// Zero means DefaultMaxReconnect (5 s); negative values and values

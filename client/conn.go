@@ -211,14 +211,36 @@ func dialOne(ctx context.Context, c *Client, addr string) (*conn, error) {
 	return cn, nil
 }
 
+// minHandshakeIdle and maxHandshakeIdle bound handshakeIdle: below the
+// minimum, one lost Initial packet (QUIC resends it after about 300 ms)
+// could fail a handshake with a live server; the maximum is QUIC's own
+// default.
+const (
+	minHandshakeIdle = time.Second
+	maxHandshakeIdle = 5 * time.Second
+)
+
+// handshakeIdle is how long a handshake may go without a packet from the
+// server before it is judged lost, for a Config.IdleTimeout of idle: twice
+// idle (the silence after which an established session is judged lost),
+// within [minHandshakeIdle, maxHandshakeIdle]. A server that is down or
+// stopped sends nothing, so a dial to it fails after this long (2 s by
+// default) rather than QUIC's 5 s. Each packet from the server starts the
+// wait again, and QUIC bounds the whole handshake to twice it.
+func handshakeIdle(idle time.Duration) time.Duration {
+	return min(max(2*idle, minHandshakeIdle), maxHandshakeIdle)
+}
+
 // openStream opens a QUIC connection to addr, over tr if it is not nil,
 // with tlsConf (its ServerName, if empty, is addr's host) and the QUIC
 // idle timeout and keep-alives that Config.IdleTimeout idle gives
-// (quicIdle), and the request stream on it. Its errors wrap
-// ErrUnavailable.
+// (quicIdle, handshakeIdle), and the request stream on it. Its errors wrap
+// ErrUnavailable; a server that sent nothing within handshakeIdle is one
+// that says so.
 func openStream(ctx context.Context, tr *quic.Transport, tlsConf *tls.Config, idle time.Duration, addr string) (*quic.Conn, *quic.Stream, error) {
 	qidle, keepAlive := quicIdle(idle)
-	qconf := &quic.Config{MaxIdleTimeout: qidle, KeepAlivePeriod: keepAlive}
+	hsIdle := handshakeIdle(idle)
+	qconf := &quic.Config{MaxIdleTimeout: qidle, KeepAlivePeriod: keepAlive, HandshakeIdleTimeout: hsIdle}
 	if tlsConf.ServerName == "" {
 		tlsConf = tlsConf.Clone()
 		tlsConf.ServerName, _, _ = net.SplitHostPort(addr)
@@ -232,6 +254,10 @@ func openStream(ctx context.Context, tr *quic.Transport, tlsConf *tls.Config, id
 		}
 	} else {
 		qc, err = quic.DialAddr(ctx, addr, tlsConf, qconf)
+	}
+	var idleErr *quic.IdleTimeoutError
+	if errors.As(err, &idleErr) && ctx.Err() == nil {
+		return nil, nil, fmt.Errorf("%w: no answer from %s within %v: the server is down, stopped or unreachable", ErrUnavailable, addr, hsIdle)
 	}
 	if err != nil {
 		return nil, nil, connectError("connect to", addr, err)
