@@ -160,42 +160,66 @@ func (w *SuspendWatch) confirm(slack time.Duration) bool {
 	return true
 }
 
-// bootTries bounds how many times asleepLocked reads the clocks again when
+// bootTries bounds how many times readBoot reads the clocks again when
 // the reading goroutine was held up between its readings.
-const bootTries = 3
+const bootTries = 8
 
-// asleepLocked measures how long the machine slept since the mark, from
-// fresh readings, and sets the references of the fast path for them. w.mu
-// must be held.
-func (w *SuspendWatch) asleepLocked(slack time.Duration) time.Duration {
-	for try := 1; ; try++ {
+// bootReading is the boot clock read between two readings of the
+// monotonic one, at mono and mono+gap (ns), with the wall clock's lead skew
+// at the first. The boot clock's lead on the monotonic clock lies between
+// boot-(mono+gap) and boot-mono: a suspend in between stops the monotonic
+// clock, so only time in which the goroutine ran, or waited to run, at
+// most gap, can lie between the readings.
+type bootReading struct {
+	mono, skew, gap int64
+	boot            time.Duration
+}
+
+// readBoot reads the boot clock between two readings of the monotonic
+// one, again while the goroutine was held up between them for more than a
+// quarter of slack (a loaded machine), up to bootTries times, and returns
+// the reading with the smallest gap; ok is false if the boot clock cannot
+// be read. w.mu must be held.
+func (w *SuspendWatch) readBoot(slack time.Duration) (best bootReading, ok bool) {
+	for try := range bootTries {
 		mono, skew := w.read()
 		_, boot, ok := w.boot.ReadBoot()
 		if !ok {
-			// No boot clock: the wall clock decides. A step back is
-			// taken as the new reference, so that it hides no later
-			// suspend.
-			d := skew - w.skewRef
-			if d < 0 {
-				w.skewRef, d = skew, 0
-			}
-			w.setFast(mono, skew-d, slack)
-			return time.Duration(d)
+			return bootReading{mono: mono, skew: skew}, false
 		}
-		// The boot clock is read between two readings of the
-		// monotonic one. The boot clock's lead, taken against the
-		// first, is at least the true lead (a suspend in between
-		// stops the monotonic clock), and at most the time between the
-		// two readings more: a goroutine held up between them reads
-		// again, so that it does not mistake the delay for a suspend.
 		again, _ := w.read()
-		if again-mono > int64(slack)/4 && try < bootTries {
-			continue
+		r := bootReading{mono: mono, skew: skew, gap: again - mono, boot: boot}
+		if try == 0 || r.gap < best.gap {
+			best = r
 		}
-		asleep := boot - time.Duration(mono) - w.bootRef
-		w.setFast(mono, skew-int64(asleep), slack)
-		return asleep
+		if best.gap <= int64(slack)/4 {
+			break
+		}
 	}
+	return best, true
+}
+
+// asleepLocked measures how long the machine slept since the mark, from
+// fresh readings, and sets the references of the fast path for them. It
+// takes the boot clock's lead at its largest (against the first monotonic
+// reading), so that a suspend is never measured short; a goroutine held up
+// between its readings reads again (readBoot), so that it does not
+// mistake the delay for a suspend. w.mu must be held.
+func (w *SuspendWatch) asleepLocked(slack time.Duration) time.Duration {
+	r, ok := w.readBoot(slack)
+	if !ok {
+		// No boot clock: the wall clock decides. A step back is taken
+		// as the new reference, so that it hides no later suspend.
+		d := r.skew - w.skewRef
+		if d < 0 {
+			w.skewRef, d = r.skew, 0
+		}
+		w.setFast(r.mono, r.skew-d, slack)
+		return time.Duration(d)
+	}
+	asleep := r.boot - time.Duration(r.mono) - w.bootRef
+	w.setFast(r.mono, r.skew-int64(asleep), slack)
+	return asleep
 }
 
 // setFast sets the references of the fast path after a reading at mono
@@ -209,19 +233,22 @@ func (w *SuspendWatch) setFast(mono, ref int64, slack time.Duration) {
 // markLocked marks now: suspends are counted from here, and the boot clock
 // is next read a slack later. w.mu must be held.
 //
-// The boot clock is read before the monotonic one, so that a delay between
-// the two makes the reference smaller than the true lead, and later
-// measures longer than the true sleep, never shorter.
+// The reference is the boot clock's lead at its smallest (against the
+// second monotonic reading of readBoot), so that a delay between the
+// readings makes later measures longer than the true sleep, never
+// shorter; readBoot keeps that delay small on a loaded machine, so that
+// it does not make every later measure a false suspend.
 func (w *SuspendWatch) markLocked(slack time.Duration) {
-	var boot time.Duration
-	ok := false
-	if w.boot != nil {
-		_, boot, ok = w.boot.ReadBoot()
+	if w.boot == nil {
+		mono, skew := w.read()
+		w.skewRef = skew
+		w.setFast(mono, skew, slack)
+		return
 	}
-	mono, skew := w.read()
+	r, ok := w.readBoot(slack)
 	if ok {
-		w.bootRef = boot - time.Duration(mono)
+		w.bootRef = r.boot - time.Duration(r.mono+r.gap)
 	}
-	w.skewRef = skew
-	w.setFast(mono, skew, slack)
+	w.skewRef = r.skew
+	w.setFast(r.mono, r.skew, slack)
 }

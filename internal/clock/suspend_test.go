@@ -16,6 +16,7 @@ type fakeMachine struct {
 	mono, wall, boot int64
 	noBoot           bool  // ReadBoot is not ok, as off Linux
 	hold             int64 // time that passes right after the next monotonic reading, as for a goroutine held up there
+	holdFor          int   // how many monotonic readings in a row hold follows (0 or 1: the next one)
 	bootReads        int
 }
 
@@ -23,7 +24,10 @@ func (m *fakeMachine) read() (mono, skew int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mono, skew = m.mono, m.wall-m.mono
-	m.mono, m.wall, m.boot, m.hold = m.mono+m.hold, m.wall+m.hold, m.boot+m.hold, 0
+	m.mono, m.wall, m.boot = m.mono+m.hold, m.wall+m.hold, m.boot+m.hold
+	if m.holdFor--; m.holdFor <= 0 {
+		m.hold, m.holdFor = 0, 0
+	}
 	return mono, skew
 }
 
@@ -174,6 +178,32 @@ func TestSuspendWatchHeldUp(t *testing.T) {
 	m.mu.Unlock()
 	if w.checkAt(mono, skew, testSlack) {
 		t.Fatalf("a delay of 50ms between two readings reported as a suspend: %v", *lost)
+	}
+}
+
+// TestSuspendWatchHeldUpRepeatedly: on a loaded machine a goroutine may be
+// held up between its readings several times in a row; it reads again
+// until it gets a reading without the delay, and reports no suspend.
+func TestSuspendWatchHeldUpRepeatedly(t *testing.T) {
+	m := &fakeMachine{mono: 5e9, wall: 1.7e18, boot: 9e9}
+	w, lost := newFakeSystemWatch(m)
+	m.pass(testSlack) // the boot clock is due
+	mono, skew := m.read()
+	m.mu.Lock()
+	m.hold, m.holdFor = int64(50*time.Millisecond), 6 // three tries held up
+	m.mu.Unlock()
+	if w.checkAt(mono, skew, testSlack) {
+		t.Fatalf("delays of 50ms between the readings of three tries reported as a suspend: %v", *lost)
+	}
+	// A real suspend is still found, after as many held-up tries.
+	m.pass(testSlack)
+	m.sleep(testSlack + time.Millisecond)
+	mono, skew = m.read()
+	m.mu.Lock()
+	m.hold, m.holdFor = int64(50*time.Millisecond), 6
+	m.mu.Unlock()
+	if !w.checkAt(mono, skew, testSlack) || len(*lost) != 1 || (*lost)[0] < testSlack+time.Millisecond {
+		t.Fatalf("a suspend of 11ms after held-up tries: lost %v", *lost)
 	}
 }
 
