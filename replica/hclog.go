@@ -107,6 +107,9 @@ var raftRoutine = map[string][]raftRule{
 	// (debug), or the peer went away in the middle of a message (raft
 	// says ERROR).
 	"failed to decode incoming command": {{level: slog.LevelDebug, when: isClosed}, {level: slog.LevelWarn, when: isPeerGone}},
+	// The answer to a peer's request cannot go out: this node closed the
+	// connection as it stops, or the peer went away.
+	"failed to flush response": {{level: slog.LevelDebug, when: isClosed}, {level: slog.LevelWarn, when: isPeerGone}},
 }
 
 // isLogNotFound reports whether err is raft's for an entry the log no

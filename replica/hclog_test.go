@@ -100,6 +100,9 @@ func TestRaftLogLevels(t *testing.T) {
 		{hclog.Error, "failed to decode incoming command", []any{"error", raft.ErrTransportShutdown}, slog.LevelDebug},
 		{hclog.Error, "failed to decode incoming command", []any{"error", reset}, slog.LevelWarn},
 		{hclog.Error, "failed to decode incoming command", []any{"error", errors.New("msgpack decode error [pos 3]: invalid length")}, slog.LevelError},
+		{hclog.Error, "failed to flush response", []any{"error", closed}, slog.LevelDebug},
+		{hclog.Error, "failed to flush response", []any{"error", reset}, slog.LevelWarn},
+		{hclog.Error, "failed to flush response", []any{"error", errors.New("short write")}, slog.LevelError},
 		// Not routine: raft's level.
 		{hclog.Warn, "failed to contact", []any{"server-id", "n1", "time", time.Second}, slog.LevelWarn},
 		{hclog.Warn, "failed to contact quorum of nodes, stepping down", nil, slog.LevelWarn},
