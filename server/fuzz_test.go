@@ -614,6 +614,14 @@ func checkReplies(t *testing.T, sent *sessionInput, replies *drained, srv *Serve
 				t.Errorf("get reply %+v at revision %d", m, rev)
 			}
 		case *protocol.WriteReply:
+			if m.Unchanged {
+				// A delete that found nothing to remove: the key's version,
+				// no new one.
+				if w, ok := req.(*protocol.Write); !ok || w.Op != protocol.OpDelete || m.Version > rev || m.Term < 0 || m.Term > fuzzTerm || m.Holders < 0 {
+					t.Errorf("write reply %+v to %+v: unchanged, at revision %d", m, req, rev)
+				}
+				break
+			}
 			if m.Version <= rev0 || m.Version > rev || m.Version <= lastVersion || m.Term < 0 || m.Term > fuzzTerm || m.Holders < 0 {
 				t.Errorf("write reply %+v: input ran from revision %d to %d, last version %d", m, rev0, rev, lastVersion)
 			}
