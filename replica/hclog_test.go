@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,21 +19,6 @@ import (
 
 	"github.com/leased/leased/internal/testkit/logbuf"
 )
-
-// jsonRecords returns the records a slog.JSONHandler wrote to out, one map
-// per line; it fails the test on a line that is not one JSON object.
-func jsonRecords(t *testing.T, out string) []map[string]any {
-	t.Helper()
-	var recs []map[string]any
-	for line := range strings.Lines(out) {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("a log line is not one record: %q: %v", line, err)
-		}
-		recs = append(recs, m)
-	}
-	return recs
-}
 
 // timestamp matches a time of day as hclog writes it at the start of a line.
 var timestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d`)
@@ -56,7 +40,7 @@ func TestRaftLogIsOneRecord(t *testing.T) {
 	if want := `level=WARN msg="failed to contact" component=raft server-id=n1 time=230ms`; !strings.HasSuffix(line, want) {
 		t.Errorf("text line:\n%s\nwant it to end with:\n%s", line, want)
 	}
-	recs := jsonRecords(t, js.String())
+	recs := logbuf.Records(t, js.String())
 	if len(recs) != 1 {
 		t.Fatalf("%d records, want 1:\n%s", len(recs), js.String())
 	}
@@ -114,7 +98,7 @@ func TestRaftLogLevels(t *testing.T) {
 	} {
 		var out logbuf.Buffer
 		HCLogger(slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug - 8}))).Log(tc.level, tc.msg, tc.args...)
-		recs := jsonRecords(t, out.String())
+		recs := logbuf.Records(t, out.String())
 		if len(recs) != 1 {
 			t.Errorf("%s %q: %d records, want 1", tc.level, tc.msg, len(recs))
 			continue
@@ -179,7 +163,7 @@ func TestRaftLogArgs(t *testing.T) {
 	l := HCLogger(slog.New(slog.NewJSONHandler(&out, nil))).Named("wal").With("id", "snap-1")
 	l.Error("failed to heartbeat to", "peer", raft.Server{Suffrage: raft.Voter, ID: "n1", Address: "a:1"},
 		"backoff time", 20*time.Millisecond, "error", errors.New("refused"), "what", hclog.Fmt("%d of %d", 1, 2), "odd")
-	recs := jsonRecords(t, out.String())
+	recs := logbuf.Records(t, out.String())
 	if len(recs) != 1 {
 		t.Fatalf("%d records, want 1:\n%s", len(recs), out.String())
 	}
@@ -196,7 +180,7 @@ func TestRaftLogArgs(t *testing.T) {
 	out2 := &logbuf.Buffer{}
 	std := HCLogger(slog.New(slog.NewJSONHandler(out2, nil))).StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	std.Print("[ERROR] something broke")
-	if recs := jsonRecords(t, out2.String()); len(recs) != 1 || recs[0]["level"] != "ERROR" || recs[0]["msg"] != "something broke" {
+	if recs := logbuf.Records(t, out2.String()); len(recs) != 1 || recs[0]["level"] != "ERROR" || recs[0]["msg"] != "something broke" {
 		t.Errorf("a standard logger's line: %v", recs)
 	}
 }

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -16,11 +15,7 @@ import (
 func badgerRecords(t *testing.T, out string) []map[string]any {
 	t.Helper()
 	var recs []map[string]any
-	for line := range strings.Lines(out) {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("a log line is not one record: %q: %v", line, err)
-		}
+	for _, m := range logbuf.Records(t, out) {
 		if m["component"] == "badger" {
 			recs = append(recs, m)
 		}

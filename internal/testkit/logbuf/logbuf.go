@@ -5,7 +5,10 @@ package logbuf
 
 import (
 	"bytes"
+	"encoding/json"
+	"strings"
 	"sync"
+	"testing"
 )
 
 // Buffer is a bytes.Buffer safe for concurrent use, for logs. The zero
@@ -27,4 +30,19 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Records returns the records that a slog.JSONHandler wrote to out, one
+// map per line, and fails t on a line that is not one JSON object.
+func Records(t testing.TB, out string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for line := range strings.Lines(out) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("a log line is not one record: %q: %v", line, err)
+		}
+		recs = append(recs, m)
+	}
+	return recs
 }
