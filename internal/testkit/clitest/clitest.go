@@ -130,19 +130,48 @@ func FreeTCPPort() (int, error) {
 // socket bound to port 0 and no outgoing connection takes it: a port from
 // that range, released for a process to bind, is soon taken by the many
 // QUIC clients and peer connections of the tests that run meanwhile, also
-// while a killed server is down and about to bind it again. Another test
-// drawing the same port is unlikely. Where the range is unknown it falls
-// back to a port the kernel picks.
+// while a killed server is down and about to bind it again. It never hands
+// out the same port twice in one test process: a port free now may belong
+// to another test's server that is down for a restart, and a second test
+// that drew it would take it from that server. Where the range is unknown
+// it falls back to a port the kernel picks.
 func freePort(listen func(addr string) (io.Closer, error)) (int, error) {
+	handed.Lock()
+	defer handed.Unlock()
 	if lo := ephemeralLow(); lo > minTestPort+1000 {
 		for range 100 {
 			port := minTestPort + rand.IntN(lo-minTestPort)
+			if handed.ports[port] {
+				continue
+			}
 			if l, err := listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
 				l.Close()
+				handed.ports[port] = true
 				return port, nil
 			}
 		}
 	}
+	for range 100 {
+		port, err := kernelPort(listen)
+		if err != nil {
+			return 0, err
+		}
+		if !handed.ports[port] {
+			handed.ports[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("clitest: the kernel offered only ports already handed out")
+}
+
+// handed holds every port freePort has returned in this process.
+var handed = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// kernelPort returns a port the kernel picks for listen on 127.0.0.1.
+func kernelPort(listen func(addr string) (io.Closer, error)) (int, error) {
 	l, err := listen("127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -6,9 +6,11 @@ import (
 	"testing"
 )
 
-// TestFreePorts: the ports handed out can be bound, and lie below the
-// kernel's ephemeral range where it is known, so that no port-0 socket or
-// outgoing connection takes one before its server binds it.
+// TestFreePorts: the ports handed out can be bound, lie below the kernel's
+// ephemeral range where it is known, so that no port-0 socket or outgoing
+// connection takes one before its server binds it, and are never handed
+// out twice, so that no test takes a port of another test's server while
+// that server is down for a restart.
 func TestFreePorts(t *testing.T) {
 	lo := ephemeralLow()
 	for _, tc := range []struct {
@@ -31,11 +33,16 @@ func TestFreePorts(t *testing.T) {
 			return err
 		}},
 	} {
-		for range 20 {
+		seen := map[int]bool{}
+		for range 400 {
 			port, err := tc.free()
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
+			if seen[port] {
+				t.Errorf("%s: port %d handed out twice", tc.name, port)
+			}
+			seen[port] = true
 			if lo > minTestPort+1000 && (port < minTestPort || port >= lo) {
 				t.Errorf("%s: port %d, outside [%d, %d)", tc.name, port, minTestPort, lo)
 			}
