@@ -15,7 +15,7 @@ LINCHECK_DURATION ?= 30m
 
 # The README's test command.
 test:
-	$(GO) test -race ./...
+	$(GO) test -race -p 1 ./...
 
 # A three-node cluster on this machine (scripts/local-cluster.sh).
 cluster:

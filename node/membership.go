@@ -352,7 +352,9 @@ func (n *Node) TransferLead(ctx context.Context, to string) error {
 	}
 	switch {
 	case to == self:
-		return fmt.Errorf("%w: %q already leads", ErrInvalidArgument, to)
+		// The lead is where it was asked to be: nothing to do, as for
+		// etcd's move-leader, so that a script may ask for it again.
+		return nil
 	case to != "" && target == nil:
 		return fmt.Errorf("%w: no member is named %q", ErrUnknownMember, to)
 	case target != nil && !target.Voter:

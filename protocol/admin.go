@@ -56,7 +56,7 @@ type MemberRemove struct {
 
 // MemberTransfer asks the leader to hand the lead to voter To, or, if To
 // is empty, to the voter raft picks. The reply is OK once another node
-// leads.
+// leads, or at once if To is the leader itself.
 type MemberTransfer struct {
 	ID uint64 `msgpack:"i"`
 	To string `msgpack:"t,omitempty"`

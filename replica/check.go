@@ -28,12 +28,12 @@ const (
 	recovery = "this node must not serve from it. To recover, restore the data folder from a snapshot " +
 		"with \"leased restore\"; or, for a node of a cluster whose other nodes are healthy, stop it, " +
 		"delete the folders db and raft of its data folder (keep tls, its certificates) and start it again " +
-		"with the same flags: it catches up from its peers (README, \"A damaged data folder\")"
+		"with the same flags: it catches up from its peers (docs/OPERATING.md, \"A damaged data folder\")"
 	dbRecovery = "this node must not serve from it. To recover, stop it, delete the folder db of its data folder " +
 		"(keep raft and tls) and start it again with the same flags: it rebuilds its database from its log " +
 		"and snapshots in raft, which it checks then. If they are damaged too, restore the data folder from a " +
 		"snapshot with \"leased restore\", or, for a node of a cluster whose other nodes are healthy, delete " +
-		"its folders db and raft too (README, \"A damaged data folder\")"
+		"its folders db and raft too (docs/OPERATING.md, \"A damaged data folder\")"
 )
 
 // damaged adds to err, if it reports a damaged data folder

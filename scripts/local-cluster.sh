@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs a three-node leased cluster on this machine, for trying out failover:
 # clients on 127.0.0.1:7401-7403, peers on 127.0.0.1:7501-7503, data under
-# ./cluster-data (a CA in cluster-data/ca, one data folder per node, and
-# each node's log in cluster-data/nN.log). Ctrl-C stops the nodes; running
-# it again starts them on the data they left.
+# ./cluster-data (a CA in cluster-data/ca, one data folder per node, each
+# node's log in cluster-data/nN.log and its process id in
+# cluster-data/nN.pid). Ctrl-C stops the nodes; running it again starts them
+# on the data they left.
 #
 #   make cluster              # or: scripts/local-cluster.sh
 #   bin/leasectl --endpoints 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 \
@@ -31,6 +32,7 @@ for i in 1 2 3; do
 		--initial-cluster "$initial" --ca-dir "$root/ca" --data "$root/n$i" \
 		>"$root/n$i.log" 2>&1 &
 	pids+=($!)
+	echo $! >"$root/n$i.pid"
 done
 echo "nodes n1 n2 n3 on 127.0.0.1:7401-7403 (logs in $root/n*.log); Ctrl-C stops them"
 echo "try: bin/leasectl --endpoints 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 --cacert $root/ca/ca.pem put k v"

@@ -134,7 +134,6 @@ func TestAdminStatusAndMembers(t *testing.T) {
 		{"add duplicate name", &protocol.MemberAdd{Name: f, PeerAddr: "127.0.0.1:1"}, protocol.CodeInvalidArgument, "already a member"},
 		{"add duplicate address", &protocol.MemberAdd{Name: "n9", PeerAddr: ms[0].PeerAddr}, protocol.CodeInvalidArgument, "is already at"},
 		{"add bad address", &protocol.MemberAdd{Name: "n9", PeerAddr: "nowhere"}, protocol.CodeInvalidArgument, "want host:port"},
-		{"transfer to self", &protocol.MemberTransfer{To: leader}, protocol.CodeInvalidArgument, "already leads"},
 		{"transfer to unknown", &protocol.MemberTransfer{To: "nope"}, protocol.CodeNotFound, `no member is named "nope"`},
 	} {
 		e := wantError(t, tc.name, call(t, lc, tc.req, stepTimeout), tc.code)
@@ -144,6 +143,14 @@ func TestAdminStatusAndMembers(t *testing.T) {
 	}
 	if ms2 := members(t, lc); len(ms2) != 3 {
 		t.Errorf("after refused changes, members: %+v", ms2)
+	}
+	// A transfer to the leader itself leaves it leading, as etcd's
+	// move-leader does: the lead is where it was asked to be.
+	if r := call(t, lc, &protocol.MemberTransfer{To: leader}, stepTimeout); r.Type() != protocol.TypeOK {
+		t.Errorf("transfer to the leader itself: %#v, want OK", r)
+	}
+	if st := status(t, lc); st.Role != protocol.RoleLeader || st.Leader != leader {
+		t.Errorf("after a transfer to itself, the leader's status: %+v", st)
 	}
 }
 

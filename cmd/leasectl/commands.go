@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/human"
 	"github.com/leased/leased/internal/version"
 )
 
@@ -59,7 +60,7 @@ func (a *app) readValue(arg string) ([]byte, error) {
 		return nil, fmt.Errorf("read value from stdin: %w", err)
 	}
 	if len(b) > maxStdinValue {
-		return nil, usagef("the value on stdin is larger than %d bytes", maxStdinValue)
+		return nil, usagef("the value on stdin is larger than %s", human.Bytes(maxStdinValue))
 	}
 	return b, nil
 }
@@ -377,7 +378,12 @@ recalls, the NOSPACE alarm, what the bounds on memory hold and refused
 sessions_refused, retries), TTL leases (ttl_leases, ttl_revoked,
 ttl_expired, ttl_keys_deleted, ttl_revoke_waited, ttl_revoke_holders,
 ttl_keep_alives), and messages in and out by type (messages_in.<type>,
-messages_out.<type>).`,
+messages_out.<type>). In the table, sizes (lease_storage_bytes,
+inflight_bytes) are in binary units with the exact figure, such as
+"12 MiB (12582912 bytes)"; -o json gives every number exactly.
+
+Stats names no key, so it needs no right under an access policy: any client
+the server lets in may ask.`,
 		Args: argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(func(ctx context.Context, c *client.Client) error {
@@ -399,7 +405,7 @@ func (a *app) printStats(st *client.Stats) error {
 		{"revision", u(st.Revision)},
 		{"sessions", i(st.Sessions)},
 		{"leases", i(st.Leases)},
-		{"lease_storage_bytes", strconv.FormatInt(st.LeaseStorageBytes, 10)},
+		{"lease_storage_bytes", human.Bytes(st.LeaseStorageBytes)},
 		{"write_leases", i(st.WriteLeases)},
 		{"writes_waiting", i(st.WritesWaiting)},
 		{"invalidations_sent", u(st.InvalidationsSent)},
@@ -413,7 +419,7 @@ func (a *app) printStats(st *client.Stats) error {
 		{"epsilon", fmtDur(st.Epsilon)},
 		{"writes_allowed_in", fmtDur(st.WritesAllowedIn)},
 		{"alarm", cmp.Or(st.Alarm, "none")},
-		{"inflight_bytes", strconv.FormatInt(st.InflightBytes, 10)},
+		{"inflight_bytes", human.Bytes(st.InflightBytes)},
 		{"handshakes", strconv.FormatInt(st.Handshakes, 10)},
 		{"leases_refused", u(st.LeasesRefused)},
 		{"writes_refused", u(st.WritesRefused)},

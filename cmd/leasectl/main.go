@@ -530,7 +530,7 @@ func (a *app) writeLimit(c *client.Client) time.Duration {
 func (a *app) noticeWaiting(what string, c *client.Client) (stop func()) {
 	term := "a lease term"
 	if info, ok := c.Connection(); ok {
-		term = fmt.Sprintf("%v, a term plus ε,", info.DefaultTerm+info.Epsilon)
+		term = fmt.Sprintf("a term plus ε, %v", info.DefaultTerm+info.Epsilon)
 	}
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -541,7 +541,7 @@ func (a *app) noticeWaiting(what string, c *client.Client) (stop func()) {
 		case <-done:
 		case <-t.C:
 			fmt.Fprintf(a.stderr, "leasectl: %s is waiting for lease holders to let go, or for their leases to run out "+
-				"(at most %s; after a server restart, until the leases it granted before have run out); time limit %v\n",
+				"(at most %s; after a restart or a failover, until the leases granted before it have run out); time limit %v\n",
 				what, term, a.limit)
 		}
 	}()

@@ -722,7 +722,7 @@ func TestWriteOutlastsSilentHolder(t *testing.T) {
 	if n := strings.Count(r.Stderr, "is waiting for lease holders to let go"); n != 1 {
 		t.Fatalf("want one notice of the wait on stderr, got %d:\n%s", n, r.Stderr)
 	}
-	if !strings.Contains(r.Stderr, `the write to "k"`) || !strings.Contains(r.Stderr, "at most 10.1s") {
+	if !strings.Contains(r.Stderr, `the write to "k"`) || !strings.Contains(r.Stderr, "at most a term plus ε, 10.1s;") {
 		t.Fatalf("the notice does not name the write and its bound:\n%s", r.Stderr)
 	}
 	if r := ok(t, srv.Ctl(t, "get", "--print-value-only", "k")); r.Stdout != "v3" {

@@ -173,7 +173,11 @@ term, commit and applied index, the leader it knows, and, on the leader,
 whether it still holds writes after taking the lead: WRITES shows "allowed",
 or the local time until which it holds them and how long that is from now
 (until 15:04:05.000 (2.3s)). An endpoint that does not answer is shown as
-unreachable, the error is printed on stderr, and leasectl exits with status 3.`,
+unreachable, the error is printed on stderr, and leasectl exits with status 3;
+with status 2 if the cause is the command line, such as TLS files that do not
+fit that node (see "leasectl --help").
+
+It needs no right under an access policy: any client a node lets in may ask.`,
 		Example: `  leasectl --endpoints 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 endpoint status`,
 		Args:    argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -217,7 +221,11 @@ unreachable, the error is printed on stderr, and leasectl exits with status 3.`,
 it answers within --timeout, it knows the leader of its cluster (a server
 alone leads itself), and it has no NOSPACE alarm, which would refuse writes.
 Each endpoint's line says how long its answer took, or why it is unhealthy.
-leasectl exits with status 3 if any endpoint is unhealthy.`,
+leasectl exits with status 3 if any endpoint is unhealthy; with status 2 if
+the cause is the command line, such as TLS files that do not fit that node
+(see "leasectl --help").
+
+It needs no right under an access policy: any client a node lets in may ask.`,
 		Example: `  leasectl --endpoints 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 endpoint health`,
 		Args:    argsExactly(),
 		RunE:    func(cmd *cobra.Command, args []string) error { return a.endpointHealth() },
@@ -386,13 +394,26 @@ func (a *app) memberCmd() *cobra.Command {
 		Short: "List and change the members of a cluster",
 		Long: `List the members of a cluster, add and remove voters, and hand the lead to
 another voter. leasectl finds the leader among --endpoints (any node names it)
-and asks it.`,
+and asks it.
+
+Under an access policy (leased --auth-policy), add, remove and transfer need
+the admin right ("admin: true" for the identity of --cert): the leader
+refuses any other client with "permission denied", naming it (exit status 1).
+list needs no right.
+
+Exit status: 4 for a NAME that is no member; 2 for a change the cluster
+cannot take (a name or peer address a member has already, the removal of the
+last voter, a transfer to a non-voter, any change on a
+server alone); 3 if no endpoint leads or names the leader within --timeout.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "Print the members: name, peer address, suffrage, and which leads",
-		Args:  argsExactly(),
+		Long: `Print the members as the leader's latest configuration has them: name, peer
+address, suffrage (voter or nonvoter), and which leads. A server alone lists
+itself. It needs no right under an access policy.`,
+		Args: argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withLeader(func(ctx context.Context, adm *client.Admin) error {
 				ms, err := adm.Members(ctx)
@@ -411,7 +432,10 @@ and asks it.`,
 		Long: `Add a voter named NAME, which the other nodes reach at PEER_ADDR (its
 --peer-listen). Start the new node first, with --initial-cluster-state
 existing and no --initial-cluster: it waits until it is added, then receives
-the log from the leader.`,
+the log from the leader. A name or peer address that a member has already is
+refused (status 2).
+
+Under an access policy it needs the admin right.`,
 		Example: `  leasectl --endpoints 127.0.0.1:7401 member add n4 127.0.0.1:7514`,
 		Args:    argsExactly("NAME", "PEER_ADDR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -427,7 +451,10 @@ the log from the leader.`,
 		Use:   "remove NAME",
 		Short: "Remove a member; the removed node stops",
 		Long: `Remove member NAME. Once it learns of it, the removed node stops serving and
-its leased exits with status 1. Removing the last voter is refused.`,
+its leased exits with status 1. Removing the last voter is refused (status 2);
+a NAME that is no member is not found (status 4).
+
+Under an access policy it needs the admin right.`,
 		Args: argsExactly("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withLeader(func(ctx context.Context, adm *client.Admin) error {
@@ -442,7 +469,15 @@ its leased exits with status 1. Removing the last voter is refused.`,
 	}, &cobra.Command{
 		Use:   "transfer [NAME]",
 		Short: "Hand the lead to voter NAME, or to the one raft picks",
-		Args:  argsRange(0, "NAME"),
+		Long: `Hand the lead to voter NAME, or without NAME to the voter raft picks, and
+print the leader before and after (TO is "-" if no new leader is known yet).
+A NAME that leads already is left leading (status 0; FROM and TO are the
+same), as etcd's move-leader does. A non-voter is refused (status 2), and so
+is a transfer with no other voter; a NAME that is no member is not found
+(status 4).
+
+Under an access policy it needs the admin right.`,
+		Args: argsRange(0, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			to := ""
 			if len(args) == 1 {

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+
+	"github.com/leased/leased/internal/human"
 )
 
 // snapshotJSON is the answer of snapshot save.
@@ -43,6 +47,20 @@ FILE, replacing any FILE there. A stream that does not pass is removed and
 nothing is written to FILE. --timeout bounds the search for the leader and
 every wait for the stream to make progress, not the whole transfer.
 
+On a terminal, a count of the bytes saved so far runs on stderr while the
+stream arrives, and is cleared before the answer; a stderr that is a pipe
+or a file gets none. The answer gives the SIZE in binary units and exactly
+(-o json: "bytes", an exact integer).
+
+Under an access policy (leased --auth-policy), saving needs the admin right
+("admin: true" for the identity of --cert): the leader refuses any other
+client with "permission denied", naming it.
+
+Exit status: 2 if FILE.part cannot be written (found before connecting);
+3 if no endpoint leads or names the leader within --timeout, or the stream
+stalls for --timeout; 1 for a stream that does not pass, or a refusal by the
+access policy.
+
 "leased snapshot status FILE" checks a saved file again; "leased restore FILE"
 makes the data folder of a new node from it.`,
 		Example: `  leasectl snapshot save backup.snap
@@ -77,7 +95,9 @@ func (a *app) saveSnapshot(file string) (err error) {
 		return err
 	}
 	defer adm.Close()
-	info, err := adm.SaveSnapshot(a.ctx, f, a.timeout)
+	w, done := saveProgress(f, a.stderr, human.IsTerminal(a.stderr))
+	info, err := adm.SaveSnapshot(a.ctx, w, a.timeout)
+	done()
 	if err != nil {
 		return fmt.Errorf("snapshot from %s: %w", adm.Addr(), err)
 	}
@@ -97,6 +117,36 @@ func (a *app) saveSnapshot(file string) (err error) {
 	out := snapshotJSON{File: absPath(file), AppliedIndex: info.AppliedIndex, Revision: info.Revision, FencingToken: info.Fence,
 		Keys: info.Keys, DeletedKeys: info.Deleted, WriteLeases: info.WriteLeases, Bytes: info.Bytes, Digest: info.Digest}
 	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
-	return a.emit(out, []string{"FILE", "APPLIED_INDEX", "REVISION", "KEYS", "BYTES"},
-		[]string{out.File, u(out.AppliedIndex), u(out.Revision), strconv.Itoa(out.Keys), strconv.FormatInt(out.Bytes, 10)})
+	return a.emit(out, []string{"FILE", "APPLIED_INDEX", "REVISION", "KEYS", "SIZE"},
+		[]string{out.File, u(out.AppliedIndex), u(out.Revision), strconv.Itoa(out.Keys), human.Bytes(out.Bytes)})
+}
+
+// saveProgress returns w as a writer that counts, on stderr, the bytes of
+// the snapshot written to it, when tty says that stderr is a terminal; and
+// a function that ends the count and clears it, which the caller calls
+// once the stream has ended, before it prints anything else. The count is
+// a spinner with the bytes so far: the leader reports the snapshot's
+// length only after the stream. With tty false (a pipe, a file, a log) it
+// returns w itself and a function that does nothing: only a person
+// watching sees the count, never a script.
+func saveProgress(w, stderr io.Writer, tty bool) (io.Writer, func()) {
+	if !tty {
+		return w, func() {}
+	}
+	bar := human.NewBar(stderr, -1, "saving snapshot")
+	return progressWriter{w, bar}, func() { bar.Finish() }
+}
+
+// progressWriter is w, adding to bar what is written to it.
+type progressWriter struct {
+	w   io.Writer
+	bar *progressbar.ProgressBar
+}
+
+// Write writes b to w and counts on bar what w took. A bar that cannot be
+// drawn does not fail the write.
+func (p progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.bar.Add(n)
+	return n, err
 }

@@ -34,7 +34,15 @@ within the names the CA permits (create-ca --permit-host).
 create-client issues a client certificate, whose name is the client's
 identity; it cannot serve, nor join the peer network.
 
-No file is ever replaced. Private keys are written with mode 0600.`,
+A name (--name) is 1 to 64 letters, digits, '.', '_' and '-', starting with a
+letter or digit, and not "ca". No file is ever replaced. Private keys are
+written with mode 0600.
+
+Exit status: 0 when the files are written; 1 when they cannot be, such as
+when one exists already (it is named, and nothing is written), or when the
+CA in --ca-dir cannot be read or used; 2 for a bad command line: a missing
+flag, a bad name, or a --host or --permit-host that is malformed or that the
+CA does not permit.`,
 		Example: `  leased cert create-ca --dir ./ca
   leased cert create-node --ca-dir ./ca --name n1 --host n1.example.com --host 10.0.0.1 --out ./n1
   leased cert create-client --ca-dir ./ca --name app --out ./app`,
@@ -68,7 +76,9 @@ address itself, and a range such as 10.0.0.0/8 its addresses; localhost,
 127.0.0.1 and ::1 are always permitted, since every node certificate names
 them. Clients then refuse a certificate from this CA for any other name,
 even one signed with a stolen ca-key.pem, and create-node refuses to issue
-one. Without --permit-host the CA may sign for any name.`,
+one. Without --permit-host the CA may sign for any name.
+
+Exit statuses: see "leased cert --help".`,
 		Example: `  leased cert create-ca --dir ./ca
   leased cert create-ca --dir ./ca --permit-host db.example.com --permit-host 10.0.0.0/8`,
 		Args: noArgs,
@@ -102,7 +112,9 @@ func newCreateNodeCmd() *cobra.Command {
 		Long: `create-node issues a node certificate from the CA in --ca-dir and writes it
 and its key to --out, as NAME.pem and NAME-key.pem. It is valid for server and
 client authentication, names localhost, 127.0.0.1, ::1 and every --host, and
-expires after 825 days.`,
+expires after 825 days, or with the CA if that is sooner.
+
+Exit statuses: see "leased cert --help".`,
 		Example: `  leased cert create-node --ca-dir ./ca --name n1 --host n1.example.com --host 10.0.0.1 --out ./n1`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -125,7 +137,7 @@ expires after 825 days.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&caDir, "ca-dir", "", "folder of the CA (ca.pem and ca-key.pem)")
-	f.StringVar(&name, "name", "", "node name: the certificate's CommonName and file names")
+	f.StringVar(&name, "name", "", "node name: the certificate's CommonName and file names (1 to 64 letters, digits, '.', '_', '-')")
 	f.StringArrayVar(&hosts, "host", nil, "host name or IP address that peers and clients reach the node at (repeatable, one a flag)")
 	f.StringVar(&out, "out", "", "folder to write the certificate and key in (created if missing)")
 	return cmd
@@ -140,7 +152,16 @@ func newCreateClientCmd() *cobra.Command {
 		Long: `create-client issues a client certificate from the CA in --ca-dir and writes
 it and its key to --out, as NAME.pem and NAME-key.pem. It is valid for client
 authentication only, its CommonName NAME is the client's identity, and it
-expires after 825 days.`,
+expires after 825 days, or with the CA if that is sooner.
+
+A leased takes it if the CA is its --client-ca (a node of a cluster: its
+cluster CA by default). Under an access policy (--auth-policy), NAME is the
+identity the policy grants rights to: read, write, write-lease and ttl-lease
+on key prefixes; "admin: true" to change the members of a cluster, save
+snapshots, use other clients' TTL leases and read the metrics; "metrics:
+true" for the metrics alone.
+
+Exit statuses: see "leased cert --help".`,
 		Example: `  leased cert create-client --ca-dir ./ca --name app --out ./app`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -158,7 +179,7 @@ expires after 825 days.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&caDir, "ca-dir", "", "folder of the CA (ca.pem and ca-key.pem)")
-	f.StringVar(&name, "name", "", "client name: the certificate's CommonName and file names")
+	f.StringVar(&name, "name", "", "client name: the certificate's CommonName, file names and identity (1 to 64 letters, digits, '.', '_', '-')")
 	f.StringVar(&out, "out", "", "folder to write the certificate and key in (created if missing)")
 	return cmd
 }

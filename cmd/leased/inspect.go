@@ -48,7 +48,11 @@ cluster that applied the same log have the same digest.
 
 The node must be stopped: inspect refuses a folder whose database a running
 leased holds, and writes nothing to it. A single server's folder and a
-cluster node's folder have the same layout.`,
+cluster node's folder have the same layout.
+
+Exit status: 0 when it printed the state; 1 when the folder cannot be read:
+missing, held by a running leased, left open by a crash, or damaged (the
+message says what to do); 2 for a bad command line.`,
 		Example: `  leased inspect --data ./leased-data
   leased inspect --data ./n1 --output json`,
 		Args: noArgs,

@@ -8,13 +8,11 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/dustin/go-humanize"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
+	"github.com/leased/leased/internal/human"
 	"github.com/leased/leased/server"
 	"github.com/leased/leased/store"
 )
@@ -63,7 +61,7 @@ func (s snapshotSummary) print(w io.Writer, format string) error {
 		{"lease horizon", horizon},
 	}...)
 	if s.Bytes > 0 {
-		rows = append(rows, [2]any{"length", humanBytes(s.Bytes)})
+		rows = append(rows, [2]any{"length", human.Bytes(s.Bytes)})
 	}
 	rows = append(rows, [2]any{"digest", s.Digest})
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -71,14 +69,6 @@ func (s snapshotSummary) print(w io.Writer, format string) error {
 		fmt.Fprintf(tw, "%s:\t%v\n", row[0], row[1])
 	}
 	return tw.Flush()
-}
-
-// humanBytes is n bytes for a reader: in binary units, and exactly.
-func humanBytes(n int64) string {
-	if n < 1024 {
-		return fmt.Sprintf("%d bytes", n)
-	}
-	return fmt.Sprintf("%s (%d bytes)", humanize.IBytes(uint64(n)), n)
 }
 
 // minProgressBytes is the smallest file whose reading shows a progress bar.
@@ -90,22 +80,14 @@ const minProgressBytes = 1 << 20
 // not a terminal (a pipe, a log), it returns f and a function that does
 // nothing: only a person watching gets the bar.
 func readProgress(stderr io.Writer, f *os.File, what string) (io.Reader, func()) {
-	tty, ok := stderr.(*os.File)
-	if !ok || !term.IsTerminal(int(tty.Fd())) {
+	if !human.IsTerminal(stderr) {
 		return f, func() {}
 	}
 	st, err := f.Stat()
 	if err != nil || st.Size() < minProgressBytes {
 		return f, func() {}
 	}
-	bar := progressbar.NewOptions64(st.Size(),
-		progressbar.OptionSetWriter(stderr),
-		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-	)
+	bar := human.NewBar(stderr, st.Size(), what)
 	r := progressbar.NewReader(f, bar)
 	return &r, func() { bar.Finish() }
 }
@@ -139,8 +121,11 @@ func newSnapshotCmd() *cobra.Command {
 		Long: `status reads a whole snapshot file, checks it (a file cut short or changed is
 refused as a corrupt snapshot, exit status 1), and prints its applied index,
 revision, last fencing token, number of keys, write leases, lease horizon,
-length, and digest: the same digest that leased inspect prints of a data
-folder restored from it, before that node changes anything.`,
+length (in binary units and exactly; --output json: "bytes", exact), and
+digest: the same digest that leased inspect prints of a data folder restored
+from it, before that node changes anything. A bad command line is exit
+status 2. On a terminal, a progress bar runs on stderr while it reads a file
+of 1 MiB or more.`,
 		Example: `  leased snapshot status backup.snap
   leased snapshot status backup.snap --output json`,
 		Args: oneSnapshotFile,
@@ -190,17 +175,26 @@ leased --data DIR --name NAME --peer-listen HOST:PORT and its certificates
 (--initial-cluster is not needed again). The members start from the
 snapshot, elect a leader and serve its keys.
 
---bump-revision raises the revision and fencing-token counters, so that the
-next write gets a version, and the next write lease a fencing token, above
-any the old cluster may have handed out after the snapshot: a client that
-cached a later value never revalidates a different one with the same
-version. Give 0 to keep them as the snapshot has them.
+--bump-revision raises the revision, fencing-token and TTL lease id
+counters, so that the next write gets a version, the next write lease a
+fencing token, and the next TTL lease an id, above any the old cluster may
+have handed out after the snapshot: a client that cached a later value never
+revalidates a different one with the same version. Give 0 to keep them as
+the snapshot has them.
 
 The new node holds writes back at its first start, for the span of the
 snapshot's lease horizon plus epsilon, since it cannot tell whether leases
 granted before the snapshot are still live; it serves reads at once. The
 data folder has no TLS files: a server alone creates a new CA on its first
-start.`,
+start.
+
+On a terminal, a progress bar runs on stderr while it reads a FILE of 1 MiB
+or more.
+
+Exit status: 0 when DIR is made; 1 when the restore fails, and DIR is then
+left as it was: FILE cannot be read or is corrupt, DIR holds anything, or
+--bump-revision would take a counter past its largest value; 2 for a bad
+command line.`,
 		Example: `  leased restore backup.snap --data ./leased-data
   leased restore backup.snap --data ./n1 --name n1 --initial-cluster n1=10.0.0.1:7410,n2=10.0.0.2:7410,n3=10.0.0.3:7410`,
 		Args: oneSnapshotFile,
@@ -237,7 +231,7 @@ start.`,
 	f.StringVar(&data, "data", "", "the new data folder: missing or empty")
 	f.StringVar(&name, "name", "", "this node's name in the new cluster (with --initial-cluster)")
 	f.StringVar(&initialCluster, "initial-cluster", "", "the members of the new cluster, this one included, as NAME=HOST:PORT,... (their --peer-listen); empty: a server alone")
-	f.Uint64Var(&bump, "bump-revision", defaultBump, "raise the revision and fencing-token counters by this much (0: keep the snapshot's)")
+	f.Uint64Var(&bump, "bump-revision", defaultBump, "raise the revision, fencing-token and TTL lease id counters by this much (0: keep the snapshot's)")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
