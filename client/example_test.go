@@ -285,3 +285,49 @@ func ExampleDialAdmin() {
 	// role: leader serving: true at its address: true
 	// member leads: true voter: true peer address: false
 }
+
+// List reads the keys under a prefix in key order, at one revision; a
+// directory of a file system is a prefix. A page holds at most Limit keys,
+// and More says there are more: StartAfter the last key reads the next
+// page, which skips and repeats no key, whatever is written between pages.
+func ExampleClient_List() {
+	addr, caFile, stop := exampleServer()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, client.Config{CAFile: caFile})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	for _, name := range []string{"/home/ann/c.txt", "/home/ann/a.txt", "/home/ann/b.txt", "/home/bob/x.txt"} {
+		if _, err := c.Put(ctx, name, []byte("contents of "+name)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	after := ""
+	for {
+		opts := []client.ListOption{client.Limit(2), client.KeysOnly()}
+		if after != "" {
+			opts = append(opts, client.StartAfter(after))
+		}
+		page, err := c.List(ctx, "/home/ann/", opts...)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, kv := range page.KVs {
+			fmt.Printf("%s (version %d)\n", kv.Key, kv.Version)
+		}
+		if !page.More {
+			break
+		}
+		after = page.KVs[len(page.KVs)-1].Key
+		fmt.Println("-- next page")
+	}
+	// Output:
+	// /home/ann/a.txt (version 2)
+	// /home/ann/b.txt (version 3)
+	// -- next page
+	// /home/ann/c.txt (version 1)
+}

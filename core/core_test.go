@@ -448,6 +448,16 @@ func TestInheritedKeysHeld(t *testing.T) {
 				t.Errorf("read of %s, not held: %v", k, err)
 			}
 		}
+		// A listing of a range that holds the key is refused as its read
+		// is; one past it, or past it by After, is not.
+		if _, err := c.List(1, store.RangeOptions{Start: []byte("a"), End: []byte("z")}); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("list of a range holding an inherited key: %v, want ErrUnavailable", err)
+		}
+		for _, o := range []store.RangeOptions{{Start: []byte("l"), End: []byte("z")}, {Start: []byte("a"), After: []byte("k")}} {
+			if _, err := c.List(1, o); err != nil {
+				t.Errorf("list of %+v, no held key in it: %v", o, err)
+			}
+		}
 		retry := submit(t, c, &Request{Session: 1, Op: store.OpPut, Key: []byte("k"), Value: []byte("new"), Client: 7, ID: 1, Acked: 1})
 		if o, ok := retry.outcome(); ok {
 			t.Fatalf("the retry of the inherited write ended before the barrier: %+v", o)
@@ -463,6 +473,9 @@ func TestInheritedKeysHeld(t *testing.T) {
 		}
 		if rec, _, err := c.Read(1, []byte("k")); err != nil || string(rec.Value) != "new" {
 			t.Errorf("read after the barrier: %q, %v", rec.Value, err)
+		}
+		if r, err := c.List(1, store.RangeOptions{Start: []byte("a"), End: []byte("z")}); err != nil || len(r.KVs) != 1 || string(r.KVs[0].Value) != "new" {
+			t.Errorf("list after the barrier: %+v, %v; want k = new", r, err)
 		}
 	})
 }

@@ -126,6 +126,13 @@ func TestUnknownOutcomeRefusesReads(t *testing.T) {
 				if !replicated && err != nil {
 					t.Errorf("read of the key of the failed write, alone: %v", err)
 				}
+				_, err = c.List(1, store.RangeOptions{Start: []byte("j"), End: []byte("l")})
+				if replicated && !errors.Is(err, ErrUnavailable) {
+					t.Errorf("list of a range holding the key of the write of unknown outcome: %v, want ErrUnavailable", err)
+				}
+				if r, err := c.List(1, store.RangeOptions{Start: []byte("x"), End: []byte("y")}); err != nil || len(r.KVs) != 1 {
+					t.Errorf("list of x alone: %+v, %v", r, err)
+				}
 				for k, want := range map[string]string{"x": "old", "y": ""} {
 					if rec, _, err := c.Read(1, []byte(k)); err != nil || string(rec.Value) != want {
 						t.Errorf("read of %s: %q, %v; want %q", k, rec.Value, err, want)

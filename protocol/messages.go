@@ -60,6 +60,12 @@ const (
 	TypeLeaseListReply       Type = 40 //
 )
 
+// Range reads (range.go).
+const (
+	TypeList      Type = 41 // the keys under a prefix or in a range, at one revision
+	TypeListReply Type = 42 //
+)
+
 // registry describes every message type, indexed by its Type. It is the only
 // list of the types: New, Decode, RequestID, SetRequestID, Type.String,
 // Type.Valid and NumTypes all read it. A new message type needs a Type constant, its struct
@@ -107,6 +113,9 @@ var registry = [...]entry{
 	TypeLeaseTimeToLiveReply: withID("lease_time_to_live_reply", func(m *LeaseTimeToLiveReply) *uint64 { return &m.ID }),
 	TypeLeaseList:            withID("lease_list", func(m *LeaseList) *uint64 { return &m.ID }),
 	TypeLeaseListReply:       withID("lease_list_reply", func(m *LeaseListReply) *uint64 { return &m.ID }),
+
+	TypeList:      withID("list", func(m *List) *uint64 { return &m.ID }),
+	TypeListReply: withID("list_reply", func(m *ListReply) *uint64 { return &m.ID }),
 }
 
 // entry is a message type's row in the registry. The zero entry, at the

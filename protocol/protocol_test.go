@@ -190,6 +190,13 @@ func samples() []sample {
 		{name: "lease_list_reply/empty leases", msg: &protocol.LeaseListReply{ID: 73, Leases: []protocol.LeaseTTL{}}},
 		{name: "lease_list/after", msg: &protocol.LeaseList{ID: 74, After: math.MaxUint64}},
 		{name: "lease_list_reply/more", msg: &protocol.LeaseListReply{ID: 75, Leases: []protocol.LeaseTTL{{Lease: 9, TTL: time.Minute}}, More: true}},
+		{name: "list", msg: &protocol.List{ID: 76, Start: []byte("/svc/"), End: []byte("/svc0")}},
+		{name: "list/page", msg: &protocol.List{ID: 77, Start: []byte("a"), After: []byte("a/b"), Limit: 100, KeysOnly: true}},
+		{name: "list/everything", msg: &protocol.List{ID: 78}},
+		{name: "list_reply", msg: &protocol.ListReply{ID: 79, Revision: 12, KVs: []protocol.KV{
+			{Key: []byte("/svc/a"), Value: []byte("1"), Version: 3}, {Key: []byte("/svc/b"), Value: []byte{0, 0xff}, Version: 12}}}},
+		{name: "list_reply/keys only, more", msg: &protocol.ListReply{ID: 80, Revision: 9, More: true, KVs: []protocol.KV{{Key: []byte("k"), Version: 9}}}},
+		{name: "list_reply/empty", msg: &protocol.ListReply{ID: 81, Revision: math.MaxUint64}},
 	}
 }
 
@@ -330,8 +337,8 @@ func TestStream(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
-	if protocol.NumTypes != 41 {
-		t.Errorf("NumTypes = %d, want 41", protocol.NumTypes)
+	if protocol.NumTypes != 43 {
+		t.Errorf("NumTypes = %d, want 43", protocol.NumTypes)
 	}
 	names := make(map[string]protocol.Type)
 	for i := 1; i < protocol.NumTypes; i++ {

@@ -528,6 +528,10 @@ func (n *Node) split(cmds []store.Command) int {
 // Get returns the record of key in this node's applied state.
 func (n *Node) Get(key []byte) (store.Record, error) { return n.db.Get(key) }
 
+// Range returns the live keys opts names in this node's applied state,
+// in key order, and the revision they were read at (store.Store.Range).
+func (n *Node) Range(opts store.RangeOptions) (store.Range, error) { return n.db.Range(opts) }
+
 // Kept returns the kept outcome of the write c in this node's applied
 // state.
 func (n *Node) Kept(c store.Command) (store.Result, bool, error) { return n.db.Kept(c) }

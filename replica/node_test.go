@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +206,11 @@ func (c *cluster) wantSame(leader *replica.Node, keys ...string) {
 			if err != nil || string(a.Value) != string(b.Value) || a.Version != b.Version || a.Found != b.Found {
 				c.t.Errorf("%s: %q is %+v (%v), leader's %+v", id, k, b, err, a)
 			}
+		}
+		a, _ := leader.Range(store.RangeOptions{KeysOnly: true})
+		b, err := n.Range(store.RangeOptions{KeysOnly: true})
+		if err != nil || b.Revision != want.Revision || !reflect.DeepEqual(a, b) {
+			c.t.Errorf("%s: range %+v (%v), leader's %+v at revision %d", id, b, err, a, want.Revision)
 		}
 	}
 }

@@ -131,6 +131,14 @@ func (ss *session) authorize(m protocol.Message) error {
 	switch m := m.(type) {
 	case *protocol.Get:
 		return ss.allowed(m.Key, auth.Read)
+	case *protocol.List:
+		// Every key the range may hold, not only those it holds now: a
+		// listing must not tell which keys exist where the client may not
+		// read.
+		if p := ss.srv.policy.Load(); p != nil {
+			return p.CheckRange(ss.identity, m.Start, m.End, auth.Read)
+		}
+		return nil
 	case *protocol.Write:
 		need := auth.Write
 		if m.Lease != 0 && m.Op != protocol.OpDelete {

@@ -548,6 +548,8 @@ var answers = map[protocol.Type][]protocol.Type{
 	protocol.TypeLeaseKeepAliveReply:  {protocol.TypeLeaseKeepAlive},
 	protocol.TypeLeaseTimeToLiveReply: {protocol.TypeLeaseTimeToLive},
 	protocol.TypeLeaseListReply:       {protocol.TypeLeaseList},
+
+	protocol.TypeListReply: {protocol.TypeList},
 }
 
 // checkReplies checks the replies of a session against the requests sent:
@@ -650,6 +652,24 @@ func checkReplies(t *testing.T, sent *sessionInput, replies *drained, srv *Serve
 		case *protocol.LeaseKeepAliveReply:
 			if n := len(req.(*protocol.LeaseKeepAlive).Leases); len(m.Renewed)+len(m.Unknown) != n {
 				t.Errorf("keep-alive of %d leases: %d renewed, %d unknown", n, len(m.Renewed), len(m.Unknown))
+			}
+		case *protocol.ListReply:
+			// In key order, in the range, after After, within the limits,
+			// at a revision the input saw, no key newer than it.
+			q := req.(*protocol.List)
+			keys, _ := listBounds(srv.cfg.MaxValueSize)
+			if q.Limit > 0 {
+				keys = min(keys, int(q.Limit))
+			}
+			if m.Revision < rev0 || m.Revision > rev || len(m.KVs) > keys {
+				t.Errorf("list reply of %d keys at revision %d to %+v: input ran from revision %d to %d", len(m.KVs), m.Revision, q, rev0, rev)
+			}
+			for i, kv := range m.KVs {
+				if bytes.Compare(kv.Key, q.Start) < 0 || len(q.End) > 0 && bytes.Compare(kv.Key, q.End) >= 0 ||
+					len(q.After) > 0 && bytes.Compare(kv.Key, q.After) <= 0 || i > 0 && bytes.Compare(kv.Key, m.KVs[i-1].Key) <= 0 ||
+					kv.Version == 0 || kv.Version > m.Revision || q.KeysOnly && len(kv.Value) > 0 {
+					t.Errorf("list reply to %+v: key %d, %+v, out of order, range or revision %d", q, i, kv, m.Revision)
+				}
 			}
 		case *protocol.LeaseTimeToLiveReply:
 			if q := req.(*protocol.LeaseTimeToLive); m.Lease != q.Lease || m.TTL < -1 || m.TTL > m.GrantedTTL || (m.TTL == -1) != (m.GrantedTTL == 0) || (!q.Keys && len(m.Keys) > 0) {
@@ -1003,6 +1023,14 @@ func sessionSeeds(tb testing.TB) []sessionSeed {
 		{data: nil},
 		{data: seq(&protocol.Get{ID: 1, Key: a}, &protocol.Get{ID: 2, Key: k}, &protocol.Get{ID: 3, Key: a, Revalidate: true, Known: 1},
 			&protocol.Get{ID: 4}, &protocol.Get{ID: 5, Key: bytes.Repeat([]byte{'x'}, MaxKeySize+1)})},
+		// Listings: a prefix, pages, keys only, every key, bad ranges.
+		{data: seq(put(1, a, "v1"), put(2, []byte("a/b"), "v2"), put(3, []byte("a/c"), "v3"), put(4, []byte("b"), "v4"), barrier,
+			&protocol.List{ID: 5, Start: []byte("a/"), End: []byte("a0")},
+			&protocol.List{ID: 6, Start: a, Limit: 1}, &protocol.List{ID: 7, Start: a, After: []byte("a/b"), KeysOnly: true},
+			&protocol.List{ID: 8}, &protocol.Write{ID: 9, Op: protocol.OpDelete, Key: []byte("a/b")}, barrier,
+			&protocol.List{ID: 10, Start: []byte("a/")},
+			&protocol.List{ID: 11, Start: []byte("b"), End: a},
+			&protocol.List{ID: 12, Start: bytes.Repeat([]byte{'x'}, MaxKeySize+1)})},
 		// Put, revalidate, compare-and-swap, delete.
 		{data: seq(put(1, a, "v1"), barrier, &protocol.Get{ID: 2, Key: a, Revalidate: true, Known: 1},
 			&protocol.Write{ID: 3, Op: protocol.OpCAS, Key: a, Value: []byte("v2"), Expect: 1}, barrier,

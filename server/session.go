@@ -391,6 +391,10 @@ func (ss *session) handle(m protocol.Message) bool {
 		start := time.Now()
 		ss.replies.send(ss.get(m))
 		s.metrics.read.Observe(time.Since(start).Seconds())
+	case *protocol.List:
+		start := time.Now()
+		ss.replies.send(ss.list(m))
+		s.metrics.read.Observe(time.Since(start).Seconds())
 	case *protocol.Write:
 		if err := ss.submitWrite(m); err != nil {
 			ss.replies.send(errorReply(m.ID, err))

@@ -138,6 +138,29 @@ func (b *Badger) Get(key []byte) (Record, error) {
 	return r, err
 }
 
+// Range returns the live keys opts names, in key order, and the revision
+// they were read at. It reads them and the revision in one badger
+// transaction, so it needs no lock against Apply: the revision is the one
+// its transaction committed with them. Like Get, after a failed Apply and
+// until Reopen it may read what the failed transaction wrote. See Store.
+func (b *Badger) Range(opts RangeOptions) (Range, error) {
+	if err := opts.check(); err != nil {
+		return Range{}, err
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.usable(); err != nil {
+		return Range{}, err
+	}
+	var r Range
+	err := b.view(func(t *badger.Txn) error {
+		var err error
+		r, err = readRange(badgerTxn{t}, opts)
+		return err
+	})
+	return r, err
+}
+
 // State returns the counters, horizon and write leases.
 func (b *Badger) State() (State, error) {
 	b.amu.Lock()

@@ -172,6 +172,27 @@ func wantSameStores(t *testing.T, a, b store.Store, keys []string) {
 			t.Errorf("Get(%q) = %+v and %+v", k, ra, rb)
 		}
 	}
+	for _, o := range []store.RangeOptions{
+		{},
+		{KeysOnly: true},
+		{Start: []byte("b"), End: []byte("e"), Limit: 2},
+		{After: []byte("c"), MaxBytes: 40},
+	} {
+		if ra, rb := mustRange(t, a, o), mustRange(t, b, o); !reflect.DeepEqual(ra, rb) {
+			t.Errorf("Range(%+v) =\n%+v\n%+v", o, ra, rb)
+		}
+	}
+	// Range lists the keys Get finds, as Get finds them.
+	all := mustRange(t, a, store.RangeOptions{})
+	var live []store.KV
+	for _, k := range keys {
+		if r := mustGet(t, a, k); r.Found {
+			live = append(live, store.KV{Key: []byte(k), Value: r.Value, Version: r.Version})
+		}
+	}
+	if !reflect.DeepEqual(all.KVs, live) {
+		t.Errorf("Range = %+v; Get finds %+v", all.KVs, live)
+	}
 }
 
 // TestSameCommandsSameState applies the same random batches to a Memory and

@@ -69,6 +69,21 @@ func (m *Memory) Get(key []byte) (Record, error) {
 	return getRecord(memTxn{m: m}, prefixed(dataPrefix, key))
 }
 
+// Range returns the live keys opts names, in key order, and the revision
+// they were read at. It sorts the keys under its lock: fine for tests.
+// See Store.
+func (m *Memory) Range(opts RangeOptions) (Range, error) {
+	if err := opts.check(); err != nil {
+		return Range{}, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return Range{}, ErrClosed
+	}
+	return readRange(memTxn{m: m}, opts)
+}
+
 // State returns the counters, horizon and write leases.
 func (m *Memory) State() (State, error) {
 	m.mu.RLock()

@@ -64,6 +64,38 @@ type Record struct {
 	Found   bool
 }
 
+// RangeOptions says what Store.Range reads.
+type RangeOptions struct {
+	// Start and End bound the keys: Start <= key < End. A nil or empty
+	// End has no upper bound.
+	Start, End []byte
+	// After, if not empty, skips the keys up to and including it: the
+	// last key of the page before.
+	After []byte
+	// Limit, if > 0, bounds the number of keys returned.
+	Limit int
+	// MaxBytes, if > 0, bounds the bytes of the keys and values returned:
+	// the range stops before the key that would pass it, but returns at
+	// least one key.
+	MaxBytes int
+	// KeysOnly leaves the values out.
+	KeysOnly bool
+}
+
+// KV is one key of a Range, with its value (unless KeysOnly) and version.
+type KV struct {
+	Key     []byte
+	Value   []byte
+	Version uint64
+}
+
+// Range is what Store.Range returns.
+type Range struct {
+	KVs      []KV   // in key order (bytewise)
+	Revision uint64 // the revision the range was read at: every KV is as of it
+	More     bool   // the range holds keys past the last one returned
+}
+
 // WriteLease is a write lease as the store records it.
 type WriteLease struct {
 	Key     string
@@ -150,6 +182,9 @@ var (
 	// on every store and changes nothing: refusing it as a failure of
 	// the step would stop every replica on the entry.
 	ErrInvalidCommand = errors.New("invalid command")
+	// ErrInvalidRange is returned by Range for options that name no
+	// range: a Start past its End, or a negative Limit or MaxBytes.
+	ErrInvalidRange = errors.New("store: invalid range")
 	// ErrFailed is returned by Apply after an earlier Apply failed, until
 	// Reopen succeeds.
 	ErrFailed = errors.New("storage failed to persist an earlier change and must be reopened")
@@ -183,7 +218,7 @@ var (
 // with nothing between them makes them one call that fits in one step;
 // core's callers other than the committer apply one command a call.
 //
-// Get, State, Kept, IdleClients, TTLLease and TTLLeases read the applied
+// Get, Range, State, Kept, IdleClients, TTLLease and TTLLeases read the applied
 // state beside Apply: they may run while an Apply is in progress (a store
 // may make them wait for the step in progress, as Badger's State does),
 // and see the state as of a whole step, never of a step half applied;
@@ -204,6 +239,11 @@ type Store interface {
 	Apply(cmds []Command) ([]Result, error)
 	// Get returns the committed record of key.
 	Get(key []byte) (Record, error)
+	// Range returns the live keys (not deleted: no tombstone) the options
+	// name, in key order, with the revision they were read at, all as of
+	// one moment: one read transaction. Options that name no range are
+	// refused with an error wrapping ErrInvalidRange.
+	Range(opts RangeOptions) (Range, error)
 	// State returns the counters, horizon and write leases as of the last
 	// command applied.
 	State() (State, error)

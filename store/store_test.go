@@ -621,7 +621,7 @@ func wantSameState(t *testing.T, got, want store.State) {
 
 func TestContract(t *testing.T) {
 	for _, im := range impls {
-		for _, c := range slices.Concat(contract, onceContract, handoffContract, ttlContract) {
+		for _, c := range slices.Concat(contract, onceContract, handoffContract, ttlContract, rangeContract) {
 			t.Run(im.name+"/"+c.name, func(t *testing.T) { c.run(t, im.open(t)) })
 		}
 	}

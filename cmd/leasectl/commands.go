@@ -14,6 +14,7 @@ import (
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/human"
 	"github.com/leased/leased/internal/version"
+	"github.com/leased/leased/protocol"
 )
 
 // maxStdinValue bounds a value read from stdin: more than the largest
@@ -66,10 +67,13 @@ func (a *app) readValue(arg string) ([]byte, error) {
 }
 
 func (a *app) getCmd() *cobra.Command {
-	var valueOnly bool
+	var (
+		valueOnly, prefix, keysOnly bool
+		limit                       int
+	)
 	cmd := &cobra.Command{
-		Use:   "get KEY",
-		Short: "Print the value of a key",
+		Use:   "get KEY [END]",
+		Short: "Print the value of a key, or the keys under a prefix or in a range",
 		Long: `Print the value, version and presence of KEY.
 
 A missing key: with table output, leasectl prints "key not found" on stderr
@@ -81,26 +85,56 @@ as stored, with no newline added (etcdctl adds one): "get --print-value-only
 KEY > FILE" gives back the file that "put KEY - < FILE" stored. A missing key
 writes nothing and exits with status 4; it does not go with -o json.
 
---prefix and --keys-only are not supported yet: leased reads one key at a
-time, and refuses them as a bad command line (status 2).`,
+A listing: "get --prefix KEY" prints every key that begins with KEY, and
+"get KEY END" every key from KEY up to, not including, END, in key order,
+with their values and versions; --keys-only leaves the values out, and
+--limit N stops after N keys. A listing reads from the leader, a page of up
+to 1,000 keys at a time (each page at one revision; -o json gives the first
+page's "revision", and "more": true when --limit stopped it before the end),
+and caches nothing. A listing that finds no key prints nothing and exits 0,
+as etcdctl's does. Under an access policy it needs the read right on every
+key the range may hold, not only on those it holds.`,
 		Example: `  leasectl get greeting
   leasectl -o json get greeting | jq -r .value
-  leasectl get --print-value-only config/app > app.json`,
-		Args: argsExactly("KEY"),
+  leasectl get --print-value-only config/app > app.json
+  leasectl get --prefix /svc/
+  leasectl get --prefix --keys-only --limit 10 /svc/
+  leasectl get /svc/a /svc/m`,
+		Args: argsRange(1, "KEY", "END"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, name := range []string{"prefix", "keys-only"} {
-				if cmd.Flags().Changed(name) {
-					return usagef("get --%s is not supported yet: leased reads one key at a time", name)
-				}
-			}
 			if valueOnly && a.output == "json" {
 				return usagef("get --print-value-only writes the raw value; it does not go with -o json")
 			}
 			key := args[0]
-			if err := checkKey(key); err != nil {
-				return err
+			listed := prefix || keysOnly || len(args) == 2 || cmd.Flags().Changed("limit")
+			switch {
+			case limit < 0:
+				return usagef("--limit %d: want 0 (no limit) or more", limit)
+			case prefix && len(args) == 2:
+				return usagef("get --prefix KEY lists the keys under KEY; it takes no END")
+			case listed && valueOnly:
+				return usagef("get --print-value-only reads one key; it does not go with a listing")
+			case !prefix && len(args) == 2 && key > args[1]:
+				return usagef("get KEY END: KEY %q is past END %q", key, args[1])
+			}
+			if !prefix {
+				if err := checkKey(key); err != nil {
+					return err
+				}
 			}
 			return a.withClient(func(ctx context.Context, c *client.Client) error {
+				if listed {
+					l := listing{start: key, limit: limit, keysOnly: keysOnly}
+					switch {
+					case prefix:
+						l.end = prefixEnd(key)
+					case len(args) == 2:
+						l.end = args[1]
+					default: // the one key, --keys-only or --limit
+						l.end = key + "\x00"
+					}
+					return a.list(ctx, c, l)
+				}
 				it, err := c.Get(ctx, key)
 				if err != nil {
 					return err
@@ -123,10 +157,16 @@ time, and refuses them as a bad command line (status 2).`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&valueOnly, "print-value-only", false, "write only the value's bytes, as stored, with no newline added")
-	// Refused until leased reads ranges, rather than taken silently.
-	f.Bool("prefix", false, "not supported yet: refused")
-	f.Bool("keys-only", false, "not supported yet: refused")
+	f.BoolVar(&prefix, "prefix", false, "list the keys that begin with KEY (an empty KEY: every key)")
+	f.BoolVar(&keysOnly, "keys-only", false, "list keys and versions, without values")
+	f.IntVar(&limit, "limit", 0, "list at most this many keys (0: all)")
 	return cmd
+}
+
+// prefixEnd returns the end of the range of the keys that begin with
+// prefix, as a string: "" (no end) for an empty prefix.
+func prefixEnd(prefix string) string {
+	return string(protocol.PrefixEnd([]byte(prefix)))
 }
 
 // checkKey refuses an empty key as a bad command line, before connecting.

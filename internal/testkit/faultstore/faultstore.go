@@ -100,6 +100,9 @@ func (s *Store) Apply(cmds []store.Command) ([]store.Result, error) {
 // Get passes through to the inner store.
 func (s *Store) Get(key []byte) (store.Record, error) { return s.inner.Get(key) }
 
+// Range passes through to the inner store.
+func (s *Store) Range(opts store.RangeOptions) (store.Range, error) { return s.inner.Range(opts) }
+
 // State passes through to the inner store.
 func (s *Store) State() (store.State, error) { return s.inner.State() }
 

@@ -53,6 +53,12 @@ func TestPassesThroughWithoutFault(t *testing.T) {
 	if got := revision(t, s); got != 2 {
 		t.Fatalf("revision %d, want 2", got)
 	}
+	if r, err := s.Range(store.RangeOptions{Start: []byte("b")}); err != nil || len(r.KVs) != 1 || string(r.KVs[0].Value) != "2" || r.Revision != 2 {
+		t.Fatalf("Range from b = %+v, %v; want b at revision 2", r, err)
+	}
+	if _, err := s.Range(store.RangeOptions{Limit: -1}); !errors.Is(err, store.ErrInvalidRange) {
+		t.Fatalf("Range with a negative limit: %v; want ErrInvalidRange", err)
+	}
 	if err := s.Reopen(); err != nil {
 		t.Fatalf("Reopen of a healthy store: %v", err)
 	}
@@ -95,6 +101,9 @@ func TestFailRefusesUntilReopen(t *testing.T) {
 	}
 	if got := revision(t, s); got != 1 {
 		t.Fatalf("revision %d under a fault, want 1", got)
+	}
+	if r, err := s.Range(store.RangeOptions{}); err != nil || len(r.KVs) != 1 || string(r.KVs[0].Key) != "a" || r.Revision != 1 {
+		t.Fatalf("Range under a fault = %+v, %v; want a alone at revision 1", r, err)
 	}
 	if err := s.Reopen(); !errors.Is(err, errDisk) {
 		t.Fatalf("Reopen under a fault = %v, want the fault", err)

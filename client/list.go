@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/leased/leased/protocol"
+)
+
+// KV is one key of a listing: its value (none with KeysOnly) and version,
+// the revision of its last change (etcd's mod_revision).
+type KV struct {
+	Key     string
+	Value   []byte
+	Version uint64
+}
+
+// ListResult is a page of a listing, in key order. Revision is the
+// revision it was read at: every KV is as of it. More says that the range
+// holds keys past the last one: StartAfter(that key) reads the next page.
+type ListResult struct {
+	KVs      []KV
+	Revision uint64
+	More     bool
+}
+
+// ListOption changes what List and ListRange read.
+type ListOption func(*protocol.List)
+
+// Limit bounds the keys of a page to n (n > 0). The server bounds a page
+// too (server.MaxListKeys keys, and half its largest value in bytes), and
+// says More when it stops before the end.
+func Limit(n int) ListOption {
+	return func(m *protocol.List) { m.Limit = uint32(min(max(n, 0), 1<<31)) }
+}
+
+// StartAfter skips the keys up to and including key: the last key of the
+// page before. Pages read this way skip no key that exists throughout and
+// repeat none, whatever is written between them; a key created or deleted
+// meanwhile appears in the page that reads it, or not.
+func StartAfter(key string) ListOption {
+	return func(m *protocol.List) { m.After = []byte(key) }
+}
+
+// KeysOnly leaves the values out of the page: keys and versions only.
+func KeysOnly() ListOption {
+	return func(m *protocol.List) { m.KeysOnly = true }
+}
+
+// List reads the keys that begin with prefix, in key order, at one
+// revision, linearizably: from the leader's applied state, as an uncached
+// Get is. It is not served from the cache and leaves no lease: each call
+// asks the server. An empty prefix lists every key (under an access
+// policy, the client needs the read right on every key the range may
+// hold, or it fails with ErrPermissionDenied). While disconnected it fails
+// with ErrUnavailable.
+func (c *Client) List(ctx context.Context, prefix string, opts ...ListOption) (ListResult, error) {
+	return c.list(ctx, []byte(prefix), protocol.PrefixEnd([]byte(prefix)), opts)
+}
+
+// ListRange reads the keys k with start <= k < end, as List does; an empty
+// end has no upper bound. A start past end fails with ErrInvalidArgument.
+func (c *Client) ListRange(ctx context.Context, start, end string, opts ...ListOption) (ListResult, error) {
+	if end != "" && start > end {
+		return ListResult{}, fmt.Errorf("%w: range start %q is past its end %q", ErrInvalidArgument, start, end)
+	}
+	return c.list(ctx, []byte(start), []byte(end), opts)
+}
+
+func (c *Client) list(ctx context.Context, start, end []byte, opts []ListOption) (ListResult, error) {
+	req := &protocol.List{Start: start, End: end}
+	for _, o := range opts {
+		o(req)
+	}
+	for _, k := range [][]byte{start, end, req.After} {
+		if len(k) > protocol.MaxKeySize {
+			return ListResult{}, fmt.Errorf("%w: key of %d bytes, limit %d", ErrTooLarge, len(k), protocol.MaxKeySize)
+		}
+	}
+	m, err := c.callNow(ctx, req)
+	if err != nil {
+		return ListResult{}, err
+	}
+	r, ok := m.(*protocol.ListReply)
+	if !ok {
+		return ListResult{}, unexpected(m)
+	}
+	out := ListResult{Revision: r.Revision, More: r.More, KVs: make([]KV, len(r.KVs))}
+	for i, kv := range r.KVs {
+		out.KVs[i] = KV{Key: string(kv.Key), Value: kv.Value, Version: kv.Version}
+	}
+	return out, nil
+}

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/leased/leased/protocol"
+	"github.com/leased/leased/store"
+)
+
+// MaxListKeys bounds the keys of one ListReply; a List may ask for fewer.
+// A client pages past it with After (More says there is more).
+const MaxListKeys = 1000
+
+// listOverhead bounds the bytes a ListReply spends on each key besides the
+// key and its value (msgpack's map header, field names and lengths, and the
+// version).
+const listOverhead = 40
+
+// listBounds returns the bounds of one ListReply for a server whose values
+// are at most maxValueSize bytes: at most keys keys, whose keys and values
+// take at most bytes bytes, so that the reply fits the frame size that a
+// GetReply of the largest value does (Config.maxFrameSize). A single key
+// whose value takes more than bytes is still returned, alone: it fits as
+// its GetReply would.
+func listBounds(maxValueSize int) (keys, bytes int) {
+	bytes = maxValueSize / 2
+	keys = min(MaxListKeys, max(1, bytes/listOverhead))
+	return keys, bytes
+}
+
+// checkRange checks a List's bounds: keys no longer than MaxKeySize, and a
+// start not past its end.
+func checkRange(m *protocol.List) error {
+	for _, k := range [][]byte{m.Start, m.End, m.After} {
+		if len(k) > MaxKeySize {
+			return fmt.Errorf("%w: key of %d bytes, limit %d", errTooLarge, len(k), MaxKeySize)
+		}
+	}
+	if len(m.End) > 0 && bytes.Compare(m.Start, m.End) > 0 {
+		return fmt.Errorf("%w: range start %q is past its end %q", errInvalidArgument, m.Start, m.End)
+	}
+	return nil
+}
+
+// list answers a List from the core, with no lease (DESIGN §3.8).
+func (ss *session) list(m *protocol.List) protocol.Message {
+	if err := checkRange(m); err != nil {
+		return errorReply(m.ID, err)
+	}
+	keys, size := listBounds(ss.srv.cfg.MaxValueSize)
+	if m.Limit > 0 && int(m.Limit) < keys {
+		keys = int(m.Limit)
+	}
+	r, err := ss.core.List(ss.id, store.RangeOptions{
+		Start: m.Start, End: m.End, After: m.After, Limit: keys, MaxBytes: size, KeysOnly: m.KeysOnly,
+	})
+	if err != nil {
+		return errorReply(m.ID, err)
+	}
+	reply := &protocol.ListReply{ID: m.ID, Revision: r.Revision, More: r.More}
+	if len(r.KVs) > 0 {
+		reply.KVs = make([]protocol.KV, len(r.KVs))
+		for i, kv := range r.KVs {
+			reply.KVs[i] = protocol.KV{Key: kv.Key, Value: kv.Value, Version: kv.Version}
+		}
+	}
+	return reply
+}
