@@ -651,16 +651,46 @@ func pace(rng *rand.Rand, stop <-chan struct{}) bool {
 }
 
 // runReader reads random keys through client lc until stop is closed, and
-// records the reads, as history client 2·id+1. Its reads give up after a
-// quarter of a term, so that while its client is cut off it goes on
-// reading what its cache holds.
+// records the reads, as history client 2·id+1; one time in five, a client
+// of the library (not a liar) lists the workers' keys instead. Its reads
+// give up after a quarter of a term, so that while its client is cut off
+// it goes on reading what its cache holds.
 func runReader(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(seed, uint64(2*lc.id+2)))
 	for pace(rng, stop) {
-		key := sc.readKeyOf(rng)
 		ctx, cancel := context.WithTimeout(context.Background(), sc.term/4)
-		readKey(ctx, 2*lc.id+1, lc.kv, rec, key)
+		if lc.c != nil && rng.IntN(5) == 0 {
+			listKeys(ctx, 2*lc.id+1, lc.c, rec, sc.keys)
+		} else {
+			readKey(ctx, 2*lc.id+1, lc.kv, rec, sc.readKeyOf(rng))
+		}
 		cancel()
+	}
+}
+
+// listKeys lists the workers' keys k0 … k(n-1) through c, and records the
+// listing as history client id: one read of each key (lincheck.Input.Listed),
+// found with the value and version the listing gave it, or absent. Each
+// read spans the whole listing. The model checks each key's read on its
+// own; that the keys are of one revision is the store's to check
+// (store.Range's tests).
+func listKeys(ctx context.Context, id int, c *client.Client, rec *lincheck.Recorder, n int) {
+	calls := make([]lincheck.Call, n)
+	for i := range n {
+		calls[i] = rec.Begin(id, lincheck.Input{Kind: lincheck.Get, Key: fmt.Sprintf("k%d", i), Listed: true})
+	}
+	r, err := c.ListRange(ctx, "k", "l")
+	found := make(map[string]client.KV, len(r.KVs))
+	for _, kv := range r.KVs {
+		found[kv.Key] = kv
+	}
+	for i, call := range calls {
+		if err != nil {
+			rec.End(call, lincheck.Output{Outcome: lincheck.NoEffect, Err: err.Error()})
+			continue
+		}
+		kv, ok := found[fmt.Sprintf("k%d", i)]
+		rec.End(call, lincheck.Output{Outcome: lincheck.OK, Found: ok, Value: string(kv.Value), Version: kv.Version})
 	}
 }
 

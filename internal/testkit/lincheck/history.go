@@ -65,7 +65,8 @@ func (r *Recorder) Expiry(client int, key string, id uint64, from time.Time) {
 type Summary struct {
 	Ops      int // operations checked
 	Reads    int // Gets that returned, of which
-	Cached   int // were served from a client's cache
+	Cached   int // were served from a client's cache, and
+	Listed   int // were one key of a listing (Input.Listed)
 	Writes   int // writes and acquisitions that took effect
 	Refused  int // CAS mismatches, fenced writes, abandoned writes
 	Unknown  int // operations of unknown outcome, of which
@@ -73,8 +74,8 @@ type Summary struct {
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d ops: %d reads (%d cached), %d writes, %d refused, %d unknown (%d never read, left out)",
-		s.Ops, s.Reads, s.Cached, s.Writes, s.Refused, s.Unknown, s.Unneeded)
+	return fmt.Sprintf("%d ops: %d reads (%d cached, %d listed), %d writes, %d refused, %d unknown (%d never read, left out)",
+		s.Ops, s.Reads, s.Cached, s.Listed, s.Writes, s.Refused, s.Unknown, s.Unneeded)
 }
 
 // History returns the operations recorded so far, as a porcupine history,
@@ -137,6 +138,9 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 			s.Reads++
 			if out.Cached {
 				s.Cached++
+			}
+			if in.Listed {
+				s.Listed++
 			}
 		case out.Outcome == OK:
 			s.Writes++

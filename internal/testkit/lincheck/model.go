@@ -7,7 +7,9 @@
 // leased's key-value store: Get, Put, Delete, CompareAndSwap, write-lease
 // acquisition, writes fenced by a write lease's token, and TTL leases with
 // a key attached. A read served from a client's cache is a read like any
-// other.
+// other, and so is each key of a listing (Input.Listed): one read of each
+// key the listing covers, found or not; only that a listing is of one
+// revision across its keys is left to the store's tests.
 //
 // TTL leases are modelled per key, as everything else: each lease of a
 // history is used with one key, whose partition holds its grant, the puts
@@ -96,6 +98,10 @@ type Input struct {
 	Expect uint64 // CAS: the version the key must be at (0: absent)
 	Token  uint64 // FencedPut, FencedDelete
 	Lease  uint64 // LeasePut, KeepAlive, Revoke, TimeToLive, Expire
+	// Listed marks a Get that is one key of a listing (client.List): the
+	// listing's answer for Key. A listing names the keys it found, with
+	// their versions, and not the version of a key it did not find.
+	Listed bool
 }
 
 // Outcome says what became of an operation.
@@ -290,6 +296,13 @@ func step(s state, in Input, out Output) []state {
 	}
 	switch in.Kind {
 	case Get:
+		if in.Listed && !out.Found {
+			// Absent, at a version the listing does not say.
+			if s.found {
+				return nil
+			}
+			return []state{s}
+		}
 		if !s.reads(out.Found, out.Value, out.Version) {
 			return nil
 		}
@@ -531,10 +544,16 @@ func describe(in Input, out Output) string {
 			b.WriteString(" no more")
 		}
 	case in.Kind == Get:
-		if out.Found {
+		switch {
+		case out.Found:
 			fmt.Fprintf(&b, "%q v%d", out.Value, out.Version)
-		} else {
+		case in.Listed:
+			b.WriteString("absent")
+		default:
 			fmt.Fprintf(&b, "absent v%d", out.Version)
+		}
+		if in.Listed {
+			b.WriteString(" (listed)")
 		}
 		if out.Cached {
 			b.WriteString(" (cached)")

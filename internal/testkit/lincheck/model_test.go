@@ -17,6 +17,7 @@ func op(c int, call, ret int64, in Input, out Output) porcupine.Operation {
 }
 
 func get(k string) Input                     { return Input{Kind: Get, Key: k} }
+func listed(k string) Input                  { return Input{Kind: Get, Key: k, Listed: true} }
 func put(k, v string) Input                  { return Input{Kind: Put, Key: k, Value: v} }
 func del(k string) Input                     { return Input{Kind: Delete, Key: k} }
 func cas(k string, e uint64, v string) Input { return Input{Kind: CAS, Key: k, Expect: e, Value: v} }
@@ -104,6 +105,22 @@ func TestModel(t *testing.T) {
 			op(0, 0, 10, put("a", "x"), wrote(1)),
 			op(0, 20, 30, del("a"), removed(2)),
 			op(1, 40, 50, del("a"), absent(5)),
+		}},
+		{"a listing sees a deleted key absent, at whatever version", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(1, 15, 18, listed("a"), read("x", 1)),
+			op(0, 20, 30, del("a"), removed(2)),
+			op(1, 40, 50, listed("a"), absent(0)),
+			op(2, 55, 60, listed("b"), absent(0)),
+		}},
+		{"a listing that misses a key written before it", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(1, 20, 30, listed("a"), absent(0)),
+		}},
+		{"a listing that shows a deleted key", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, del("a"), removed(2)),
+			op(1, 40, 50, listed("a"), read("x", 1)),
 		}},
 		{"read of a deleted value", false, []porcupine.Operation{
 			op(0, 0, 10, put("a", "x"), wrote(1)),
