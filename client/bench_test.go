@@ -256,3 +256,38 @@ func BenchmarkPutNoHolders(b *testing.B) {
 	}
 	benchP50(b, samples)
 }
+
+// BenchmarkList lists a prefix of n keys with 100-byte values, uncached,
+// from the server over QUIC on loopback, with the values and keys only.
+func BenchmarkList(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		for _, keysOnly := range []bool{false, true} {
+			b.Run(fmt.Sprintf("keys=%d/keys-only=%v", n, keysOnly), func(b *testing.B) {
+				env := benchServer(b)
+				c := dial(b, env, client.Config{Name: "lister"})
+				ctx := b.Context()
+				value := make([]byte, 100)
+				for i := range n {
+					if _, err := c.Put(ctx, fmt.Sprintf("/dir/%04d", i), value); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var opts []client.ListOption
+				if keysOnly {
+					opts = append(opts, client.KeysOnly())
+				}
+				var samples []time.Duration
+				b.ReportAllocs()
+				for b.Loop() {
+					start := time.Now()
+					r, err := c.List(ctx, "/dir/", opts...)
+					samples = append(samples, time.Since(start))
+					if err != nil || len(r.KVs) != n || r.More {
+						b.Fatalf("list: %d keys, more %v, %v; want %d", len(r.KVs), r.More, err, n)
+					}
+				}
+				benchP50(b, samples)
+			})
+		}
+	}
+}
