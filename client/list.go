@@ -27,9 +27,9 @@ type ListResult struct {
 // ListOption changes what List and ListRange read.
 type ListOption func(*protocol.List)
 
-// Limit bounds the keys of a page to n (n > 0). The server bounds a page
-// too (server.MaxListKeys keys, and half its largest value in bytes), and
-// says More when it stops before the end.
+// Limit bounds the keys of a page to n; n <= 0 leaves the bound to the
+// server, which bounds every page (server.MaxListKeys keys, and half its
+// largest value in bytes) and says More when it stops before the end.
 func Limit(n int) ListOption {
 	return func(m *protocol.List) { m.Limit = uint32(min(max(n, 0), 1<<31)) }
 }
