@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/leased/leased/protocol"
 )
@@ -86,8 +87,20 @@ func (c *Client) list(ctx context.Context, start, end []byte, opts []ListOption)
 		return ListResult{}, unexpected(m)
 	}
 	out := ListResult{Revision: r.Revision, More: r.More, KVs: make([]KV, len(r.KVs))}
+	// The keys become strings of one allocation, each a piece of it.
+	n := 0
+	for _, kv := range r.KVs {
+		n += len(kv.Key)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, kv := range r.KVs {
+		b.Write(kv.Key)
+	}
+	keys, at := b.String(), 0
 	for i, kv := range r.KVs {
-		out.KVs[i] = KV{Key: string(kv.Key), Value: kv.Value, Version: kv.Version}
+		out.KVs[i] = KV{Key: keys[at : at+len(kv.Key)], Value: kv.Value, Version: kv.Version}
+		at += len(kv.Key)
 	}
 	return out, nil
 }

@@ -197,6 +197,8 @@ func samples() []sample {
 			{Key: []byte("/svc/a"), Value: []byte("1"), Version: 3}, {Key: []byte("/svc/b"), Value: []byte{0, 0xff}, Version: 12}}}},
 		{name: "list_reply/keys only, more", msg: &protocol.ListReply{ID: 80, Revision: 9, More: true, KVs: []protocol.KV{{Key: []byte("k"), Version: 9}}}},
 		{name: "list_reply/empty", msg: &protocol.ListReply{ID: 81, Revision: math.MaxUint64}},
+		{name: "list_reply/empty value, empty kvs", msg: &protocol.ListReply{ID: 82, KVs: []protocol.KV{{Key: []byte("e"), Value: []byte{}, Version: 1}}}},
+		{name: "list_reply/no kvs", msg: &protocol.ListReply{ID: 83, KVs: []protocol.KV{}}, want: &protocol.ListReply{ID: 83}},
 	}
 }
 

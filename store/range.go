@@ -41,6 +41,10 @@ func readRange(tx txn, opts RangeOptions) (Range, error) {
 		from = append(append([]byte{}, opts.After...), 0)
 	}
 	var size int // bytes of the keys and values in r.KVs
+	// The page's keys and values are copied into one buffer, which grows
+	// as a slice does, and each KV slices it: a few allocations a page,
+	// not two a key.
+	var buf []byte
 	full := false
 	err = tx.scan(dataPrefix, prefixed(dataPrefix, from), func(dk, v []byte) error {
 		key := dk[len(dataPrefix):]
@@ -66,9 +70,14 @@ func readRange(tx txn, opts RangeOptions) (Range, error) {
 			r.More = true
 			return errRangeDone
 		}
-		kv := KV{Key: bytes.Clone(key), Version: binary.BigEndian.Uint64(v)}
+		kv := KV{Version: binary.BigEndian.Uint64(v)}
+		start := len(buf)
+		buf = append(buf, key...)
+		kv.Key = buf[start:len(buf):len(buf)]
 		if !opts.KeysOnly {
-			kv.Value = append([]byte{}, v[9:]...)
+			start = len(buf)
+			buf = append(buf, v[9:]...)
+			kv.Value = buf[start:len(buf):len(buf)]
 		}
 		r.KVs = append(r.KVs, kv)
 		size += n
