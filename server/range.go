@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/leased/leased/protocol"
@@ -19,26 +18,23 @@ const listOverhead = 40
 
 // listBounds returns the bounds of one ListReply for a server whose values
 // are at most maxValueSize bytes: at most keys keys, whose keys and values
-// take at most bytes bytes, so that the reply fits the frame size that a
+// take at most size bytes, so that the reply fits the frame size that a
 // GetReply of the largest value does (Config.maxFrameSize). A single key
-// whose value takes more than bytes is still returned, alone: it fits as
+// whose value takes more than size is still returned, alone: it fits as
 // its GetReply would.
-func listBounds(maxValueSize int) (keys, bytes int) {
-	bytes = maxValueSize / 2
-	keys = min(MaxListKeys, max(1, bytes/listOverhead))
-	return keys, bytes
+func listBounds(maxValueSize int) (keys, size int) {
+	size = maxValueSize / 2
+	keys = min(MaxListKeys, max(1, size/listOverhead))
+	return keys, size
 }
 
-// checkRange checks a List's bounds: keys no longer than MaxKeySize, and a
-// start not past its end.
+// checkRange checks the keys of a List: none longer than MaxKeySize. A
+// start past its end is the core's to refuse (core.Core.List).
 func checkRange(m *protocol.List) error {
 	for _, k := range [][]byte{m.Start, m.End, m.After} {
 		if len(k) > MaxKeySize {
 			return fmt.Errorf("%w: key of %d bytes, limit %d", errTooLarge, len(k), MaxKeySize)
 		}
-	}
-	if len(m.End) > 0 && bytes.Compare(m.Start, m.End) > 0 {
-		return fmt.Errorf("%w: range start %q is past its end %q", errInvalidArgument, m.Start, m.End)
 	}
 	return nil
 }

@@ -43,8 +43,7 @@ func (a *app) list(ctx context.Context, c *client.Client, l listing) error {
 	var (
 		out   listJSON
 		vals  [][]byte // the values, for the table
-		after string
-		first = true
+		after string   // the last key listed: "" before the first page
 	)
 	for {
 		opts := []client.ListOption{}
@@ -54,15 +53,15 @@ func (a *app) list(ctx context.Context, c *client.Client, l listing) error {
 		if l.limit > 0 {
 			opts = append(opts, client.Limit(l.limit-len(out.KVs)))
 		}
-		if !first {
+		if after != "" {
 			opts = append(opts, client.StartAfter(after))
 		}
 		page, err := c.ListRange(ctx, l.start, l.end, opts...)
 		if err != nil {
 			return err
 		}
-		if first {
-			out.Revision, first = page.Revision, false
+		if after == "" {
+			out.Revision = page.Revision
 		}
 		for _, kv := range page.KVs {
 			j := kvJSON{Key: kv.Key, Version: kv.Version}
