@@ -145,8 +145,10 @@ func (f *FSM) noteInherited(l *raft.Log, cmds []store.Command, rs []store.Result
 	}
 	for i, c := range cmds {
 		switch c.Op {
-		case store.OpPut, store.OpDelete, store.OpCAS:
-			note(string(c.Key))
+		case store.OpPut, store.OpDelete, store.OpCAS, store.OpTxn:
+			for _, k := range c.WrittenKeys() {
+				note(string(k))
+			}
 		case store.OpRevokeTTL:
 			// A revocation deletes the keys its result names.
 			if i < len(rs) {

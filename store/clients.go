@@ -40,6 +40,8 @@ const (
 	grantedTTL             // a TTL lease granted: version is its id
 	failInvalid            // a grant refused (ErrInvalidCommand)
 	deletedNothing         // a delete that found no key (Result.Unchanged): version is the key's
+	txnThen                // a transaction that applied its Then branch: version is its revision
+	txnElse                // one that applied its Else branch
 	failures               // the number of flags
 )
 
@@ -64,10 +66,19 @@ func (f failure) err(c Command, version uint64) error {
 	case failMismatch:
 		return mismatch(version, c.Expect)
 	case failNoLease:
+		if c.Op == OpTxn {
+			return leaseNotFound(version) // Result.Version names the lease
+		}
 		return leaseNotFound(c.Lease)
 	case failLeaseFull:
+		if c.Op == OpTxn {
+			return leaseFull(version)
+		}
 		return leaseFull(c.Lease)
 	case failInvalid:
+		if c.Op == OpTxn {
+			return c.Txn.Check()
+		}
 		return invalidTTL(c.Term)
 	}
 	return nil
@@ -80,6 +91,8 @@ func (o outcome) result(c Command) Result {
 		return Result{Lease: o.version, Duplicate: true}
 	case deletedNothing:
 		return Result{Version: o.version, Duplicate: true, Unchanged: true}
+	case txnThen, txnElse:
+		return Result{Version: o.version, Duplicate: true, Succeeded: o.fail == txnThen}
 	}
 	return Result{Version: o.version, Duplicate: true, Err: o.fail.err(c, o.version)}
 }
@@ -127,7 +140,9 @@ func (r *clientRecord) add(o outcome, acked uint64) {
 // each) and a flag byte, its failure (0: applied, 1: a compare-and-swap
 // that did not match, 2: no such TTL lease, 3: a full TTL lease, 4: a TTL
 // lease granted, whose id the version holds, 5: a grant refused as
-// invalid).
+// invalid, 6: a delete that found no key, 7 and 8: a transaction that
+// applied its Then or its Else branch, at the revision the version
+// holds).
 func (r *clientRecord) encode() []byte {
 	b := make([]byte, 0, 16+17*len(r.outcomes))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.last))
@@ -195,6 +210,15 @@ func execOnce(tx txn, ct *counters, c Command) (Result, error) {
 		o.version, o.fail = r.Lease, failureOf(r.Err)
 		if r.Err == nil {
 			o.fail = grantedTTL
+		}
+	} else if c.Op == OpTxn {
+		r, err = execTxn(tx, ct, c)
+		o.version, o.fail = r.Version, failureOf(r.Err)
+		switch {
+		case r.Err == nil && r.Succeeded:
+			o.fail = txnThen
+		case r.Err == nil:
+			o.fail = txnElse
 		}
 	} else {
 		r, err = execWrite(tx, ct, c)

@@ -101,6 +101,14 @@ const (
 	// than MaxAlarmBytes, or an alarm raised beyond MaxAlarms, is refused
 	// with ErrInvalidCommand, and nothing changes.
 	OpSetAlarm
+	// OpTxn applies the transaction Txn (txn.go): compares on several
+	// keys, and the one of its two branches of puts and deletes that
+	// they choose, all of it at one revision, or none of it. It attaches
+	// and detaches keys of TTL leases as OpPut and OpDelete do. Like a
+	// write, an OpTxn with a Client is applied once per (Client,
+	// Request). A Txn that Txn.Check refuses is ErrInvalidCommand, and
+	// nothing changes.
+	OpTxn
 )
 
 // Bounds of the alarms recorded (OpSetAlarm): a cluster has a few
@@ -158,6 +166,8 @@ func (o Op) String() string {
 		return "collect tombstones"
 	case OpSetAlarm:
 		return "set alarm"
+	case OpTxn:
+		return "transaction"
 	}
 	return fmt.Sprintf("op %d", uint8(o))
 }
@@ -214,6 +224,21 @@ type Command struct {
 	// Through is the newest revision whose deletions an
 	// OpCollectTombstones may collect.
 	Through uint64 `msgpack:",omitempty"`
+	// Txn is the transaction of an OpTxn.
+	Txn *Txn `msgpack:",omitempty"`
+}
+
+// WrittenKeys returns the keys that c may change the value of: a write's
+// key, or the keys of either branch of a transaction. An OpRevokeTTL's
+// keys are known only once it is applied (Result.Keys).
+func (c Command) WrittenKeys() [][]byte {
+	switch c.Op {
+	case OpPut, OpDelete, OpCAS:
+		return [][]byte{c.Key}
+	case OpTxn:
+		return c.Txn.Keys()
+	}
+	return nil
 }
 
 // TTLCheckpoint is the remaining TTL of one lease, as the leader's lessor
@@ -240,6 +265,8 @@ func Cost(c Command) int {
 		// records it may move between, a deletion's index record, and the
 		// client's outcome.
 		return 5*(len(c.Key)+record) + len(c.Value) + 2*record
+	case OpTxn:
+		return txnCost(c.Txn, record)
 	case OpCollectTombstones:
 		// Each key's record and its index record.
 		return MaxTombstonesPerCommand*2*record + 2*MaxTombstoneKeyBytes + 2*record
@@ -344,4 +371,9 @@ type Result struct {
 	// More says that OpCollectTombstones stopped at its bounds with
 	// tombstones of its revision left to collect.
 	More bool
+	// Succeeded says that an OpTxn's compares held, and it applied its
+	// Then branch; false, its Else branch. Version is then the revision
+	// of its writes, or the store's revision if they changed nothing;
+	// with ErrLeaseNotFound or ErrLeaseFull, the lease it names.
+	Succeeded bool
 }

@@ -61,6 +61,8 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 			c.Op, c.Value = store.OpPut, g.value()
 		case p < 40:
 			c.Op = store.OpDelete
+		case p < 50:
+			c = g.txn(t, s, st.TTLLeaseID)
 		case p < 65:
 			c.Op, c.Value = store.OpCAS, g.value()
 			v := mustGet(t, s, key).Version
@@ -99,7 +101,7 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 		if (c.Op == store.OpPut || c.Op == store.OpCAS) && g.rng.IntN(2) == 0 {
 			c.Lease = g.lease(st.TTLLeaseID)
 		}
-		if (c.Op == store.OpPut || c.Op == store.OpDelete || c.Op == store.OpCAS || c.Op == store.OpGrantTTL) && g.rng.IntN(4) > 0 {
+		if (c.Op == store.OpPut || c.Op == store.OpDelete || c.Op == store.OpCAS || c.Op == store.OpGrantTTL || c.Op == store.OpTxn) && g.rng.IntN(4) > 0 {
 			c.Client, c.Request = g.rng.Uint64N(3)+1, g.rng.Uint64N(30)+1
 			c.Acked = g.rng.Uint64N(c.Request + 1)
 			c.At = time.Unix(1_900_000_000, g.rng.Int64N(1e12))
@@ -107,6 +109,45 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 		cmds[i] = c
 	}
 	return cmds
+}
+
+// txn returns a random transaction: compares on the keys that hold now
+// and then, puts (some attaching a TTL lease up to one past last) and
+// deletes in both branches, and now and then a key written twice, which
+// every store refuses.
+func (g commandGen) txn(t *testing.T, s store.Store, last uint64) store.Command {
+	t.Helper()
+	tx := &store.Txn{}
+	for range g.rng.IntN(3) {
+		key := g.keys[g.rng.IntN(len(g.keys))]
+		rec := mustGet(t, s, key)
+		c := store.Compare{Key: []byte(key), Op: store.CompareOp(g.rng.IntN(8) + 1), Version: rec.Version + g.rng.Uint64N(2)}
+		if g.rng.IntN(2) == 0 {
+			c.Value = rec.Value
+		} else {
+			c.Value = g.value()
+		}
+		tx.If = append(tx.If, c)
+	}
+	branch := func() []store.TxnOp {
+		var ops []store.TxnOp
+		for _, i := range g.rng.Perm(len(g.keys))[:g.rng.IntN(4)] {
+			op := store.TxnOp{Op: store.OpDelete, Key: []byte(g.keys[i])}
+			if g.rng.IntN(3) > 0 {
+				op.Op, op.Value = store.OpPut, g.value()
+				if g.rng.IntN(3) == 0 {
+					op.Lease = g.lease(last)
+				}
+			}
+			ops = append(ops, op)
+		}
+		if len(ops) > 0 && g.rng.IntN(20) == 0 {
+			ops = append(ops, ops[0])
+		}
+		return ops
+	}
+	tx.Then, tx.Else = branch(), branch()
+	return store.Command{Op: store.OpTxn, Txn: tx}
 }
 
 // lease returns a TTL lease id up to one past last, the last one issued.

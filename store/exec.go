@@ -127,6 +127,11 @@ func exec(tx txn, ct *counters, c Command) (Result, error) {
 		return collectTombstones(tx, ct, c.Through)
 	case OpSetAlarm:
 		return setAlarm(tx, c)
+	case OpTxn:
+		if c.Client != 0 {
+			return execOnce(tx, ct, c)
+		}
+		return execTxn(tx, ct, c)
 	}
 	return Result{}, fmt.Errorf("unknown command %v", c.Op)
 }
