@@ -37,6 +37,12 @@ func (c *Core) command(j job) store.Command {
 		return store.Command{Op: store.OpEndWriteLease, Key: []byte(j.end.Key), Token: j.end.Token}
 	case r.acquires():
 		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Client: r.holder, Term: c.cfg.WriteTermFor(string(r.Key))}
+	case r.Op == store.OpTxn:
+		cmd := store.Command{Op: store.OpTxn, Txn: r.Txn}
+		if r.Client != 0 {
+			cmd.Client, cmd.Request, cmd.Acked, cmd.At = r.Client, r.ID, r.Acked, c.clock.Now()
+		}
+		return cmd
 	case r.Op == store.OpGrantTTL:
 		cmd := store.Command{Op: store.OpGrantTTL, Term: r.TTL, Owner: r.Owner}
 		if r.Client != 0 {
@@ -99,7 +105,7 @@ func (c *Core) commit(batch []job) {
 	// only under the horizon.
 	var horizonErr error
 	for _, j := range batch[:len(results)] {
-		if r := j.req; r != nil && r.Op != store.OpGrantTTL && (r.acquires() || c.cfg.TermFor(string(r.Key)) > 0) {
+		if r := j.req; r != nil && r.Op != store.OpGrantTTL && r.Op != store.OpTxn && (r.acquires() || c.cfg.TermFor(string(r.Key)) > 0) {
 			horizonErr = c.ensureHorizon(now)
 			break
 		}
@@ -142,6 +148,10 @@ func (c *Core) commit(batch []job) {
 			eff = c.table.EndWriteLease(j.end.Key, j.end.Token, now)
 		case r.Op == store.OpGrantTTL:
 			outs[i] = c.granted(r, res, err, now)
+		case r.Op == store.OpTxn:
+			var teffs []leasetable.Effects
+			outs[i], teffs = c.txnDone(r, res, err, now)
+			effs = append(effs, teffs...)
 		case r.acquires():
 			key, term := string(r.Key), c.cfg.WriteTermFor(string(r.Key))
 			if err == nil && horizonErr != nil {
@@ -241,8 +251,10 @@ func (c *Core) doubtWrites(jobs []job, err error) {
 			for i := range j.rev.ops {
 				doubt(j.rev.ops[i].Key)
 			}
-		case r != nil && (r.Op == store.OpPut || r.Op == store.OpDelete || r.Op == store.OpCAS):
-			doubt(string(r.Key))
+		case r != nil && (r.Op == store.OpPut || r.Op == store.OpDelete || r.Op == store.OpCAS || r.Op == store.OpTxn):
+			for _, k := range r.writtenKeys() {
+				doubt(k)
+			}
 		}
 	}
 	if len(c.doubt) > 0 {
@@ -264,15 +276,15 @@ func (c *Core) doubted(key string) bool {
 	return true
 }
 
-// admit asks Config.Admit about every write and acquisition of batch, ends
-// those it refuses with its error, nothing of them applied, and returns the
-// rest. It lets through a write that an earlier copy may have been applied
-// (mayBeApplied) whatever Admit says: applying it gives it that copy's
-// outcome, and writes nothing.
+// admit asks Config.Admit about every write, acquisition and transaction
+// of batch, ends those it refuses with its error, nothing of them applied,
+// and returns the rest. It lets through a write that an earlier copy may
+// have been applied (mayBeApplied) whatever Admit says: applying it gives
+// it that copy's outcome, and writes nothing. It also ends, unapplied, a
+// transaction whose fenced write's lease ended while it waited (txnReady):
+// that one no copy of may have been applied, as a retry's first copy is
+// applied, or not, before the retry's ops are ready.
 func (c *Core) admit(batch []job) []job {
-	if c.cfg.Admit == nil {
-		return batch
-	}
 	admitted := make([]job, 0, len(batch))
 	type refusal struct {
 		r   *Request
@@ -282,9 +294,15 @@ func (c *Core) admit(batch []job) []job {
 	var through map[retryKey]bool // the writes with a Client let through so far
 	for _, j := range batch {
 		if r := j.req; r != nil {
-			if err := c.cfg.Admit(r.Op, len(r.Key)+len(r.Value)); err != nil && !c.mayBeApplied(r, through) {
-				refused = append(refused, refusal{r, fmt.Errorf("write to %q refused: %w", r.Key, err)})
+			if r.txn != nil && r.txn.fenced != nil {
+				refused = append(refused, refusal{r, r.txn.fenced})
 				continue
+			}
+			if c.cfg.Admit != nil {
+				if err := c.cfg.Admit(r.Op, r.size()); err != nil && !c.mayBeApplied(r, through) {
+					refused = append(refused, refusal{r, fmt.Errorf("%s refused: %w", r.what(), err)})
+					continue
+				}
 			}
 			if r.Client != 0 && !r.acquires() {
 				if through == nil {
@@ -299,23 +317,35 @@ func (c *Core) admit(batch []job) []job {
 		return batch
 	}
 	now := c.clock.Now()
-	effs := make([]leasetable.Effects, len(refused))
+	var effs []leasetable.Effects
+	holders := make([]int, len(refused))
 	c.mu.Lock()
 	for i, f := range refused {
+		holders[i] = f.r.op.Holders
 		switch {
 		case f.r.Op == store.OpGrantTTL:
 			c.granted(f.r, store.Result{}, f.err, now)
 		case f.r.acquires():
-			effs[i] = c.table.DoneAcquire(&f.r.op, 0, c.cfg.WriteTermFor(string(f.r.Key)), now)
+			eff := c.table.DoneAcquire(&f.r.op, 0, c.cfg.WriteTermFor(string(f.r.Key)), now)
+			c.enqueueReady(eff)
+			effs = append(effs, eff)
+		case f.r.Op == store.OpTxn:
+			for _, op := range f.r.txn.ops {
+				holders[i] += op.Holders
+			}
+			effs = append(effs, c.endTxnOps(f.r, false, now)...)
 		default:
-			_, effs[i] = c.table.Done(&f.r.op, false, 0, now)
+			_, eff := c.table.Done(&f.r.op, false, 0, now)
+			c.enqueueReady(eff)
+			effs = append(effs, eff)
 		}
-		c.enqueueReady(effs[i])
 	}
 	c.mu.Unlock()
+	for _, eff := range effs {
+		c.carryOut(eff)
+	}
 	for i, f := range refused {
-		c.carryOut(effs[i])
-		f.r.finish(Outcome{Err: f.err, Waited: max(0, f.r.ready.Sub(f.r.received)), Holders: f.r.op.Holders})
+		f.r.finish(Outcome{Err: f.err, Waited: max(0, f.r.ready.Sub(f.r.received)), Holders: holders[i]})
 	}
 	return admitted
 }

@@ -593,6 +593,12 @@ func (c *Core) carryOut(eff leasetable.Effects) {
 	for _, op := range eff.Abandoned {
 		switch d := op.Data.(type) {
 		case *Request:
+			if d.Op == store.OpTxn {
+				// One op passed its deadline, or its session closed:
+				// the others leave too.
+				c.cancelTxn(d, ErrCanceled)
+				continue
+			}
 			d.abandon(ErrCanceled)
 		case *revocation:
 			c.abandonRevocation(d, fmt.Errorf("%w: revocation of TTL lease %016x: its keys' holders did not let it commit within its timeout", ErrCanceled, d.id))

@@ -34,6 +34,12 @@ type Request struct {
 	// Owner is the owner a grant records with its lease (store.TTLLease
 	// Owner, 0: none); see Core.TTLOwner.
 	Owner uint64
+	// Txn is the transaction of an Op of store.OpTxn (Key and Value are
+	// then unused), and Fence its writes' fencing tokens, by key: a
+	// transaction's write of a key under a write lease carries its token,
+	// as a single write does (Token).
+	Txn   *store.Txn
+	Fence map[string]uint64
 	// Client, ID and Acked make a write idempotent: with a Client, the
 	// write is applied once per (Client, ID), and a retry gets the first
 	// outcome back (Outcome.Duplicate). Acked says that the client has
@@ -70,6 +76,7 @@ type Request struct {
 	// applied, is on its way, or may have been applied: abandoning r then
 	// does not show that nothing changed (abandon).
 	copied bool
+	txn    *txnState // a transaction's ops (txn.go)
 }
 
 // Outcome is how a Request ended.
@@ -110,6 +117,10 @@ type Outcome struct {
 	Lease uint64
 	TTL   time.Duration
 	Keys  int
+	// Succeeded says that a transaction's compares held and it applied
+	// its Then branch; false, its Else branch. Version is then the
+	// revision of its writes, or the store's if they changed nothing.
+	Succeeded bool
 }
 
 // acquires reports whether r is a write-lease acquisition.
@@ -196,45 +207,14 @@ func (c *Core) Submit(r *Request) error {
 		return c.submitGrant(r)
 	case r.Op == store.OpRevokeTTL:
 		return c.submitRevoke(r)
-	case r.Lease != 0 && (r.Op == store.OpPut || r.Op == store.OpCAS) && c.afterRevocation(r):
+	case r.Op == store.OpTxn:
+		return c.submitTxn(r)
+	case r.Lease != 0 && (r.Op == store.OpPut || r.Op == store.OpCAS) && c.afterRevocation(r, r.Lease):
 		// Its lease is being revoked: it waits for the revocation to end.
 		return nil
 	}
-	// Whether Admit may refuse r: its refusal tells the writer that nothing
-	// was applied, which must not be said of a write an earlier copy of
-	// which may have committed (Config.Admit).
-	admit := c.cfg.Admit != nil
-	if r.Client != 0 && !r.acquires() {
-		// Counted before the store is asked, so that a retry either sees
-		// this copy on its way or finds its outcome kept.
-		another := admit && c.track(r)
-		res, kept, unknown := c.kept(r)
-		switch {
-		case kept && !c.isHeld(string(r.Key), c.clock.Now()):
-			// A retry of a write that was applied gets its outcome at
-			// once, even while Admit refuses writes: it must not wait for
-			// holders, such as the session it was sent on first, whose
-			// client has given it up.
-			r.finish(Outcome{Err: res.Err, Version: res.Version, Duplicate: true, Unchanged: res.Unchanged})
-			return nil
-		case kept:
-			// One that a new leader inherited waits for the barrier, as
-			// its key's readers do (Config.Inherited), and gets its
-			// outcome when it is applied (store.Command).
-			admit, r.copied = false, true
-		case another || unknown:
-			// Nor is one refused here whose first copy is still on its
-			// way, or may have been applied: it waits its turn on the key
-			// behind that copy, and the committer asks Admit about it
-			// once that copy's outcome is settled (Core.admit).
-			admit, r.copied = false, true
-		}
-	}
-	if admit {
-		if err := c.cfg.Admit(r.Op, 0); err != nil {
-			r.uncount()
-			return fmt.Errorf("write to %q refused: %w", r.Key, err)
-		}
+	if done, err := c.precheck(r); done || err != nil {
+		return err
 	}
 	now := c.clock.Now()
 	r.received = now
@@ -271,6 +251,68 @@ func (c *Core) Submit(r *Request) error {
 	return nil
 }
 
+// precheck settles what Submit settles before r, a write, acquisition or
+// transaction, reaches the lease table: a retry whose outcome the store
+// keeps ends at once (done), and Config.Admit may refuse a request no copy
+// of which may have been applied (its error).
+func (c *Core) precheck(r *Request) (done bool, err error) {
+	// Whether Admit may refuse r: its refusal tells the writer that nothing
+	// was applied, which must not be said of a write an earlier copy of
+	// which may have committed (Config.Admit).
+	admit := c.cfg.Admit != nil
+	if r.Client != 0 && !r.acquires() {
+		// Counted before the store is asked, so that a retry either sees
+		// this copy on its way or finds its outcome kept.
+		another := admit && c.track(r)
+		res, kept, unknown := c.kept(r)
+		switch {
+		case kept && !c.heldAny(r.writtenKeys(), c.clock.Now()):
+			// A retry of a write that was applied gets its outcome at
+			// once, even while Admit refuses writes: it must not wait for
+			// holders, such as the session it was sent on first, whose
+			// client has given it up.
+			r.finish(Outcome{Err: res.Err, Version: res.Version, Duplicate: true, Unchanged: res.Unchanged, Succeeded: res.Succeeded})
+			return true, nil
+		case kept:
+			// One that a new leader inherited waits for the barrier, as
+			// its key's readers do (Config.Inherited), and gets its
+			// outcome when it is applied (store.Command).
+			admit, r.copied = false, true
+		case another || unknown:
+			// Nor is one refused here whose first copy is still on its
+			// way, or may have been applied: it waits its turn on the key
+			// behind that copy, and the committer asks Admit about it
+			// once that copy's outcome is settled (Core.admit).
+			admit, r.copied = false, true
+		}
+	}
+	if admit {
+		if err := c.cfg.Admit(r.Op, 0); err != nil {
+			r.uncount()
+			return false, fmt.Errorf("%s refused: %w", r.what(), err)
+		}
+	}
+	return false, nil
+}
+
+// what names r in errors: a write to its key, or a transaction.
+func (r *Request) what() string {
+	if r.Op == store.OpTxn {
+		return fmt.Sprintf("transaction on %d keys", len(r.txnKeys()))
+	}
+	return fmt.Sprintf("write to %q", r.Key)
+}
+
+// heldAny reports whether reads of any of keys are held at now (isHeld).
+func (c *Core) heldAny(keys []string, now time.Time) bool {
+	for _, k := range keys {
+		if c.isHeld(k, now) {
+			return true
+		}
+	}
+	return false
+}
+
 // Cancel abandons r if it has not started to commit, and then ends it with
 // why; one that has started commits, and reports that. Cancelling a request
 // twice, or one that has ended, does nothing.
@@ -281,7 +323,10 @@ func (c *Core) Cancel(r *Request, why error) {
 		return
 	case r.Op == store.OpGrantTTL:
 		return // queued to commit at once
-	case r.Lease != 0 && c.cancelHeld(r, why):
+	case c.cancelHeld(r, why):
+		return
+	case r.Op == store.OpTxn:
+		c.cancelTxn(r, why)
 		return
 	}
 	c.mu.Lock()
@@ -306,6 +351,12 @@ func (c *Core) enqueueReady(eff leasetable.Effects) {
 	for _, op := range eff.Ready {
 		switch d := op.Data.(type) {
 		case *Request:
+			if d.Op == store.OpTxn {
+				if c.txnReady(d, now) {
+					jobs = append(jobs, job{req: d})
+				}
+				continue
+			}
 			d.ready = now
 			jobs = append(jobs, job{req: d})
 		case *revocation:

@@ -399,15 +399,16 @@ func (c *Core) ttlDeadline(now time.Time) (time.Time, bool) {
 	return c.ttl.ls.NextDeadline(now)
 }
 
-// afterRevocation holds r, a write that attaches its key to a lease
-// being revoked, until the revocation ends, and then submits it again:
+// afterRevocation holds r, a write that attaches its key to lease (or a
+// transaction that attaches one of its keys to it), if lease is being
+// revoked, until the revocation ends, and then submits it again:
 // its lease is then gone (and the write fails), or live again if the
 // revocation was abandoned. It reports false if the lease is not being
 // revoked. Cancel ends a write held so, and it is not submitted again.
-func (c *Core) afterRevocation(r *Request) bool {
+func (c *Core) afterRevocation(r *Request, lease uint64) bool {
 	c.ttl.mu.Lock()
 	defer c.ttl.mu.Unlock()
-	rv := c.ttl.revoking[r.Lease]
+	rv := c.ttl.revoking[lease]
 	if rv == nil {
 		return false
 	}

@@ -67,6 +67,16 @@ type Op struct {
 	Session  SessionID
 	Key      string
 	Token    uint64    // OpWrite: the writer's fencing token, or 0
+	// InOrder marks one op of a request on several keys (a transaction),
+	// all of whose ops the server submits at once. Such requests must be
+	// queued in the same order on every key they share, so that two of
+	// them never wait for each other: an InOrder OpWrite of the write
+	// lease's holder is ready at once, as the holder's writes are, only
+	// if no other InOrder op is queued on its key; otherwise it waits its
+	// turn behind them. Its token is checked when it is submitted, and
+	// must be checked again once all the request's ops are ready
+	// (Fenced): the lease may have ended meanwhile.
+	InOrder bool
 	Deadline time.Time // abandon if not ready by then; zero means never
 	Data     any       // the server's own; the Table never reads it
 
@@ -194,6 +204,16 @@ type keyState struct {
 	// bySession finds the key's read leases by session slot once it has
 	// more than holderMapAt of them; nil otherwise, and once it has none.
 	bySession map[int32]int32
+}
+
+// queuedInOrder reports whether an InOrder op waits in k's queue.
+func (k *keyState) queuedInOrder() bool {
+	for _, op := range k.queue {
+		if op.InOrder {
+			return true
+		}
+	}
+	return false
 }
 
 func (k *keyState) idle() bool {
@@ -886,6 +906,9 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 				eff.Recall = append(eff.Recall, Notice{Session: s.id, Key: k.name, Token: wl.token})
 			}
 			t.adopt(wl, s)
+			if op.InOrder && k.queuedInOrder() {
+				break // queued below, behind the requests before it
+			}
 			op.holder = true
 			op.Started = now
 			op.state = opReady
@@ -908,6 +931,22 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 		t.start(k, now, &eff)
 	}
 	return eff, nil
+}
+
+// Fenced reports whether op, a ready OpWrite that carries a token (an
+// InOrder one), may no longer commit: its token is not that of the live
+// write lease on its key, held by its session, now. The lease may have
+// been released, have expired or been recalled and ended while op waited.
+func (t *Table) Fenced(op *Op, now time.Time) bool {
+	if op.Token == 0 {
+		return false
+	}
+	k := t.extOf(op.Key)
+	if k == nil || k.wlease == nil {
+		return true
+	}
+	wl := k.wlease
+	return wl.token != op.Token || wl.ending || !now.Before(wl.expiry) || wl.session.id != op.Session
 }
 
 // start sends the head op's invalidations and recall.
