@@ -162,6 +162,25 @@ func (c *Client) send(cn *conn, key string, req protocol.Message, change bool) (
 	return f, sent, id, ch, err
 }
 
+// sendChange is send for a write or a transaction of keys (change): it
+// begins a fetch record of each, in order, and drops the client's entries
+// of them, before it writes req. A failed send leaves the records begun,
+// for the caller to end.
+func (c *Client) sendChange(cn *conn, keys []string, req protocol.Message) (fs []*fetch, sent time.Time, id uint64, ch chan protocol.Message, err error) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	c.imu.Lock()
+	fs = make([]*fetch, len(keys))
+	for i, k := range keys {
+		fs[i] = c.beginWriteFetch(k)
+		c.cache.Remove(k)
+	}
+	c.imu.Unlock()
+	sent = c.clock.Now()
+	id, ch, err = cn.start(req)
+	return fs, sent, id, ch, err
+}
+
 // endFetch ends one request of f. It takes c.imu only to drop the record
 // once the last of its requests has ended, so it must be called without it.
 func (c *Client) endFetch(key string, f *fetch) {

@@ -137,14 +137,50 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 	if err := o.checkLease(op); err != nil {
 		return 0, false, err
 	}
+	value = append([]byte(nil), value...)
+	req := &protocol.Write{Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token, Lease: uint64(o.lease)}
+	check := func(h *protocol.HelloReply) error {
+		if max := h.MaxValueSize; max > 0 && len(value) > max {
+			return fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), max)
+		}
+		return nil
+	}
+	stamp := func(id uint64, timeout time.Duration, acked uint64) {
+		req.ID, req.Timeout, req.Acked = id, timeout, acked
+	}
+	m, fs, sent, err := c.change(ctx, []string{key}, token != 0, o.leaseUntil, req, check, stamp)
+	if err != nil {
+		return 0, false, err
+	}
+	r, ok := m.(*protocol.WriteReply)
+	if !ok {
+		c.endFetch(key, fs[0])
+		return 0, false, unexpected(m)
+	}
+	c.fill(key, fs[0], value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term, c.monoNow())
+	if o.result != nil {
+		*o.result = WriteResult{Version: r.Version, Waited: r.Waited, Holders: r.Holders, Term: r.Term, Replayed: r.Duplicate}
+	}
+	return r.Version, r.Unchanged, nil
+}
+
+// change sends req, a write or a transaction of keys, and returns its
+// reply, the fetch records of keys, which the caller ends (fill or
+// endFetch), and when the reply's copy of req was sent. check, if not nil,
+// checks req against the session's settings before it is sent; stamp sets
+// req's ID, timeout and Acked for each copy sent. fenced says that req
+// writes under a write lease, and leaseUntil, if not zero, when that
+// lease could have run out on the server. See write.
+func (c *Client) change(ctx context.Context, keys []string, fenced bool, leaseUntil time.Time, req protocol.Message,
+	check func(*protocol.HelloReply) error, stamp func(id uint64, timeout time.Duration, acked uint64)) (protocol.Message, []*fetch, time.Time, error) {
 	cn, err := c.conn()
 	if err != nil && !errors.Is(err, ErrClosed) {
 		// Wait for the client to reconnect; the last session's settings
 		// bound the wait, and so does the write lease the write is made
 		// under, if any.
 		until, why := c.clock.Now().Add(c.retryWindow()/2), "not sent"
-		if !o.leaseUntil.IsZero() && o.leaseUntil.Before(until) {
-			until, why = o.leaseUntil, "not sent before the write lease could have run out"
+		if !leaseUntil.IsZero() && leaseUntil.Before(until) {
+			until, why = leaseUntil, "not sent before the write lease could have run out"
 		}
 		cn, err = c.awaitConn(ctx, until)
 		if err != nil && !errors.Is(err, ErrClosed) {
@@ -155,28 +191,29 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		}
 	}
 	if err != nil {
-		return 0, false, err
+		return nil, nil, time.Time{}, err
 	}
-	if max := cn.hello.MaxValueSize; max > 0 && len(value) > max {
-		return 0, false, fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), max)
+	if check != nil {
+		if err := check(cn.hello); err != nil {
+			return nil, nil, time.Time{}, err
+		}
 	}
-	value = append([]byte(nil), value...)
 	id := c.newWriteID()
-	req := &protocol.Write{ID: id, Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token, Lease: uint64(o.lease)}
 	defer c.endWrite(id)
 	var retryUntil time.Time // set once the write may have reached a server
 	for {
+		var timeout time.Duration
 		if dl, ok := ctx.Deadline(); ok {
-			if req.Timeout = time.Until(dl); req.Timeout <= 0 {
+			if timeout = time.Until(dl); timeout <= 0 {
 				err := fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
 				if !retryUntil.IsZero() {
 					err = fmt.Errorf("%w: the write was sent before its connection was lost and may or may not have committed: %w", ErrUnavailable, context.DeadlineExceeded)
 				}
-				return 0, false, err
+				return nil, nil, time.Time{}, err
 			}
 		}
-		req.Acked = c.beginWrite(id)
-		f, sent, _, ch, err := c.send(cn, key, req, true)
+		stamp(id, timeout, c.beginWrite(id))
+		fs, sent, _, ch, err := c.sendChange(cn, keys, req)
 		var m protocol.Message
 		lost := err != nil
 		if err == nil {
@@ -190,35 +227,27 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 			cn.fail(err)
 			m, lost = nil, true
 		}
-		if err != nil {
-			c.endFetch(key, f)
-			if retryUntil.IsZero() {
-				retryUntil = c.clock.Now().Add(cn.hello.RetryWindow / 2)
-			} else if errors.Is(err, ErrCanceled) {
-				// This attempt was abandoned, but an earlier one may
-				// have committed: the error must not wrap ErrCanceled,
-				// which says that nothing changed.
-				err = unknownOutcome(err)
-			}
-			if !lost || token != 0 || cn.hello.RetryWindow == 0 || ctx.Err() != nil {
-				return 0, false, err
-			}
-			c.log.Debug("write lost with its connection; sending it again on the next session", "key", key, "id", id, "err", err)
-			if cn, err = c.awaitConn(ctx, retryUntil); err != nil {
-				return 0, false, fmt.Errorf("%w; the write was sent before and may or may not have committed", err)
-			}
-			continue
+		if err == nil {
+			return m, fs, sent, nil
 		}
-		r, ok := m.(*protocol.WriteReply)
-		if !ok {
-			c.endFetch(key, f)
-			return 0, false, unexpected(m)
+		for i, k := range keys {
+			c.endFetch(k, fs[i])
 		}
-		c.fill(key, f, value, r.Version, op != protocol.OpDelete, sent.Add(r.Term), r.Term, c.monoNow())
-		if o.result != nil {
-			*o.result = WriteResult{Version: r.Version, Waited: r.Waited, Holders: r.Holders, Term: r.Term, Replayed: r.Duplicate}
+		if retryUntil.IsZero() {
+			retryUntil = c.clock.Now().Add(cn.hello.RetryWindow / 2)
+		} else if errors.Is(err, ErrCanceled) {
+			// This attempt was abandoned, but an earlier one may have
+			// committed: the error must not wrap ErrCanceled, which says
+			// that nothing changed.
+			err = unknownOutcome(err)
 		}
-		return r.Version, r.Unchanged, nil
+		if !lost || fenced || cn.hello.RetryWindow == 0 || ctx.Err() != nil {
+			return nil, nil, time.Time{}, err
+		}
+		c.log.Debug("write lost with its connection; sending it again on the next session", "keys", keys, "id", id, "err", err)
+		if cn, err = c.awaitConn(ctx, retryUntil); err != nil {
+			return nil, nil, time.Time{}, fmt.Errorf("%w; the write was sent before and may or may not have committed", err)
+		}
 	}
 }
 

@@ -55,8 +55,9 @@ func (r *Request) writtenKeys() []string {
 	return out
 }
 
-// size is the bytes of keys and values r carries, for Config.Admit.
-func (r *Request) size() int {
+// Size is the bytes of keys and values r carries: what Config.Admit is
+// told, and what the server counts against its budgets of waiting writes.
+func (r *Request) Size() int {
 	if r.Op != store.OpTxn || r.Txn == nil {
 		return len(r.Key) + len(r.Value)
 	}
@@ -112,6 +113,11 @@ func (c *Core) submitTxn(r *Request) error {
 		return fmt.Errorf("%w: the server is shutting down; no new writes", ErrClosed)
 	}
 	r.txn = st
+	if len(keys) == 0 {
+		// Compares alone, or branches with no op: nothing to wait for.
+		st.queued, r.ready = true, now
+		c.queue.push(job{req: r})
+	}
 	var err error
 	for i, k := range keys {
 		op := &st.ops[i]

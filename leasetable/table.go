@@ -63,10 +63,10 @@ const (
 // Op is a write or a write-lease acquisition on one key. The server fills
 // the exported input fields and submits it; the Table fills the outputs.
 type Op struct {
-	Kind     OpKind
-	Session  SessionID
-	Key      string
-	Token    uint64    // OpWrite: the writer's fencing token, or 0
+	Kind    OpKind
+	Session SessionID
+	Key     string
+	Token   uint64 // OpWrite: the writer's fencing token, or 0
 	// InOrder marks one op of a request on several keys (a transaction),
 	// all of whose ops the server submits at once. Such requests must be
 	// queued in the same order on every key they share, so that two of
@@ -76,7 +76,7 @@ type Op struct {
 	// turn behind them. Its token is checked when it is submitted, and
 	// must be checked again once all the request's ops are ready
 	// (Fenced): the lease may have ended meanwhile.
-	InOrder bool
+	InOrder  bool
 	Deadline time.Time // abandon if not ready by then; zero means never
 	Data     any       // the server's own; the Table never reads it
 

@@ -116,6 +116,9 @@ var registry = [...]entry{
 
 	TypeList:      withID("list", func(m *List) *uint64 { return &m.ID }),
 	TypeListReply: withID("list_reply", func(m *ListReply) *uint64 { return &m.ID }),
+
+	TypeTxn:      withID("txn", func(m *Txn) *uint64 { return &m.ID }),
+	TypeTxnReply: withID("txn_reply", func(m *TxnReply) *uint64 { return &m.ID }),
 }
 
 // entry is a message type's row in the registry. The zero entry, at the

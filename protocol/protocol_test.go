@@ -199,6 +199,15 @@ func samples() []sample {
 		{name: "list_reply/empty", msg: &protocol.ListReply{ID: 81, Revision: math.MaxUint64}},
 		{name: "list_reply/empty value, empty kvs", msg: &protocol.ListReply{ID: 82, KVs: []protocol.KV{{Key: []byte("e"), Value: []byte{}, Version: 1}}}},
 		{name: "list_reply/no kvs", msg: &protocol.ListReply{ID: 83, KVs: []protocol.KV{}}, want: &protocol.ListReply{ID: 83}},
+		{name: "txn/rename", msg: &protocol.Txn{ID: 84,
+			If:   []protocol.Compare{{Key: []byte("/d/a"), Op: protocol.CmpExists}, {Key: []byte("/d/b"), Op: protocol.CmpAbsent}},
+			Then: []protocol.TxnOp{{Op: protocol.OpPut, Key: []byte("/d/b"), Value: []byte("ino"), Token: 3, Lease: 9}, {Op: protocol.OpDelete, Key: []byte("/d/a")}},
+			Else: []protocol.TxnOp{{Op: protocol.OpPut, Key: []byte("/d/c")}}, Timeout: time.Second, Acked: 7}},
+		{name: "txn/compares", msg: &protocol.Txn{ID: 85, If: []protocol.Compare{
+			{Key: []byte("k"), Op: protocol.CmpVersionGreater, Version: math.MaxUint64}, {Key: []byte("v"), Op: protocol.CmpValueNotEqual, Value: []byte{0, 0xff}}}}},
+		{name: "txn/empty", msg: &protocol.Txn{ID: 86}},
+		{name: "txn_reply", msg: &protocol.TxnReply{ID: 87, Succeeded: true, Revision: 12, Waited: time.Millisecond, Holders: 3}},
+		{name: "txn_reply/else, duplicate", msg: &protocol.TxnReply{ID: 88, Revision: math.MaxUint64, Duplicate: true}},
 	}
 }
 
@@ -339,8 +348,8 @@ func TestStream(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
-	if protocol.NumTypes != 43 {
-		t.Errorf("NumTypes = %d, want 43", protocol.NumTypes)
+	if protocol.NumTypes != 45 {
+		t.Errorf("NumTypes = %d, want 45", protocol.NumTypes)
 	}
 	names := make(map[string]protocol.Type)
 	for i := 1; i < protocol.NumTypes; i++ {

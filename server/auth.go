@@ -145,6 +145,8 @@ func (ss *session) authorize(m protocol.Message) error {
 			need |= auth.TTLLease
 		}
 		return ss.allowed(m.Key, need)
+	case *protocol.Txn:
+		return ss.authorizeTxn(m)
 	case *protocol.Acquire:
 		// The holder caches the key's value under its write lease, so it
 		// must be allowed to read it.

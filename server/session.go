@@ -371,7 +371,7 @@ func (ss *session) decode(fr *protocol.FrameReader) (protocol.Message, error) {
 func (ss *session) handle(m protocol.Message) bool {
 	s := ss.srv
 	switch m.(type) {
-	case *protocol.Write, *protocol.Acquire, *protocol.Cancel, *protocol.LeaseGrant, *protocol.LeaseRevoke, *protocol.LeaseKeepAlive:
+	case *protocol.Write, *protocol.Txn, *protocol.Acquire, *protocol.Cancel, *protocol.LeaseGrant, *protocol.LeaseRevoke, *protocol.LeaseKeepAlive:
 		// submit checks the ID as it records the op; a Cancel names one.
 	default:
 		// A second reply with the ID of a waiting op would be taken for
@@ -397,6 +397,10 @@ func (ss *session) handle(m protocol.Message) bool {
 		s.metrics.read.Observe(time.Since(start).Seconds())
 	case *protocol.Write:
 		if err := ss.submitWrite(m); err != nil {
+			ss.replies.send(errorReply(m.ID, err))
+		}
+	case *protocol.Txn:
+		if err := ss.submitTxn(m); err != nil {
 			ss.replies.send(errorReply(m.ID, err))
 		}
 	case *protocol.Acquire:
@@ -606,11 +610,11 @@ func (ss *session) submitAcquire(m *protocol.Acquire) error {
 // budgets. Its reply comes later, when the core ends it.
 func (ss *session) submit(id uint64, req *core.Request) error {
 	s := ss.srv
-	p := &pendingOp{reqID: id, req: req, size: len(req.Key) + len(req.Value)}
+	p := &pendingOp{reqID: id, req: req, size: req.Size()}
 	req.Session = ss.id
 	start := time.Now()
 	req.Done = func(o core.Outcome) {
-		if req.Op == store.OpPut || req.Op == store.OpDelete || req.Op == store.OpCAS {
+		if req.Op == store.OpPut || req.Op == store.OpDelete || req.Op == store.OpCAS || req.Op == store.OpTxn {
 			s.metrics.write.Observe(time.Since(start).Seconds())
 			if o.Err == nil && !o.Duplicate {
 				s.metrics.wait.Observe(o.Waited.Seconds())
@@ -670,6 +674,8 @@ func opReply(id uint64, req *core.Request, o core.Outcome) protocol.Message {
 			Found: o.Record.Found, Value: o.Record.Value, Version: o.Record.Version}
 	case req.Op == store.OpGrantTTL:
 		return &protocol.LeaseGrantReply{ID: id, Lease: o.Lease, TTL: o.TTL, Duplicate: o.Duplicate}
+	case req.Op == store.OpTxn:
+		return &protocol.TxnReply{ID: id, Succeeded: o.Succeeded, Revision: o.Version, Waited: o.Waited, Holders: o.Holders, Duplicate: o.Duplicate}
 	case req.Op == store.OpRevokeTTL:
 		return &protocol.LeaseRevokeReply{ID: id, Revision: o.Version, Keys: o.Keys, Waited: o.Waited, Holders: o.Holders}
 	}
