@@ -506,7 +506,7 @@ func (in *sessionInput) unusedID() uint64 {
 
 // rebase maps the small fencing tokens and versions in m onto those the
 // server gives out while the input runs, which an input cannot know:
-// tokens 1 to 255 in Write and ReleaseWrite become token+t-1 (1 is the
+// tokens 1 to 255 in Write, a Txn's ops and ReleaseWrite become token+t-1 (1 is the
 // holder's token, 2 the token of the input's first acquisition granted,
 // and so on), and versions 1 to 255 in a Write's Expect or a Get's Known
 // become rev+v (1 is the version of the input's first write). It reports
@@ -525,6 +525,14 @@ func rebase(m protocol.Message, token, rev uint64) bool {
 	case *protocol.ReleaseWrite:
 		if small(m.Token) {
 			m.Token, changed = token+m.Token-1, true
+		}
+	case *protocol.Txn:
+		for _, ops := range [2][]protocol.TxnOp{m.Then, m.Else} {
+			for i := range ops {
+				if small(ops[i].Token) {
+					ops[i].Token, changed = token+ops[i].Token-1, true
+				}
+			}
 		}
 	case *protocol.Get:
 		if small(m.Known) {
@@ -550,6 +558,7 @@ var answers = map[protocol.Type][]protocol.Type{
 	protocol.TypeLeaseListReply:       {protocol.TypeLeaseList},
 
 	protocol.TypeListReply: {protocol.TypeList},
+	protocol.TypeTxnReply:  {protocol.TypeTxn},
 }
 
 // checkReplies checks the replies of a session against the requests sent:
@@ -670,6 +679,11 @@ func checkReplies(t *testing.T, sent *sessionInput, replies *drained, srv *Serve
 					kv.Version == 0 || kv.Version > m.Revision || q.KeysOnly && len(kv.Value) > 0 {
 					t.Errorf("list reply to %+v: key %d, %+v, out of order, range or revision %d", q, i, kv, m.Revision)
 				}
+			}
+		case *protocol.TxnReply:
+			// At a revision the input saw; a duplicate only of a retry.
+			if m.Revision < rev0 || m.Revision > rev || m.Holders < 0 || m.Waited < 0 {
+				t.Errorf("txn reply %+v: input ran from revision %d to %d", m, rev0, rev)
 			}
 		case *protocol.LeaseTimeToLiveReply:
 			if q := req.(*protocol.LeaseTimeToLive); m.Lease != q.Lease || m.TTL < -1 || m.TTL > m.GrantedTTL || (m.TTL == -1) != (m.GrantedTTL == 0) || (!q.Keys && len(m.Keys) > 0) {
@@ -1031,6 +1045,20 @@ func sessionSeeds(tb testing.TB) []sessionSeed {
 			&protocol.List{ID: 10, Start: []byte("a/")},
 			&protocol.List{ID: 11, Start: []byte("b"), End: a},
 			&protocol.List{ID: 12, Start: bytes.Repeat([]byte{'x'}, MaxKeySize+1)})},
+		// Transactions: a rename, its failed repeat, fenced and refused
+		// ones (a key twice, a compare of no kind, too many ops, a
+		// wrong token), and one with nothing to write.
+		{data: seq(put(1, a, "v1"), barrier,
+			&protocol.Txn{ID: 2, If: []protocol.Compare{{Key: a, Op: protocol.CmpExists}, {Key: []byte("a/b"), Op: protocol.CmpAbsent}},
+				Then: []protocol.TxnOp{{Op: protocol.OpPut, Key: []byte("a/b"), Value: []byte("v1")}, {Op: protocol.OpDelete, Key: a}}}, barrier,
+			&protocol.Txn{ID: 3, If: []protocol.Compare{{Key: a, Op: protocol.CmpVersionEqual, Version: 1}},
+				Then: []protocol.TxnOp{{Op: protocol.OpPut, Key: []byte("a/b"), Value: []byte("v1")}}, Else: []protocol.TxnOp{{Op: protocol.OpPut, Key: a, Value: []byte("v2")}}},
+			&protocol.Txn{ID: 4, Then: []protocol.TxnOp{{Op: protocol.OpPut, Key: k, Value: []byte("held"), Token: 1}, {Op: protocol.OpDelete, Key: []byte("a/c")}}},
+			&protocol.Txn{ID: 5, Then: []protocol.TxnOp{{Op: protocol.OpPut, Key: a}, {Op: protocol.OpDelete, Key: a}}},
+			&protocol.Txn{ID: 6, If: []protocol.Compare{{Key: a, Op: 77}}},
+			&protocol.Txn{ID: 7, Then: make([]protocol.TxnOp, MaxTxnOps+1)},
+			&protocol.Txn{ID: 8, Then: []protocol.TxnOp{{Op: protocol.OpPut, Key: k, Token: 99}}},
+			&protocol.Txn{ID: 9, If: []protocol.Compare{{Key: a, Op: protocol.CmpValueEqual, Value: []byte("v2")}}})},
 		// Put, revalidate, compare-and-swap, delete.
 		{data: seq(put(1, a, "v1"), barrier, &protocol.Get{ID: 2, Key: a, Revalidate: true, Known: 1},
 			&protocol.Write{ID: 3, Op: protocol.OpCAS, Key: a, Value: []byte("v2"), Expect: 1}, barrier,
