@@ -34,6 +34,7 @@ type harness struct {
 	ready     map[*Op]bool
 	abandoned map[*Op]bool
 	invalid   []Notice // every invalidation sent, in order
+	pinvalid  []Notice // every invalidation of a prefix lease sent, in order
 	recalls   []Notice // every recall sent, in order
 }
 
@@ -62,6 +63,7 @@ func endWrites(tab *Table, eff Effects, now time.Time) Effects {
 	for _, n := range eff.EndWrite {
 		more := tab.EndWriteLease(n.Key, n.Token, now)
 		eff.Invalidate = append(eff.Invalidate, more.Invalidate...)
+		eff.InvalidatePrefix = append(eff.InvalidatePrefix, more.InvalidatePrefix...)
 		eff.Recall = append(eff.Recall, more.Recall...)
 		eff.Ready = append(eff.Ready, more.Ready...)
 		eff.Abandoned = append(eff.Abandoned, more.Abandoned...)
@@ -88,6 +90,7 @@ func (h *harness) record(eff Effects) Effects {
 		h.abandoned[op] = true
 	}
 	h.invalid = append(h.invalid, eff.Invalidate...)
+	h.pinvalid = append(h.pinvalid, eff.InvalidatePrefix...)
 	h.recalls = append(h.recalls, eff.Recall...)
 	checkInvariants(h.tb, h.tab)
 	return eff
@@ -418,6 +421,35 @@ func checkInvariants(tb testing.TB, tab *Table) {
 			fail("free keyState %d is in use", e)
 		}
 	}
+	if len(tab.pheap) != tab.stats.PrefixLeases {
+		fail("the prefix heap holds %d leases, Stats.PrefixLeases = %d", len(tab.pheap), tab.stats.PrefixLeases)
+	}
+	for p, ps := range tab.prefixes {
+		if ps.name != p {
+			fail("prefix %q filed as %q", ps.name, p)
+		}
+		for _, l := range ps.leases {
+			if l.ps != ps || l.session.prefixes[p] != l {
+				fail("a lease of prefix %q is not its session's", p)
+			}
+		}
+	}
+	pending := make(map[string]int32)
+	for name, k := range keyStates(tab) {
+		n := int32(len(k.queue) + k.inflight)
+		if len(k.queue) > 0 && k.queue[0].state == opReady {
+			n-- // in the queue and in flight
+		}
+		if k.wlease != nil {
+			n++
+		}
+		if n > 0 {
+			ancestors(name, func(p string) { pending[p] += n })
+		}
+	}
+	if !maps.Equal(pending, tab.pendingUnder) {
+		fail("pending under prefixes %v; the ops and write leases make %v", tab.pendingUnder, pending)
+	}
 	if onKeys != len(tab.rheap) || onKeys != tab.stats.Leases {
 		fail("keys list %d read leases, the heap holds %d, Stats.Leases = %d", onKeys, len(tab.rheap), tab.stats.Leases)
 	}
@@ -451,8 +483,13 @@ func checkInvariants(tb testing.TB, tab *Table) {
 				fail("read leases of session %d loop", id)
 			}
 		}
-		if n != s.nreads {
-			fail("session %d counts %d read leases, lists %d", id, s.nreads, n)
+		for prefix, l := range s.prefixes {
+			if l.session != s || l.ps.name != prefix || tab.prefixes[prefix] != l.ps || l.heapIndex < 0 || tab.pheap[l.heapIndex] != l || !slices.Contains(l.ps.leases, l) {
+				fail("prefix lease %q of session %d is not live", prefix, id)
+			}
+		}
+		if n+len(s.prefixes) != s.nreads {
+			fail("session %d counts %d read and prefix leases, lists %d and %d", id, s.nreads, n, len(s.prefixes))
 		}
 		onSessions += n
 		for key, l := range s.wrlses {
@@ -490,6 +527,11 @@ func checkInvariants(tb testing.TB, tab *Table) {
 	outstanding := uint64(0)
 	for _, li := range tab.rheap {
 		if tab.reads.at(li).invalidated {
+			outstanding++
+		}
+	}
+	for _, l := range tab.pheap {
+		if l.invalidated {
 			outstanding++
 		}
 	}

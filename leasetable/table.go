@@ -106,6 +106,9 @@ type Notice struct {
 type Effects struct {
 	// Invalidate asks holders to drop a key and acknowledge.
 	Invalidate []Notice
+	// InvalidatePrefix asks the holders of prefix leases to drop the
+	// listing of a prefix (Notice.Key) and acknowledge (RelinquishPrefixes).
+	InvalidatePrefix []Notice
 	// Recall asks write-lease holders to release.
 	Recall []Notice
 	// Ready ops may now commit (OpWrite) or be granted (OpAcquire). The server
@@ -124,7 +127,7 @@ type Effects struct {
 }
 
 func (e *Effects) empty() bool {
-	return len(e.Invalidate) == 0 && len(e.Recall) == 0 && len(e.Ready) == 0 && len(e.Abandoned) == 0 && len(e.EndWrite) == 0
+	return len(e.Invalidate) == 0 && len(e.InvalidatePrefix) == 0 && len(e.Recall) == 0 && len(e.Ready) == 0 && len(e.Abandoned) == 0 && len(e.EndWrite) == 0
 }
 
 // Config sets the Table's parameters. The zero value is valid.
@@ -160,6 +163,7 @@ type Stats struct {
 	// Go heap or mapped outside it (see storage.go). It keeps its peak.
 	StorageBytes         int
 	Leases               int    // outstanding read leases, unexpired
+	PrefixLeases         int    // outstanding prefix leases, unexpired (prefix.go)
 	WriteLeases          int    // outstanding write leases
 	WritesWaiting        int    // ops queued or waiting for holders
 	InvalidationsSent    uint64 // read leases asked to be dropped
@@ -222,13 +226,16 @@ func (k *keyState) idle() bool {
 
 type session struct {
 	id     SessionID
-	slot   int32             // in Table.slots
-	reads  int32             // the first of its read leases, or noLease
-	nreads int               // how many read leases it holds
-	wrlses map[string]*lease // write leases by key
-	ops    map[*Op]struct{}  // ops queued or waiting
-	closed bool              // closed without relinquishing; kept until its leases expire
-	client uint64            // the client identity it gave (SetClient); 0: none
+	slot   int32 // in Table.slots
+	reads  int32 // the first of its read leases, or noLease
+	nreads int   // how many read and prefix leases it holds
+	// prefixes are its prefix leases, by prefix (prefix.go); nil until
+	// it has one.
+	prefixes map[string]*prefixLease
+	wrlses   map[string]*lease // write leases by key
+	ops      map[*Op]struct{}  // ops queued or waiting
+	closed   bool              // closed without relinquishing; kept until its leases expire
+	client   uint64            // the client identity it gave (SetClient); 0: none
 }
 
 // RestoredSession holds the write leases that RestoreWriteLease brings back
@@ -268,6 +275,14 @@ type Table struct {
 	barrier   time.Time
 	blocked   []*keyState // keys whose head is held only by the barrier
 	stats     Stats
+
+	// Prefix leases (prefix.go): the prefixes with leases, or written
+	// lately; their leases by expiry; those to forget once idle; and how
+	// many ops and write leases are pending under each prefix.
+	prefixes     map[string]*prefixState
+	pheap        timeHeap[*prefixLease]
+	cooling      []*prefixState
+	pendingUnder map[string]int32
 }
 
 // New returns an empty Table.
@@ -281,6 +296,9 @@ func New(cfg Config) *Table {
 		freeRec:   noLease,
 		sessions:  make(map[SessionID]*session),
 		byClient:  make(map[uint64]*session),
+
+		prefixes:     make(map[string]*prefixState),
+		pendingUnder: make(map[string]int32),
 	}
 	t.mem = newOffHeap()
 	return t
@@ -302,6 +320,11 @@ func (t *Table) LatestExpiry() time.Time {
 		}
 	}
 	for _, l := range t.leases {
+		if l.expiry.After(latest) {
+			latest = l.expiry
+		}
+	}
+	for _, l := range t.pheap {
 		if l.expiry.After(latest) {
 			latest = l.expiry
 		}
@@ -406,6 +429,9 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 		for _, l := range s.wrlses {
 			t.endWriteLease(l, &eff)
 		}
+		for _, l := range s.prefixes {
+			t.dropPrefix(l, now, &eff, false)
+		}
 	}
 	t.gcSession(s)
 	return eff
@@ -425,6 +451,8 @@ func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.
 	if old := k.wlease; old != nil {
 		delete(old.session.wrlses, key)
 		t.removeWrite(old)
+	} else {
+		t.pend(key, 1) // its holder may write at once: no listing under it is leased
 	}
 	l := &lease{key: k, session: s, expiry: expiry, token: token, client: client}
 	k.wlease = l
@@ -467,6 +495,7 @@ func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
 		return eff
 	}
 	t.mergeReads(f, s, &eff)
+	t.mergePrefixes(f, s, &eff)
 	t.gcSession(f)
 	return eff
 }
@@ -500,6 +529,7 @@ func (t *Table) AdoptClient(to SessionID, now time.Time) (eff Effects, supersede
 		superseded = p.id
 	}
 	t.mergeReads(p, s, &eff)
+	t.mergePrefixes(p, s, &eff)
 	for _, l := range p.wrlses {
 		if l.ending || !mayUse(l, s) {
 			continue // an ended lease waits in place for EndWriteLease
@@ -555,6 +585,7 @@ type LeaseInfo struct {
 	Key     string
 	Expiry  time.Time
 	Write   bool
+	Prefix  bool   // a prefix lease: Key is its prefix
 	Token   uint64 // a write lease's
 	Client  uint64 // a write lease's: its holder's client identity (0: none)
 }
@@ -562,7 +593,7 @@ type LeaseInfo struct {
 // Leases returns every lease in the table, for a handoff to another node.
 // It walks every lease: it is not for a hot path.
 func (t *Table) Leases() []LeaseInfo {
-	out := make([]LeaseInfo, 0, len(t.rheap)+len(t.leases))
+	out := make([]LeaseInfo, 0, len(t.rheap)+len(t.leases)+len(t.pheap))
 	for _, li := range t.rheap {
 		l := t.reads.at(li)
 		out = append(out, LeaseInfo{Session: t.slots.items[l.session].id, Key: t.keyString(l.key), Expiry: t.time(l.expiry)})
@@ -572,6 +603,9 @@ func (t *Table) Leases() []LeaseInfo {
 			continue
 		}
 		out = append(out, LeaseInfo{Session: l.session.id, Key: l.key.name, Expiry: l.expiry, Write: true, Token: l.token, Client: l.client})
+	}
+	for _, l := range t.pheap {
+		out = append(out, LeaseInfo{Session: l.session.id, Key: l.ps.name, Expiry: l.expiry, Prefix: true})
 	}
 	return out
 }
@@ -696,7 +730,7 @@ func (t *Table) AtLeaseLimit(id SessionID, key string, term time.Duration) bool 
 // lease on the key it asks for (noLease: none).
 func (t *Table) full(s *session, li int32) bool {
 	return li == noLease &&
-		((t.maxLeases > 0 && s.nreads >= t.maxLeases) || (t.maxTotal > 0 && t.stats.Leases >= t.maxTotal))
+		((t.maxLeases > 0 && s.nreads >= t.maxLeases) || (t.maxTotal > 0 && t.stats.Leases+t.stats.PrefixLeases >= t.maxTotal))
 }
 
 // cacheable reports whether session s may lease a key with keyState k (nil:
@@ -857,6 +891,7 @@ func (t *Table) dropWrite(l *lease, now time.Time, eff *Effects) {
 	delete(l.session.wrlses, k.name)
 	if k.wlease == l {
 		k.wlease = nil
+		t.pend(k.name, -1)
 	}
 	t.removeWrite(l)
 	t.checkReady(k, now, eff)
@@ -909,6 +944,7 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 			if op.InOrder && k.queuedInOrder() {
 				break // queued below, behind the requests before it
 			}
+			t.pend(op.Key, 1)
 			op.holder = true
 			op.Started = now
 			op.state = opReady
@@ -920,6 +956,7 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 	if k == nil {
 		k = t.richKey(op.Key)
 	}
+	t.pend(op.Key, 1)
 	op.state = opQueued
 	k.queue = append(k.queue, op)
 	s.ops[op] = struct{}{}
@@ -981,6 +1018,7 @@ func (t *Table) start(k *keyState, now time.Time, eff *Effects) {
 		}
 		op.Holders++
 	}
+	t.startPrefixes(op, now, eff)
 	t.checkReady(k, now, eff)
 }
 
@@ -999,6 +1037,9 @@ func (t *Table) checkReady(k *keyState, now time.Time, eff *Effects) {
 		return
 	}
 	if k.wlease != nil && k.wlease.session.id != op.Session {
+		return
+	}
+	if t.prefixHeld(k, op) {
 		return
 	}
 	if now.Before(t.barrier) {
@@ -1043,6 +1084,7 @@ func (t *Table) abandon(op *Op, now time.Time, eff *Effects) {
 	k := t.extOf(op.Key)
 	t.unlinkOp(op)
 	op.state = opAbandoned
+	t.pend(op.Key, -1)
 	head := k.queue[0] == op
 	for i, q := range k.queue {
 		if q == op {
@@ -1095,6 +1137,7 @@ func (t *Table) DoneAcquire(op *Op, token uint64, term time.Duration, now time.T
 		}
 		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), token: token, client: s.client}
 		k.wlease = l
+		t.pend(k.name, 1)
 		s.wrlses[k.name] = l
 		t.pushWrite(l)
 	}
@@ -1105,6 +1148,7 @@ func (t *Table) DoneAcquire(op *Op, token uint64, term time.Duration, now time.T
 func (t *Table) finish(op *Op) *keyState {
 	k := t.extOf(op.Key)
 	op.state = opDone
+	t.pend(op.Key, -1)
 	k.inflight--
 	if !op.holder {
 		k.queue = k.queue[1:]
@@ -1136,6 +1180,9 @@ func (t *Table) NextDeadline() (time.Time, bool) {
 	}
 	if len(t.leases) > 0 {
 		consider(t.leases[0].expiry)
+	}
+	if len(t.pheap) > 0 {
+		consider(t.pheap[0].expiry)
 	}
 	if len(t.deadlines) > 0 {
 		consider(t.deadlines[0].Deadline)
@@ -1172,6 +1219,7 @@ func (t *Table) Tick(now time.Time) Effects {
 		}
 		break
 	}
+	t.tickPrefixes(now, &eff)
 	for len(t.deadlines) > 0 && !now.Before(t.deadlines[0].Deadline) {
 		op := t.deadlines[0]
 		t.abandon(op, now, &eff)
