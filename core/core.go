@@ -69,6 +69,10 @@ var (
 type Notifier interface {
 	// Invalidate asks session id to drop keys and acknowledge.
 	Invalidate(id SessionID, keys []string)
+	// InvalidatePrefixes asks session id to drop its listings of
+	// prefixes, which it holds prefix leases on, and acknowledge
+	// (Core.RelinquishPrefixes).
+	InvalidatePrefixes(id SessionID, prefixes []string)
 	// Recall asks session id to release its write lease on key.
 	Recall(id SessionID, key string, token uint64)
 }
@@ -585,6 +589,15 @@ func (c *Core) carryOut(eff leasetable.Effects) {
 		}
 		for id, keys := range bySession {
 			c.notify.Invalidate(id, keys)
+		}
+	}
+	if len(eff.InvalidatePrefix) > 0 {
+		bySession := make(map[SessionID][]string)
+		for _, n := range eff.InvalidatePrefix {
+			bySession[n.Session] = append(bySession[n.Session], n.Key)
+		}
+		for id, prefixes := range bySession {
+			c.notify.InvalidatePrefixes(id, prefixes)
 		}
 	}
 	for _, n := range eff.Recall {

@@ -32,6 +32,7 @@ const (
 type notices struct {
 	mu      sync.Mutex
 	inv     map[SessionID][]string
+	pinv    map[SessionID][]string // prefix invalidations
 	recalls []leasetable.Notice
 }
 
@@ -42,6 +43,15 @@ func (n *notices) Invalidate(id SessionID, keys []string) {
 		n.inv = make(map[SessionID][]string)
 	}
 	n.inv[id] = append(n.inv[id], keys...)
+}
+
+func (n *notices) InvalidatePrefixes(id SessionID, prefixes []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pinv == nil {
+		n.pinv = make(map[SessionID][]string)
+	}
+	n.pinv[id] = append(n.pinv[id], prefixes...)
 }
 
 func (n *notices) Recall(id SessionID, key string, token uint64) {
@@ -450,11 +460,11 @@ func TestInheritedKeysHeld(t *testing.T) {
 		}
 		// A listing of a range that holds the key is refused as its read
 		// is; one past it, or past it by After, is not.
-		if _, err := c.List(1, store.RangeOptions{Start: []byte("a"), End: []byte("z")}); !errors.Is(err, ErrUnavailable) {
+		if _, _, err := c.List(1, store.RangeOptions{Start: []byte("a"), End: []byte("z")}, false); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("list of a range holding an inherited key: %v, want ErrUnavailable", err)
 		}
 		for _, o := range []store.RangeOptions{{Start: []byte("l"), End: []byte("z")}, {Start: []byte("a"), After: []byte("k")}} {
-			if _, err := c.List(1, o); err != nil {
+			if _, _, err := c.List(1, o, false); err != nil {
 				t.Errorf("list of %+v, no held key in it: %v", o, err)
 			}
 		}
@@ -474,7 +484,7 @@ func TestInheritedKeysHeld(t *testing.T) {
 		if rec, _, err := c.Read(1, []byte("k")); err != nil || string(rec.Value) != "new" {
 			t.Errorf("read after the barrier: %q, %v", rec.Value, err)
 		}
-		if r, err := c.List(1, store.RangeOptions{Start: []byte("a"), End: []byte("z")}); err != nil || len(r.KVs) != 1 || string(r.KVs[0].Value) != "new" {
+		if r, _, err := c.List(1, store.RangeOptions{Start: []byte("a"), End: []byte("z")}, false); err != nil || len(r.KVs) != 1 || string(r.KVs[0].Value) != "new" {
 			t.Errorf("list after the barrier: %+v, %v; want k = new", r, err)
 		}
 	})

@@ -70,7 +70,7 @@ func (c *Core) HandOff() error {
 			// a restored one waits for that client to come back.
 			h.Client, h.Token = l.Client, l.Token
 		} else {
-			h.Client = c.clientOf(l.Session)
+			h.Client, h.Prefix = c.clientOf(l.Session), l.Prefix
 		}
 		ls = append(ls, h)
 		longest = max(longest, left)
@@ -144,6 +144,7 @@ func (c *Core) SetClient(id SessionID, client uint64) (superseded SessionID) {
 		delete(c.handed, client)
 		handed := c.table.AdoptSession(from, id, now) // invalidations only
 		eff.Invalidate = append(eff.Invalidate, handed.Invalidate...)
+		eff.InvalidatePrefix = append(eff.InvalidatePrefix, handed.InvalidatePrefix...)
 	}
 	c.enqueueReady(eff)
 	c.mu.Unlock()
@@ -192,6 +193,10 @@ func (c *Core) restoreHandoff(st store.State) error {
 				next++
 				c.handed[l.Client] = holder
 			}
+		}
+		if l.Prefix {
+			c.table.RestorePrefixLease(holder, l.Key, expiry)
+			continue
 		}
 		c.table.RestoreReadLease(holder, l.Key, expiry)
 	}

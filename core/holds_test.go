@@ -126,11 +126,11 @@ func TestUnknownOutcomeRefusesReads(t *testing.T) {
 				if !replicated && err != nil {
 					t.Errorf("read of the key of the failed write, alone: %v", err)
 				}
-				_, err = c.List(1, store.RangeOptions{Start: []byte("j"), End: []byte("l")})
+				_, _, err = c.List(1, store.RangeOptions{Start: []byte("j"), End: []byte("l")}, false)
 				if replicated && !errors.Is(err, ErrUnavailable) {
 					t.Errorf("list of a range holding the key of the write of unknown outcome: %v, want ErrUnavailable", err)
 				}
-				if r, err := c.List(1, store.RangeOptions{Start: []byte("x"), End: []byte("y")}); err != nil || len(r.KVs) != 1 {
+				if r, _, err := c.List(1, store.RangeOptions{Start: []byte("x"), End: []byte("y")}, false); err != nil || len(r.KVs) != 1 {
 					t.Errorf("list of x alone: %+v, %v", r, err)
 				}
 				for k, want := range map[string]string{"x": "old", "y": ""} {

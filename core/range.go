@@ -5,49 +5,104 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leased/leased/leasetable"
 	"github.com/leased/leased/store"
 )
 
 // List reads the live keys of a range for session id, in key order, at
-// one revision (DESIGN §3.8). It grants no lease: the answer is served
-// with term 0, as a Get of a write-pending key is, and is linearizable as
+// one revision (DESIGN §3.8), and returns the term of the prefix lease it
+// granted on the listing (DESIGN §3.9), 0 for none. It is linearizable as
 // a Get is: the store holds every committed write, and this node shows it
 // still leads the way a read does, by its lease horizon. A range that
 // holds a key held for an earlier leader, or one that a write of unknown
 // outcome may have changed, fails with ErrUnavailable, as a Get of that
 // key does: the listing could miss or show a change the next leader
 // decides. opts.Start > opts.End fails with ErrInvalidArgument.
-func (c *Core) List(id SessionID, opts store.RangeOptions) (store.Range, error) {
+//
+// With lease, which says that opts is the whole range of the prefix
+// opts.Start (its End the prefix's end), the listing is leased if the
+// prefix may be leased
+// (leasetable.Leasable), read from its start and whole (no More within
+// opts' bounds), and the lease table grants the prefix a lease
+// (leasetable.Table.GrantPrefix): as for Read, the lease is recorded
+// before the listing is read, and a listing that turns out incomplete
+// gives it back.
+func (c *Core) List(id SessionID, opts store.RangeOptions, lease bool) (store.Range, time.Duration, error) {
 	c.readMu.RLock()
 	defer c.readMu.RUnlock()
 	if len(opts.End) > 0 && bytes.Compare(opts.Start, opts.End) > 0 {
-		return store.Range{}, fmt.Errorf("%w: range start %q is past its end %q", ErrInvalidArgument, opts.Start, opts.End)
+		return store.Range{}, 0, fmt.Errorf("%w: range start %q is past its end %q", ErrInvalidArgument, opts.Start, opts.End)
 	}
 	if c.handingOff.Load() {
-		return store.Range{}, fmt.Errorf("%w: list %s: this node is handing the lead over", ErrUnavailable, rangeName(opts))
+		return store.Range{}, 0, fmt.Errorf("%w: list %s: this node is handing the lead over", ErrUnavailable, rangeName(opts))
 	}
 	now := c.clock.Now()
 	if k, until := c.heldIn(opts, now); k != "" {
-		return store.Range{}, fmt.Errorf("%w: list %s: a write of an earlier leader's term is settling on key %q until %v",
+		return store.Range{}, 0, fmt.Errorf("%w: list %s: a write of an earlier leader's term is settling on key %q until %v",
 			ErrUnavailable, rangeName(opts), k, until.Format(time.RFC3339Nano))
 	}
-	if c.cfg.Replicated && c.ensureHorizon(now) != nil && c.sinceStart(now) >= c.horizon.Load() {
-		return store.Range{}, fmt.Errorf("%w: list %s", ErrUnavailable, rangeName(opts))
+	prefix, leasable := leasedPrefix(opts, lease)
+	term := time.Duration(0)
+	if leasable {
+		term = c.cfg.TermFor(prefix)
+	}
+	if (term > 0 || c.cfg.Replicated) && c.ensureHorizon(now) != nil {
+		if c.cfg.Replicated && c.sinceStart(now) >= c.horizon.Load() {
+			return store.Range{}, 0, fmt.Errorf("%w: list %s", ErrUnavailable, rangeName(opts))
+		}
+		term = 0 // served, but not cached
 	}
 	c.mu.Lock()
 	for k := range c.doubt {
 		if inRange([]byte(k), opts) && c.doubted(k) {
 			c.mu.Unlock()
-			return store.Range{}, fmt.Errorf("%w: list %s: a write to key %q failed with an unknown outcome, which another node may decide",
+			return store.Range{}, 0, fmt.Errorf("%w: list %s: a write to key %q failed with an unknown outcome, which another node may decide",
 				ErrUnavailable, rangeName(opts), k)
 		}
 	}
-	c.mu.Unlock()
-	r, err := c.store.Range(opts)
-	if err != nil {
-		return store.Range{}, fmt.Errorf("%w: list %s: %v", ErrInternal, rangeName(opts), err)
+	if term > 0 && !c.handingOff.Load() {
+		term = c.table.GrantPrefix(id, prefix, term, now)
+	} else {
+		term = 0
 	}
-	return r, nil
+	c.mu.Unlock()
+	if term > 0 {
+		c.poke()
+	}
+	r, err := c.store.Range(opts)
+	if err != nil || (term > 0 && r.More) {
+		if term > 0 {
+			// Incomplete, or not read: the lease covers no listing.
+			c.RelinquishPrefixes(id, []string{prefix})
+			term = 0
+		}
+		if err != nil {
+			return store.Range{}, 0, fmt.Errorf("%w: list %s: %v", ErrInternal, rangeName(opts), err)
+		}
+	}
+	return r, term, nil
+}
+
+// leasedPrefix returns the prefix whose lease a List of opts asks for, if
+// lease is set (the caller's word that opts is the whole range of the
+// prefix opts.Start), opts reads it from its start, and the prefix may be
+// leased.
+func leasedPrefix(opts store.RangeOptions, lease bool) (string, bool) {
+	if !lease || len(opts.After) > 0 {
+		return "", false
+	}
+	p := string(opts.Start)
+	return p, leasetable.Leasable(p)
+}
+
+// RelinquishPrefixes frees session id's prefix leases on prefixes: as the
+// acknowledgement of their invalidations (DESIGN §3.9).
+func (c *Core) RelinquishPrefixes(id SessionID, prefixes []string) {
+	c.mu.Lock()
+	eff := c.table.RelinquishPrefixes(id, prefixes, c.clock.Now())
+	c.enqueueReady(eff)
+	c.mu.Unlock()
+	c.carryOut(eff)
 }
 
 // heldIn returns a key of the range that is held for an earlier leader

@@ -21,9 +21,10 @@ type host struct {
 	stopped []error
 }
 
-func (*host) Invalidate(core.SessionID, []string)   {}
-func (*host) Recall(core.SessionID, string, uint64) {}
-func (*host) ClientAddr() string                    { return "127.0.0.1:7400" }
+func (*host) Invalidate(core.SessionID, []string)         {}
+func (*host) Recall(core.SessionID, string, uint64)       {}
+func (*host) InvalidatePrefixes(core.SessionID, []string) {}
+func (*host) ClientAddr() string                          { return "127.0.0.1:7400" }
 func (h *host) Drop(c *core.Core, _ error) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

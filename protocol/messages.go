@@ -337,9 +337,11 @@ type Cancel struct {
 }
 
 // Ack tells the server that the client dropped Keys from its cache after an
-// Invalidate, relinquishing its leases on them.
+// Invalidate, relinquishing its leases on them, and its listings of
+// Prefixes, relinquishing its prefix leases.
 type Ack struct {
-	Keys [][]byte `msgpack:"k"`
+	Keys     [][]byte `msgpack:"k"`
+	Prefixes [][]byte `msgpack:"p,omitempty"`
 }
 
 // Stats asks for the server's counters.
@@ -425,9 +427,11 @@ type Error struct {
 	Leader string `msgpack:"l,omitempty"`
 }
 
-// Invalidate asks the client to drop Keys from its cache and acknowledge.
+// Invalidate asks the client to drop Keys from its cache and acknowledge,
+// and to drop its listings of Prefixes, which it holds prefix leases on.
 type Invalidate struct {
-	Keys [][]byte `msgpack:"k"`
+	Keys     [][]byte `msgpack:"k"`
+	Prefixes [][]byte `msgpack:"p,omitempty"`
 }
 
 // Recall asks the holder of the write lease on Key, granted with Token, to

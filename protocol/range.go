@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -23,6 +24,11 @@ type List struct {
 	After    []byte `msgpack:"a,omitempty"`
 	Limit    uint32 `msgpack:"l,omitempty"`
 	KeysOnly bool   `msgpack:"k,omitempty"`
+	// Lease asks for a prefix lease on the listing (DESIGN §3.9): granted
+	// (ListReply.Term) only for a prefix range (End is PrefixEnd(Start))
+	// whose prefix is empty or ends with '/', read whole in one page from
+	// its start (no After), and not written lately.
+	Lease bool `msgpack:"ls,omitempty"`
 }
 
 // KV is one key of a ListReply, with its version and, unless the List
@@ -45,6 +51,10 @@ type ListReply struct {
 	KVs      []KV   `msgpack:"kv,omitempty"`
 	Revision uint64 `msgpack:"rev"`
 	More     bool   `msgpack:"m,omitempty"`
+	// Term is how long the client may answer the listing, and a read of
+	// any key under its prefix (found or not), from its cache, counted from
+	// when it sent the List: the prefix lease it was granted; 0: none.
+	Term time.Duration `msgpack:"t,omitempty"`
 }
 
 func (*List) Type() Type      { return TypeList }
@@ -89,6 +99,8 @@ func (m *ListReply) DecodeMsgpack(dec *msgpack.Decoder) error {
 			m.Revision, err = dec.DecodeUint64()
 		case "m":
 			m.More, err = dec.DecodeBool()
+		case "t":
+			m.Term, err = dec.DecodeDuration()
 		case "kv":
 			m.KVs, err = decodeKVs(dec)
 		default:

@@ -68,8 +68,9 @@ func (c *cluster) leaderOtherThan(id raft.ServerID) *replica.Node {
 // nobody is a core.Notifier for sessions that never answer.
 type nobody struct{}
 
-func (nobody) Invalidate(core.SessionID, []string)   {}
-func (nobody) Recall(core.SessionID, string, uint64) {}
+func (nobody) Invalidate(core.SessionID, []string)         {}
+func (nobody) Recall(core.SessionID, string, uint64)       {}
+func (nobody) InvalidatePrefixes(core.SessionID, []string) {}
 
 func newCore(t *testing.T, n *replica.Node) *core.Core {
 	t.Helper()
@@ -344,8 +345,9 @@ func testRestartOfEveryNode(t *testing.T, own, rebooted bool) {
 // notices records the invalidations a core sends.
 type notices struct{ ch chan core.SessionID }
 
-func (n notices) Invalidate(id core.SessionID, _ []string) { n.ch <- id }
-func (notices) Recall(core.SessionID, string, uint64)      {}
+func (n notices) Invalidate(id core.SessionID, _ []string)  { n.ch <- id }
+func (notices) Recall(core.SessionID, string, uint64)       {}
+func (notices) InvalidatePrefixes(core.SessionID, []string) {}
 
 // TestHandoffWaitsForNoHorizon: a leader that hands its leases over
 // before it transfers the lead lets the next one write at once. Keys with
@@ -372,6 +374,10 @@ func TestHandoffWaitsForNoHorizon(t *testing.T) {
 			if _, term, err := oc.Read(id, []byte(key)); err != nil || term != foTerm {
 				t.Fatalf("read %s: term %v, %v", key, term, err)
 			}
+		}
+		// Client 200 caches the listing of d/ too: a prefix lease.
+		if _, term, err := oc.List(2, store.RangeOptions{Start: []byte("d/"), End: []byte("d0")}, true); err != nil || term != foTerm {
+			t.Fatalf("list d/: term %v, %v", term, err)
 		}
 		granted := time.Now()
 		time.Sleep(time.Second)
@@ -403,8 +409,8 @@ func TestHandoffWaitsForNoHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		st, err := nl.State()
-		if err != nil || !st.HandedOff || len(st.Handoff) != 3 {
-			t.Fatalf("the new leader's state: %+v, %v; want the three leases handed over", st, err)
+		if err != nil || !st.HandedOff || len(st.Handoff) != 4 {
+			t.Fatalf("the new leader's state: %+v, %v; want the four leases handed over", st, err)
 		}
 		applied := st.HorizonApplied
 		n := notices{ch: make(chan core.SessionID, 8)}
@@ -433,13 +439,18 @@ func TestHandoffWaitsForNoHorizon(t *testing.T) {
 			t.Errorf("write of a: %v, %v after the new leader started; want at once, after the holder's acknowledgement", o.Err, o.at.Sub(start))
 		}
 		wb, wc := submitPut(t, nc, 12, "b", "v"), submitPut(t, nc, 12, "c", "v")
-		for key, w := range map[string]<-chan done{"b": wb, "c": wc} {
+		// A key created under d/, which client 200's listing covers.
+		wd := submitPut(t, nc, 12, "d/new", "v")
+		for key, w := range map[string]<-chan done{"b": wb, "c": wc, "d/": wd} {
 			o := <-w
 			var h store.HandedLease
 			for _, l := range st.Handoff {
-				if l.Key == key {
+				if l.Key == key && l.Prefix == (key == "d/") {
 					h = l
 				}
+			}
+			if h.Left == 0 {
+				t.Fatalf("no lease of %q handed over: %+v", key, st.Handoff)
 			}
 			if want := applied.Add(h.Left + foEps); o.Err != nil || !o.at.Equal(want) {
 				t.Errorf("write of %s: %v at %v; want when its handed-over lease ran out, %v", key, o.Err, o.at, want)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/leased/leased/protocol"
@@ -39,7 +40,8 @@ func checkRange(m *protocol.List) error {
 	return nil
 }
 
-// list answers a List from the core, with no lease (DESIGN §3.8).
+// list answers a List from the core (DESIGN §3.8), with a prefix lease if
+// it asks for one and the core grants it (§3.9).
 func (ss *session) list(m *protocol.List) protocol.Message {
 	if err := checkRange(m); err != nil {
 		return errorReply(m.ID, err)
@@ -48,13 +50,15 @@ func (ss *session) list(m *protocol.List) protocol.Message {
 	if m.Limit > 0 && int(m.Limit) < keys {
 		keys = int(m.Limit)
 	}
-	r, err := ss.core.List(ss.id, store.RangeOptions{
+	// A prefix lease covers a prefix's whole range only.
+	lease := m.Lease && bytes.Equal(m.End, protocol.PrefixEnd(m.Start))
+	r, term, err := ss.core.List(ss.id, store.RangeOptions{
 		Start: m.Start, End: m.End, After: m.After, Limit: keys, MaxBytes: size, KeysOnly: m.KeysOnly,
-	})
+	}, lease)
 	if err != nil {
 		return errorReply(m.ID, err)
 	}
-	reply := &protocol.ListReply{ID: m.ID, Revision: r.Revision, More: r.More}
+	reply := &protocol.ListReply{ID: m.ID, Revision: r.Revision, More: r.More, Term: term}
 	if len(r.KVs) > 0 {
 		reply.KVs = make([]protocol.KV, len(r.KVs))
 		for i, kv := range r.KVs {

@@ -459,6 +459,23 @@ func (s *Server) Invalidate(id leasetable.SessionID, keys []string) {
 	}
 }
 
+// InvalidatePrefixes sends session id one invalidation of its listings of
+// prefixes, split as Invalidate splits keys. The core calls it
+// (core.Notifier).
+func (s *Server) InvalidatePrefixes(id leasetable.SessionID, prefixes []string) {
+	sess := s.session(id)
+	if sess == nil {
+		return
+	}
+	bs := make([][]byte, len(prefixes))
+	for i, p := range prefixes {
+		bs[i] = []byte(p)
+	}
+	for _, batch := range protocol.SplitKeys(bs, s.cfg.maxFrameSize()/2) {
+		sess.sendNotice(&protocol.Invalidate{Prefixes: batch})
+	}
+}
+
 // Recall sends session id a recall of its write lease on key. The core
 // calls it (core.Notifier).
 func (s *Server) Recall(id leasetable.SessionID, key string, token uint64) {

@@ -423,6 +423,10 @@ func (ss *session) handle(m protocol.Message) bool {
 	case *protocol.Ack:
 		if err := ss.relinquish(m.Keys); err != nil {
 			ss.replies.send(errorReply(0, err))
+			break
+		}
+		if len(m.Prefixes) > 0 {
+			ss.core.RelinquishPrefixes(ss.id, prefixStrings(m.Prefixes))
 		}
 	case *protocol.ReleaseWrite:
 		if err := ss.checkKey(m.Key); err != nil {
@@ -503,6 +507,17 @@ func keyStrings(keys [][]byte) ([]string, error) {
 		out[i] = string(k)
 	}
 	return out, nil
+}
+
+// prefixStrings returns the prefixes of an Ack as strings. A prefix may
+// be empty (the prefix of every key); one longer than any key names no
+// lease, and is ignored as a prefix that holds none.
+func prefixStrings(ps [][]byte) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = string(p)
+	}
+	return out
 }
 
 func (ss *session) relinquish(keys [][]byte) error {

@@ -341,6 +341,9 @@ type HandedLease struct {
 	Left time.Duration
 	// Token is a write lease's fencing token; 0 for a read lease.
 	Token uint64
+	// Prefix says that it is a prefix lease (DESIGN §3.9): Key is the
+	// prefix, whose listing it covers.
+	Prefix bool `msgpack:",omitempty"`
 }
 
 // Result is the outcome of one Command.

@@ -299,19 +299,27 @@ func setHorizon(tx txn, h time.Time, span time.Duration, by []byte) error {
 }
 
 // encodeHandoff lays handed-over leases out as, for each, its client,
-// token and time left (8 bytes each), then its key's length (uvarint) and
-// key.
+// token and time left (8 bytes each; the top bit of the time left marks a
+// prefix lease, handedPrefix), then its key's length (uvarint) and key.
 func encodeHandoff(ls []HandedLease) []byte {
 	var b []byte
 	for _, l := range ls {
 		b = binary.BigEndian.AppendUint64(b, l.Client)
 		b = binary.BigEndian.AppendUint64(b, l.Token)
-		b = binary.BigEndian.AppendUint64(b, uint64(max(l.Left, 0)))
+		left := uint64(max(l.Left, 0))
+		if l.Prefix {
+			left |= handedPrefix
+		}
+		b = binary.BigEndian.AppendUint64(b, left)
 		b = binary.AppendUvarint(b, uint64(len(l.Key)))
 		b = append(b, l.Key...)
 	}
 	return b
 }
+
+// handedPrefix marks a prefix lease in an encoded handoff: the top bit of
+// its time left, which a duration that is not negative never sets.
+const handedPrefix = 1 << 63
 
 func decodeHandoff(b []byte) ([]HandedLease, error) {
 	ls := []HandedLease{}
@@ -319,8 +327,9 @@ func decodeHandoff(b []byte) ([]HandedLease, error) {
 		if len(b) < 25 {
 			return nil, fmt.Errorf("corrupt handoff record: %d bytes left", len(b))
 		}
-		l := HandedLease{Client: binary.BigEndian.Uint64(b), Token: binary.BigEndian.Uint64(b[8:]), Left: time.Duration(binary.BigEndian.Uint64(b[16:]))}
-		if l.Left < 0 {
+		left := binary.BigEndian.Uint64(b[16:])
+		l := HandedLease{Client: binary.BigEndian.Uint64(b), Token: binary.BigEndian.Uint64(b[8:]), Left: time.Duration(left &^ handedPrefix), Prefix: left&handedPrefix != 0}
+		if l.Left < 0 || l.Prefix && l.Token != 0 {
 			return nil, fmt.Errorf("corrupt handoff record: %v left", l.Left)
 		}
 		n, w := binary.Uvarint(b[24:])
