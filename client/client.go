@@ -100,9 +100,13 @@ type Client struct {
 	lowest  uint64
 	minTerm atomic.Int64 // the shortest term granted so far, in ns; paces renewal
 
-	imu     sync.Mutex // guards fetches and closed, and orders cache fills against invalidations; after smu
+	imu     sync.Mutex // guards fetches, listings, listFetches and closed, and orders cache fills against invalidations; after smu
 	fetches map[string]*fetch
 	closed  bool
+	// listings are the listings cached under prefix leases, and
+	// listFetches the Lists of them in flight (listcache.go).
+	listings    map[string]*listing
+	listFetches map[string]*fetch
 
 	// smu is held from beginning a read's or write's fetch record until its
 	// request is on the stream, so that requests reach the server in the
@@ -165,6 +169,7 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.cache.Clear()
+	c.dropAllListings()
 	c.imu.Unlock()
 	c.cancel()
 	if cn := c.cur.Swap(nil); cn != nil {

@@ -514,7 +514,7 @@ func (cn *conn) readNotices() {
 		}
 		switch m := m.(type) {
 		case *protocol.Invalidate:
-			if err := cn.c.invalidate(cn, m.Keys, cn.c.clock.Now()); err != nil {
+			if err := cn.c.invalidate(cn, m.Keys, m.Prefixes, cn.c.clock.Now()); err != nil {
 				return
 			}
 		case *protocol.Recall:

@@ -67,6 +67,8 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		log:          cfg.Logger,
 		cache:        cache.New(cache.Config{MaxEntries: cfg.CacheEntries, MaxBytes: cfg.CacheBytes, Epoch: base}),
 		fetches:      make(map[string]*fetch),
+		listings:     make(map[string]*listing),
+		listFetches:  make(map[string]*fetch),
 		wleases:      make(map[string]*WriteLease),
 		earlyRecalls: make(map[string]uint64),
 		acquiring:    make(map[string]int),

@@ -6,8 +6,9 @@ import (
 	"github.com/leased/leased/protocol"
 )
 
-// invalidate drops keys from the cache before the client acknowledges, and
-// poisons reads of them in flight. The notice reader calls it with the time
+// invalidate drops keys from the cache, and the listings of prefixes,
+// before the client acknowledges, and poisons reads and Lists of them in
+// flight. The notice reader calls it with the time
 // the invalidation arrived.
 //
 // The acknowledgement goes out under c.smu, so that a read begun after the
@@ -21,7 +22,7 @@ import (
 // acknowledgement held up for longer than slowAck is logged. That clock
 // read, between dropping the entries and acknowledging, is where
 // TestAckAfterReRead holds the notice reader through Config.Clock.
-func (c *Client) invalidate(cn *conn, keys [][]byte, arrived time.Time) error {
+func (c *Client) invalidate(cn *conn, keys, prefixes [][]byte, arrived time.Time) error {
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	c.imu.Lock()
@@ -32,11 +33,12 @@ func (c *Client) invalidate(cn *conn, keys [][]byte, arrived time.Time) error {
 		}
 		c.cache.Remove(string(k))
 	}
+	c.dropPrefixes(prefixes)
 	c.imu.Unlock()
 	if held := c.clock.Now().Sub(arrived); held > slowAck {
 		c.log.Warn("acknowledgement of an invalidation held up", "keys", len(keys), "held", held)
 	}
-	return cn.write(&protocol.Ack{Keys: keys})
+	return cn.write(&protocol.Ack{Keys: keys, Prefixes: prefixes})
 }
 
 // slowAck is how long an acknowledgement may be held up in the client

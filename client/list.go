@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/leased/leased/protocol"
 )
@@ -23,6 +24,9 @@ type ListResult struct {
 	KVs      []KV
 	Revision uint64
 	More     bool
+	// Cached says that the listing came from the client's memory, under
+	// a prefix lease (Leased), without a round trip.
+	Cached bool
 }
 
 // ListOption changes what List and ListRange read.
@@ -50,11 +54,13 @@ func KeysOnly() ListOption {
 
 // List reads the keys that begin with prefix, in key order, at one
 // revision, linearizably: from the leader's applied state, as an uncached
-// Get is. It is not served from the cache and leaves no lease: each call
-// asks the server. An empty prefix lists every key (under an access
-// policy, the client needs the read right on every key the range may
-// hold, or it fails with ErrPermissionDenied). While disconnected it fails
-// with ErrUnavailable.
+// Get is. Without Leased, each call asks the server and leaves no lease;
+// with it, the listing may be cached under a prefix lease, and a List that
+// the cached listing answers is served from memory (ListResult.Cached). An
+// empty prefix lists every key (under an access policy, the client needs
+// the read right on every key the range may hold, or it fails with
+// ErrPermissionDenied). While disconnected it fails with ErrUnavailable,
+// unless a cached listing answers it.
 func (c *Client) List(ctx context.Context, prefix string, opts ...ListOption) (ListResult, error) {
 	return c.list(ctx, []byte(prefix), protocol.PrefixEnd([]byte(prefix)), opts)
 }
@@ -78,13 +84,44 @@ func (c *Client) list(ctx context.Context, start, end []byte, opts []ListOption)
 			return ListResult{}, fmt.Errorf("%w: key of %d bytes, limit %d", ErrTooLarge, len(k), protocol.MaxKeySize)
 		}
 	}
-	m, err := c.callNow(ctx, req)
+	prefix, leased := leasedPrefix(req)
+	if leased {
+		if r, ok := c.cachedListing(prefix, req); ok {
+			return r, nil
+		}
+	} else {
+		req.Lease = false // the server would grant none that the client could use
+	}
+	cn, err := c.conn()
 	if err != nil {
 		return ListResult{}, err
 	}
+	var f *fetch
+	c.smu.Lock()
+	if leased {
+		c.imu.Lock()
+		f = c.beginListFetch(prefix)
+		c.imu.Unlock()
+	}
+	sent := c.clock.Now()
+	id, ch, err := cn.start(req)
+	c.smu.Unlock()
+	var m protocol.Message
+	if err == nil {
+		m, err = cn.await(ctx, id, ch)
+	}
 	r, ok := m.(*protocol.ListReply)
-	if !ok {
-		return ListResult{}, unexpected(m)
+	switch {
+	case err == nil && !ok:
+		err = unexpected(m)
+	case err == nil && r.Term > 0 && (!leased || r.More):
+		err = fmt.Errorf("%w: a prefix lease on a listing the client did not ask one for, or an incomplete one", ErrProtocol)
+	}
+	if err != nil {
+		if leased {
+			c.endListFetch(prefix, f, ListResult{}, false, time.Time{}, 0)
+		}
+		return ListResult{}, err
 	}
 	out := ListResult{Revision: r.Revision, More: r.More, KVs: make([]KV, len(r.KVs))}
 	// The keys become strings of one allocation, each a piece of it.
@@ -101,6 +138,9 @@ func (c *Client) list(ctx context.Context, start, end []byte, opts []ListOption)
 	for i, kv := range r.KVs {
 		out.KVs[i] = KV{Key: keys[at : at+len(kv.Key)], Value: kv.Value, Version: kv.Version}
 		at += len(kv.Key)
+	}
+	if leased {
+		c.endListFetch(prefix, f, out, req.KeysOnly, sent.Add(r.Term), r.Term)
 	}
 	return out, nil
 }

@@ -47,8 +47,12 @@ type fetch struct {
 // than a tenth of ε since the cache was filled, which the monotonic clock
 // does not count, every cached lease is dropped first (DESIGN §8).
 func (c *Client) Get(ctx context.Context, key string) (Item, error) {
-	if e, ok := c.cache.GetAt(key, c.sinceBase()); ok {
+	since := c.sinceBase()
+	if e, ok := c.cache.GetAt(key, since); ok {
 		return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}, nil
+	}
+	if it, ok := c.fromListing(key, c.base.Add(since)); ok {
+		return it, nil
 	}
 	return c.fetch(ctx, key)
 }
@@ -153,6 +157,7 @@ func (c *Client) send(cn *conn, key string, req protocol.Message, change bool) (
 	if change {
 		f = c.beginWriteFetch(key)
 		c.cache.Remove(key)
+		c.dropListingsOf(key)
 	} else {
 		f = c.beginFetch(key)
 	}
@@ -174,6 +179,7 @@ func (c *Client) sendChange(cn *conn, keys []string, req protocol.Message) (fs [
 	for i, k := range keys {
 		fs[i] = c.beginWriteFetch(k)
 		c.cache.Remove(k)
+		c.dropListingsOf(k)
 	}
 	c.imu.Unlock()
 	sent = c.clock.Now()

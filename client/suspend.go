@@ -58,6 +58,7 @@ func (c *Client) dropAfterSuspend(asleep time.Duration) {
 		delete(c.fetches, k)
 	}
 	keys := c.cache.Clear()
+	c.dropAllListings()
 	c.imu.Unlock()
 	c.relinquish(keys)
 	c.loseWriteLeases()

@@ -1,0 +1,242 @@
+package client
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leased/leased/protocol"
+)
+
+// Cached listings under prefix leases (DESIGN §3.9). A List with Leased
+// asks the server for a lease on the whole listing of a prefix; while it
+// lasts, no key under the prefix changes, and none is created, until the
+// client has dropped the listing and acknowledged its invalidation. So
+// the client answers List(prefix) from its copy, and a Get of any key under
+// it, found or not, when the key has no entry of its own.
+//
+// The listings live beside the key cache, in c.listings, under c.imu, and
+// each List in flight has a fetch record in c.listFetches, which an
+// invalidation of its prefix, a write of this client under it, or a
+// suspend poisons, as for a key (read.go).
+
+// maxListings bounds the listings the client keeps; past it, the listing
+// whose lease ends first is dropped and its lease relinquished.
+const maxListings = 1024
+
+// listing is a cached listing of a prefix: every live key under it, with
+// its value unless keysOnly, as of revision, under a lease until deadline
+// on the client's clock.
+type listing struct {
+	kvs      []KV
+	revision uint64
+	keysOnly bool
+	deadline time.Time
+}
+
+// Leased makes a List of a prefix ask for a lease on the whole listing, so
+// that later Lists of the prefix, and Gets of any key under it (found or
+// not) that has no entry of its own, are answered from the client's
+// memory while the lease lasts, linearizably: no key under the prefix
+// changes, and none is created, until the client has dropped the listing.
+// The server grants one only for a prefix that is empty or ends with '/',
+// read whole in one page (at most server.MaxListKeys keys, and half its
+// largest value in bytes; a Limit below the keys there are, or a
+// StartAfter, gets none), and not written about once a term or more
+// lately; otherwise the listing is served uncached, as without Leased.
+// The lease is not renewed: a List after it runs out asks the server
+// again. A silent holder's lease holds writes under its prefix back for
+// at most the term plus ε, as for a key.
+func Leased() ListOption {
+	return func(m *protocol.List) { m.Lease = true }
+}
+
+// leasedPrefix returns the prefix whose listing req, a List of the range
+// [start, end), may be cached under, if it may be.
+func leasedPrefix(req *protocol.List) (string, bool) {
+	if !req.Lease || len(req.After) > 0 || string(req.End) != string(protocol.PrefixEnd(req.Start)) {
+		return "", false
+	}
+	p := string(req.Start)
+	return p, p == "" || p[len(p)-1] == '/'
+}
+
+// cachedListing answers req, a List of prefix, from the listing the client
+// holds, if it holds one under a live lease that answers it: values where
+// req wants them, and all of it within req's Limit.
+func (c *Client) cachedListing(prefix string, req *protocol.List) (ListResult, bool) {
+	now := c.checkedNow()
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	l := c.listings[prefix]
+	if l == nil || !now.Before(l.deadline) || (l.keysOnly && !req.KeysOnly) || (req.Limit > 0 && int(req.Limit) < len(l.kvs)) {
+		return ListResult{}, false
+	}
+	kvs := slices.Clone(l.kvs)
+	if req.KeysOnly && !l.keysOnly {
+		for i := range kvs {
+			kvs[i].Value = nil
+		}
+	}
+	return ListResult{KVs: kvs, Revision: l.revision, Cached: true}, true
+}
+
+// beginListFetch starts tracking a List of prefix, as beginFetch a read.
+// It must be called with c.imu held.
+func (c *Client) beginListFetch(prefix string) *fetch {
+	f := c.listFetches[prefix]
+	if f == nil {
+		f = &fetch{}
+		c.listFetches[prefix] = f
+	}
+	f.n.Add(1)
+	return f
+}
+
+// endListFetch ends one List of f, and caches its listing under the lease
+// the reply carries (term, from when it was sent), unless the fetch was
+// poisoned meanwhile.
+func (c *Client) endListFetch(prefix string, f *fetch, r ListResult, keysOnly bool, deadline time.Time, term time.Duration) {
+	var evicted string
+	c.imu.Lock()
+	if term > 0 && !f.poisoned && !c.closed {
+		if _, ok := c.listings[prefix]; !ok && len(c.listings) >= maxListings {
+			evicted = c.evictListing()
+		}
+		c.listings[prefix] = &listing{kvs: slices.Clone(r.KVs), revision: r.Revision, keysOnly: keysOnly, deadline: deadline}
+	}
+	if f.n.Add(-1) == 0 && c.listFetches[prefix] == f {
+		delete(c.listFetches, prefix)
+	}
+	c.imu.Unlock()
+	// A poisoned answer's lease is gone already, ended by the
+	// invalidation's acknowledgement or by this client's write: only an
+	// evicted listing's is given back.
+	if evicted != "" {
+		c.relinquishPrefixes([]string{evicted})
+	}
+}
+
+// evictListing drops the listing whose lease ends first, and returns its
+// prefix. It must be called with c.imu held.
+func (c *Client) evictListing() string {
+	var first string
+	var at time.Time
+	for p, l := range c.listings {
+		if at.IsZero() || l.deadline.Before(at) {
+			first, at = p, l.deadline
+		}
+	}
+	delete(c.listings, first)
+	return first
+}
+
+// relinquishPrefixes gives the server back this client's leases on
+// prefixes whose listings it dropped, those it holds again, or has a List
+// of in flight, apart: the acknowledgement names a prefix, not a grant,
+// so it would also end the lease of the newer answer. It goes out under
+// c.smu, so that a List begun after the check reaches the server after it.
+func (c *Client) relinquishPrefixes(prefixes []string) {
+	cn := c.cur.Load()
+	if cn == nil {
+		return // the lease ends with the session, or runs out
+	}
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	var ps [][]byte
+	c.imu.Lock()
+	for _, p := range prefixes {
+		if c.listings[p] == nil && c.listFetches[p] == nil {
+			ps = append(ps, []byte(p))
+		}
+	}
+	c.imu.Unlock()
+	if len(ps) > 0 {
+		cn.write(&protocol.Ack{Prefixes: ps})
+	}
+}
+
+// dropListingsOf drops the listings of the prefixes that contain key, and
+// poisons the Lists of them in flight: this client is about to write key,
+// and the server drops its own prefix leases on them when the write
+// starts, without asking. It must be called with c.imu held.
+func (c *Client) dropListingsOf(key string) {
+	if len(c.listings) == 0 && len(c.listFetches) == 0 {
+		return
+	}
+	drop := func(p string) {
+		delete(c.listings, p)
+		if f := c.listFetches[p]; f != nil {
+			f.poisoned = true
+			delete(c.listFetches, p)
+		}
+	}
+	drop("")
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			drop(key[:i+1])
+		}
+	}
+}
+
+// dropPrefixes drops the listings of prefixes and poisons the Lists of them
+// in flight: an invalidation. It must be called with c.imu held.
+func (c *Client) dropPrefixes(prefixes [][]byte) {
+	for _, p := range prefixes {
+		delete(c.listings, string(p))
+		if f := c.listFetches[string(p)]; f != nil {
+			f.poisoned = true
+			delete(c.listFetches, string(p))
+		}
+	}
+}
+
+// dropAllListings drops every listing and poisons every List in flight:
+// the client closes, or its leases are lost. It must be called with c.imu
+// held.
+func (c *Client) dropAllListings() {
+	clear(c.listings)
+	for p, f := range c.listFetches {
+		f.poisoned = true
+		delete(c.listFetches, p)
+	}
+}
+
+// fromListing answers a Get of key, which has no entry of its own, from a
+// listing of a prefix that contains it, held under a live lease at now: the
+// key's value and version if the listing has it (with values), or not
+// found if it does not (then Version is 0: the listing does not say when
+// the key was deleted, if ever).
+func (c *Client) fromListing(key string, now time.Time) (Item, bool) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if len(c.listings) == 0 {
+		return Item{}, false
+	}
+	try := func(p string) (Item, bool) {
+		l := c.listings[p]
+		if l == nil || !now.Before(l.deadline) {
+			return Item{}, false
+		}
+		i, found := slices.BinarySearchFunc(l.kvs, key, func(kv KV, k string) int { return strings.Compare(kv.Key, k) })
+		switch {
+		case !found:
+			return Item{Cached: true}, true
+		case l.keysOnly:
+			return Item{}, false
+		}
+		kv := l.kvs[i]
+		return Item{Value: kv.Value, Found: true, Version: kv.Version, Cached: true}, true
+	}
+	if it, ok := try(""); ok {
+		return it, true
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			if it, ok := try(key[:i+1]); ok {
+				return it, true
+			}
+		}
+	}
+	return Item{}, false
+}
