@@ -251,6 +251,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 		a.putCmd(),
 		a.delCmd(),
 		a.casCmd(),
+		a.txnCmd(),
 		a.writeLeaseCmd(),
 		a.leaseCmd(),
 		a.statsCmd(),

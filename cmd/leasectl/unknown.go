@@ -27,7 +27,6 @@ var etcdctlElsewhere = map[string]string{
 	"compaction":       `leased has no compaction: it keeps only each key's latest version, not a history of revisions.`,
 	"make-mirror":      `leased has no make-mirror: copy a cluster's keys with "leasectl snapshot save FILE" and "leased restore FILE".`,
 	"check":            `leased has no check: leasebench (cmd/leasebench) measures read and write latency against the lease term.`,
-	"txn":              `leased has no txn: "leasectl cas KEY OLD_VERSION VALUE" sets a key only if its version is still OLD_VERSION.`,
 	"watch":            `leased has no watch yet: a client of the Go library that caches a key has its copy invalidated before a write to the key commits.`,
 	"lock":             lockElsewhere,
 	"elect":            lockElsewhere,
