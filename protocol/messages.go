@@ -402,6 +402,9 @@ type StatsReply struct {
 	// large table keeps outside the Go heap. It keeps its peak. Omitted
 	// when zero.
 	LeaseStorageBytes int64 `msgpack:"lsb,omitempty"`
+	// PrefixLeases counts the outstanding prefix leases (DESIGN §3.9),
+	// which Leases does not. Omitted when zero.
+	PrefixLeases int `msgpack:"pl,omitempty"`
 }
 
 // Goodbye ends a session gracefully: the server frees all of its leases at

@@ -84,6 +84,7 @@ var (
 	descLeases        = prometheus.NewDesc("leased_leases", "Read leases outstanding.", nil, nil)
 	descLeaseStorage  = prometheus.NewDesc("leased_lease_storage_bytes", "Memory of the lease table's storage: read-lease and key records, key names, the key index and the expiry heap; a large table maps it outside the Go heap, so that the Go memory metrics do not count it. It keeps its peak.", nil, nil)
 	descWriteLeases   = prometheus.NewDesc("leased_write_leases", "Write leases outstanding.", nil, nil)
+	descPrefixLeases  = prometheus.NewDesc("leased_prefix_leases", "Prefix (directory) leases outstanding.", nil, nil)
 	descWritesWaiting = prometheus.NewDesc("leased_writes_waiting", "Writes waiting for holders or their turn.", nil, nil)
 	descInvSent       = prometheus.NewDesc("leased_invalidations_sent_total", "Invalidations sent to holders.", nil, nil)
 	descInvAcked      = prometheus.NewDesc("leased_invalidations_acked_total", "Invalidations holders acknowledged.", nil, nil)
@@ -111,7 +112,7 @@ var (
 )
 
 func (serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRequests, descReplies, descErrors, descSessions, descLeases, descLeaseStorage, descWriteLeases,
+	for _, d := range []*prometheus.Desc{descRequests, descReplies, descErrors, descSessions, descLeases, descLeaseStorage, descWriteLeases, descPrefixLeases,
 		descWritesWaiting, descInvSent, descInvAcked, descInvExpired, descInvCancelled, descRecalls, descRenewed, descTTLLeases, descTTLRevoked,
 		descTTLExpired, descTTLKeys, descTTLKeepAlives, descRevision, descHorizonWait, descInflightBytes, descFrameBytes, descRefused,
 		descAlarm, descStoreBytes, descLeader, descTerm, descCommit, descApplied, descLeaderChanges} {
@@ -145,6 +146,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeases, float64(st.Leases))
 	gauge(descLeaseStorage, float64(st.LeaseStorageBytes))
 	gauge(descWriteLeases, float64(st.WriteLeases))
+	gauge(descPrefixLeases, float64(st.PrefixLeases))
 	gauge(descWritesWaiting, float64(st.WritesWaiting))
 	counter(descInvSent, st.InvalidationsSent)
 	counter(descInvAcked, st.InvalidationsAcked)

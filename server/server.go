@@ -584,6 +584,7 @@ func (s *Server) Stats() *protocol.StatsReply {
 		Revision:               cs.Revision,
 		Sessions:               sessions,
 		Leases:                 cs.Leases,
+		PrefixLeases:           cs.PrefixLeases,
 		WriteLeases:            cs.WriteLeases,
 		WritesWaiting:          cs.WritesWaiting,
 		InvalidationsSent:      cs.InvalidationsSent,

@@ -445,6 +445,7 @@ func (a *app) printStats(st *client.Stats) error {
 		{"revision", u(st.Revision)},
 		{"sessions", i(st.Sessions)},
 		{"leases", i(st.Leases)},
+		{"prefix_leases", i(st.PrefixLeases)},
 		{"lease_storage_bytes", human.Bytes(st.LeaseStorageBytes)},
 		{"write_leases", i(st.WriteLeases)},
 		{"writes_waiting", i(st.WritesWaiting)},
