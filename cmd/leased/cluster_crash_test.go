@@ -59,15 +59,17 @@ const (
 	maxClusterDown  = time.Second
 )
 
-// TestCrashCluster: writers put, delete, compare-and-swap, read, and write
-// under write leases through clients that know every node, while a killer
-// SIGKILLs a node (the leader in clusterLeaderKills percent of the cycles)
-// and restarts it on the same folder and ports. After every restart, and at
-// the end, the checks of TestCrashKill hold (crashCheckAt and the model's
-// checks as the writers go): no acknowledged write is lost or overtaken by
-// an older one, versions and fencing tokens never go back. At the end every
-// node is stopped gracefully, and leased inspect must find the same digest
-// and the same revision in every node's folder.
+// TestCrashCluster: writers put, delete, compare-and-swap, read, write
+// under write leases and commit transactions through clients that know
+// every node, while a killer SIGKILLs a node (the leader in
+// clusterLeaderKills percent of the cycles) and restarts it on the same
+// folder and ports. After every restart, and at the end, the checks of
+// TestCrashKill hold (crashCheckAt and the model's checks as the writers
+// go): no acknowledged write is lost or overtaken by an older one, versions
+// and fencing tokens never go back, every transaction is applied whole or
+// not at all. At the end every node is stopped gracefully, and leased
+// inspect must find the same digest and the same revision in every node's
+// folder.
 func TestCrashCluster(t *testing.T) {
 	t.Parallel()
 	seed := *crashClusterSeed
@@ -162,9 +164,9 @@ func TestCrashCluster(t *testing.T) {
 		}
 		now := cl.Leader()
 		rev, _ = crashCheckAt(t, cl.ClientConfig(), cl.Endpoints(), m, rev, fmt.Sprintf("after restart %d", cycle), true)
-		t.Logf("cycle %d: served %v, killed the %s %s, down %v; first write acknowledged %v after the kill; %s leads (it held writes for %s when it took over); revision %d; acked %d, unknown %d",
+		t.Logf("cycle %d: served %v, killed the %s %s, down %v; first write acknowledged %v after the kill; %s leads (it held writes for %s when it took over); revision %d; acked %d, unknown %d; transactions acked %d, unknown %d",
 			cycle, serve.Round(time.Millisecond), role, victim.Name, down.Round(time.Millisecond), d.Round(time.Millisecond),
-			now.Name, now.WritesHeldAtTakeover(), rev, m.nAcked.Load(), m.nUnknown.Load())
+			now.Name, now.WritesHeldAtTakeover(), rev, m.nAcked.Load(), m.nUnknown.Load(), m.nTxnAcked.Load(), m.nTxnUnknown.Load())
 	}
 
 	stopWriters()
@@ -190,6 +192,7 @@ func TestCrashCluster(t *testing.T) {
 	t.Logf("crash cluster: seed %d, %d kill cycles (%d of the leader), %d acked writes, %d unknown, %d refused, %d lost, %d reads (%d cached), %d fencing tokens; first write after a leader kill: median %v of %v; revision %d, elapsed %v",
 		seed, len(m.barriers), leaderKills, m.nAcked.Load(), m.nUnknown.Load(), m.nRefused.Load(), m.nLost.Load(), m.nReads.Load(), m.nCached.Load(), m.nTokens.Load(),
 		median.Round(time.Millisecond), roundAll(resumes), rev, time.Since(begin).Round(time.Millisecond))
+	logTxns(t, m)
 }
 
 // firstAckAfter returns a channel that receives how long after killed the

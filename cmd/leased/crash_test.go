@@ -176,10 +176,17 @@ type crashModel struct {
 	maxToken  uint64
 	barriers  []barrier // barriers[e]: what was acknowledged before kill e+1
 	failures  int
+	// txns holds each transaction under both its IDs (crash_txn_test.go).
+	txns map[writeID]*txnRec
+	// made[w]: writer w's file is known to exist (txnViolations).
+	made [crashWriters]bool
 
 	nAcked, nUnknown, nRefused, nLarge, nReads, nCached, nTokens atomic.Int64
 	// nLost counts acknowledged writes that a check found lost.
 	nLost atomic.Int64
+	// Transactions: acknowledged (of them, Else applied; answered as a
+	// replay), refused, of unknown outcome, and the listings checked.
+	nTxnAcked, nTxnElse, nTxnReplayed, nTxnRefused, nTxnUnknown, nTxnLists atomic.Int64
 }
 
 func newCrashModel(t *testing.T, cancel context.CancelFunc) *crashModel {
@@ -190,11 +197,16 @@ func newCrashModel(t *testing.T, cancel context.CancelFunc) *crashModel {
 		byVersion: make(map[uint64]writeID),
 		keys:      make(map[string]*keyState),
 		tokens:    make(map[uint64]bool),
+		txns:      make(map[writeID]*txnRec),
 	}
 	for w := range crashWriters {
 		for i := range crashOwnKeys {
 			m.keys[ownKey(w, i)] = &keyState{}
 		}
+		for i := range crashTxnKeys {
+			m.keys[txnKey(w, i)] = &keyState{}
+		}
+		m.keys[mvKey(w, 0)], m.keys[mvKey(w, 1)] = &keyState{}, &keyState{}
 	}
 	for _, k := range append(append([]string(nil), crashSharedKeys...), crashLeaseKeys...) {
 		m.keys[k] = &keyState{}
@@ -246,7 +258,7 @@ func (m *crashModel) finish(id writeID, ver uint64, err error) {
 	}
 	var bad []string
 	if prev, ok := m.byVersion[ver]; ok {
-		bad = append(bad, fmt.Sprintf("version %d acknowledged twice: to %v on %s and to %v on %s", ver, prev, m.writes[prev].key, id, r.key))
+		bad = append(bad, fmt.Sprintf("version %d acknowledged twice: to %s and to %v on %s", ver, m.describe(prev), id, r.key))
 	}
 	if r.epoch > 0 && ver <= m.barriers[r.epoch-1].version {
 		bad = append(bad, fmt.Sprintf("write %v on %s, begun after kill %d, got version %d, not above %d acknowledged before it",
@@ -312,8 +324,9 @@ func (m *crashModel) killed() {
 }
 
 // checkItem checks a read of key, by anyone, at any time: a value is
-// intact, belongs to key, was written and not refused, and a version that
-// was acknowledged holds what that write wrote.
+// intact, belongs to key, was written (by a write or a transaction) and not
+// refused, and a version that was acknowledged holds what that write or
+// transaction wrote.
 func (m *crashModel) checkItem(who, key string, found bool, value []byte, ver uint64) {
 	var id writeID
 	if found {
@@ -331,6 +344,8 @@ func (m *crashModel) checkItem(who, key string, found bool, value []byte, ver ui
 	m.mu.Lock()
 	var bad string
 	switch r := m.writes[id]; {
+	case found && r == nil && m.txns[id] != nil:
+		bad = m.checkTxnValue(who, key, id, ver)
 	case found && r == nil:
 		bad = fmt.Sprintf("%s read %s at version %d: value %v was never written", who, key, ver, id)
 	case found && r.outcome == refused:
@@ -339,13 +354,12 @@ func (m *crashModel) checkItem(who, key string, found bool, value []byte, ver ui
 		bad = fmt.Sprintf("%s read %s at version %d: value %v, acknowledged at version %d", who, key, ver, id, r.version)
 	}
 	if aid, ok := m.byVersion[ver]; ok && bad == "" {
-		r := m.writes[aid]
-		switch {
-		case r.key != key:
-			bad = fmt.Sprintf("%s read %s at version %d, which was acknowledged to %v on %s", who, key, ver, aid, r.key)
-		case r.del && found:
+		switch del, wrote := m.wrote(aid, key); {
+		case !wrote:
+			bad = fmt.Sprintf("%s read %s at version %d, which was acknowledged to %s", who, key, ver, m.describe(aid))
+		case del && found:
 			bad = fmt.Sprintf("%s read %s at version %d: value %v, but that version is an acknowledged delete", who, key, ver, id)
-		case !r.del && (!found || aid != id):
+		case !del && (!found || aid != id):
 			bad = fmt.Sprintf("%s read %s at version %d: found=%v value %v, but that version was acknowledged to %v", who, key, ver, found, id, aid)
 		}
 	}
@@ -388,6 +402,8 @@ type crashWriter struct {
 	seen       map[string]uint64 // the highest version this client saw per key
 	reconnects atomic.Int64
 	opTimeout  time.Duration // bounds one operation; 0: crashOpTimeout
+	mvMade     bool          // the creation of its file was acknowledged
+	mvAt       int           // where it last knew its file to be (mvKey)
 }
 
 func (w *crashWriter) next() writeID {
@@ -442,8 +458,10 @@ func (w *crashWriter) run(ctx context.Context) {
 			err = w.cas(opCtx, crashSharedKeys[w.rng.IntN(len(crashSharedKeys))])
 		case p < 60:
 			err = w.put(opCtx, crashLeaseKeys[w.rng.IntN(len(crashLeaseKeys))])
-		case p < 94:
+		case p < 82:
 			_, err = w.get(opCtx, w.anyKey())
+		case p < 94:
+			err = w.txn(opCtx)
 		default:
 			err = w.fenced(opCtx, crashLeaseKeys[w.rng.IntN(len(crashLeaseKeys))])
 		}
@@ -462,12 +480,16 @@ func (w *crashWriter) run(ctx context.Context) {
 
 func (w *crashWriter) anyKey() string {
 	switch p := w.rng.IntN(10); {
-	case p < 5:
+	case p < 4:
 		return ownKey(w.rng.IntN(crashWriters), w.rng.IntN(crashOwnKeys))
-	case p < 8:
+	case p < 6:
 		return crashSharedKeys[w.rng.IntN(len(crashSharedKeys))]
-	default:
+	case p < 7:
 		return crashLeaseKeys[w.rng.IntN(len(crashLeaseKeys))]
+	case p < 9:
+		return txnKey(w.rng.IntN(crashWriters), w.rng.IntN(crashTxnKeys))
+	default:
+		return mvKey(w.rng.IntN(crashWriters), w.rng.IntN(2))
 	}
 }
 
@@ -560,10 +582,11 @@ func (w *crashWriter) get(ctx context.Context, key string) (client.Item, error) 
 }
 
 // crashCheck reads every key with a fresh client and checks it against
-// what had been acknowledged before the read began. Writers may go on
-// meanwhile: whatever they do can only make keys newer. It returns the
-// server's revision, which must not be below prevRev, and how long the
-// server said it would still hold writes.
+// what had been acknowledged before the read began, and lists each
+// writer's transaction keys to check that every transaction is there whole
+// (crashCheckTxns). Writers may go on meanwhile: whatever they do can only
+// make keys newer. It returns the server's revision, which must not be
+// below prevRev, and how long the server said it would still hold writes.
 func crashCheck(t *testing.T, srv *clitest.Server, m *crashModel, prevRev uint64, when string) (uint64, time.Duration) {
 	t.Helper()
 	return crashCheckAt(t, srv.ClientConfig(), srv.Addr, m, prevRev, when, false)
@@ -644,6 +667,7 @@ func crashCheckAt(t *testing.T, cfg client.Config, endpoints string, m *crashMod
 				when, key, id, it.Version, ks.ackedID, ks.acked)
 		}
 	}
+	maxRead = max(maxRead, crashCheckTxns(ctx, t, c, m, when, settle))
 	st, err := c.ServerStats(ctx)
 	if err != nil {
 		t.Fatalf("%s: checker: stats: %v", when, err)
@@ -677,9 +701,14 @@ func crashCheckAt(t *testing.T, cfg client.Config, endpoints string, m *crashMod
 //     safe across a crash because the restarted server holds writes until
 //     the persisted lease horizon has passed (DESIGN §7), also when it
 //     restarts with a shorter term;
-//   - each client sees each key's versions in order.
+//   - each client sees each key's versions in order;
+//   - every transaction is applied whole or not at all, also one whose
+//     outcome is unknown: a listing of a writer's transaction keys at one
+//     revision never shows one key of a transaction without the others
+//     (crash_txn_test.go).
 //
-// Writes that return an error are unknown: they may or may not be applied.
+// Writes and transactions that return an error are unknown: they may or
+// may not be applied.
 func TestCrashKill(t *testing.T) {
 	t.Parallel()
 	seed := *crashSeed
@@ -800,9 +829,9 @@ func TestCrashKill(t *testing.T) {
 		if quick {
 			next = "checked; the next kill comes before the writers are back"
 		}
-		t.Logf("cycle %d: killed %v %s; term %v, then %v; restarted in %v, writes held %v more; %v %v after the kill; revision %d; acked %d, unknown %d",
+		t.Logf("cycle %d: killed %v %s; term %v, then %v; restarted in %v, writes held %v more; %v %v after the kill; revision %d; acked %d, unknown %d; transactions acked %d, unknown %d",
 			cycle, delay.Round(time.Millisecond), served, prevTerm, term, restarted.Round(time.Millisecond), held.Round(time.Millisecond),
-			next, time.Since(restart).Round(time.Millisecond), rev, m.nAcked.Load(), m.nUnknown.Load())
+			next, time.Since(restart).Round(time.Millisecond), rev, m.nAcked.Load(), m.nUnknown.Load(), m.nTxnAcked.Load(), m.nTxnUnknown.Load())
 	}
 
 	stopWriters()
@@ -810,4 +839,5 @@ func TestCrashKill(t *testing.T) {
 	srv.Stop(t)
 	t.Logf("crash: seed %d, %d cycles, %d acked writes (%d large values written), %d unknown, %d refused, %d reads (%d cached), %d fencing tokens, revision %d, elapsed %v",
 		seed, len(m.barriers), m.nAcked.Load(), m.nLarge.Load(), m.nUnknown.Load(), m.nRefused.Load(), m.nReads.Load(), m.nCached.Load(), m.nTokens.Load(), rev, time.Since(begin).Round(time.Millisecond))
+	logTxns(t, m)
 }
