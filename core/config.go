@@ -131,6 +131,12 @@ type Config struct {
 	// of the linearizability tests, which must find the stale reads it
 	// causes. Never set it otherwise.
 	UnsafeSkipHorizonWait bool
+	// UnsafeNoPrefixRecall grants prefix leases but never recalls them:
+	// a write under a leased prefix commits without invalidating or
+	// waiting for its holders (leasetable.Config.UnsafeNoPrefixRecall).
+	// It exists for the negative control of the linearizability tests,
+	// which must find the stale listings it causes. Never set it otherwise.
+	UnsafeNoPrefixRecall bool
 	// Admit, if set, decides whether a write (op store.OpPut, OpDelete
 	// or OpCAS) or a write-lease acquisition (OpGrantWriteLease) of
 	// bytes bytes of key and value may be written: for instance a guard

@@ -236,7 +236,7 @@ func (t *Table) gcPrefix(ps *prefixState, now time.Time) {
 // session's (its library dropped the listing before it sent the op), and
 // notes the write on each prefix, for GrantPrefix's hot test.
 func (t *Table) startPrefixes(op *Op, now time.Time, eff *Effects) {
-	if len(t.prefixes) == 0 {
+	if len(t.prefixes) == 0 || t.noRecall {
 		return
 	}
 	ancestors(op.Key, func(p string) {
@@ -269,7 +269,7 @@ func (t *Table) startPrefixes(op *Op, now time.Time, eff *Effects) {
 // prefix that contains key k holds op back, and notes k as waiting for
 // that prefix's leases.
 func (t *Table) prefixHeld(k *keyState, op *Op) bool {
-	if len(t.prefixes) == 0 {
+	if len(t.prefixes) == 0 || t.noRecall {
 		return false
 	}
 	held := false

@@ -150,6 +150,10 @@ type Config struct {
 	// peak (records, key index and expiry heap; see storage.go), reused by
 	// later leases.
 	MaxLeases int
+	// UnsafeNoPrefixRecall grants prefix leases but never invalidates
+	// nor waits for them: the negative control of the linearizability
+	// tests (core.Config.UnsafeNoPrefixRecall). Never set it otherwise.
+	UnsafeNoPrefixRecall bool
 }
 
 // Stats are the Table's counters. The Table keeps the gauges (Sessions to
@@ -247,9 +251,10 @@ const RestoredSession SessionID = 0
 // Table is the lease state machine. See the package comment.
 type Table struct {
 	eps       time.Duration
-	maxLeases int // Config.MaxLeasesPerSession; 0: no cap
-	maxTotal  int // Config.MaxLeases; 0: no cap
-	maxWrite  int // Config.MaxWriteLeasesPerSession; 0: no cap
+	maxLeases int  // Config.MaxLeasesPerSession; 0: no cap
+	maxTotal  int  // Config.MaxLeases; 0: no cap
+	maxWrite  int  // Config.MaxWriteLeasesPerSession; 0: no cap
+	noRecall  bool // Config.UnsafeNoPrefixRecall
 
 	// Read leases and keys; see storage.go, and index.go for the key index.
 	base     time.Time // read-lease expiries count from it
@@ -292,6 +297,7 @@ func New(cfg Config) *Table {
 		maxLeases: cfg.MaxLeasesPerSession,
 		maxTotal:  cfg.MaxLeases,
 		maxWrite:  cfg.MaxWriteLeasesPerSession,
+		noRecall:  cfg.UnsafeNoPrefixRecall,
 		freeRead:  noLease,
 		freeRec:   noLease,
 		sessions:  make(map[SessionID]*session),

@@ -148,6 +148,10 @@ type Config struct {
 	// (core.Config.UnsafeSkipHorizonWait). Only the negative control of
 	// the linearizability tests sets it.
 	UnsafeSkipHorizonWait bool
+	// UnsafeNoPrefixRecall makes the server grant prefix leases that no
+	// write recalls (core.Config.UnsafeNoPrefixRecall). Only the negative
+	// control of the linearizability tests sets it.
+	UnsafeNoPrefixRecall bool
 	// MaxTotalInflightBytes is how many bytes of keys and values the
 	// waiting writes of all sessions together may hold in the server: the
 	// server-wide budget beside each session's MaxInflightBytes. A write
@@ -558,6 +562,7 @@ func (c Config) coreConfig() core.Config {
 		TTL: c.TTL,
 
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
+		UnsafeNoPrefixRecall:  c.UnsafeNoPrefixRecall,
 		Logger:                c.Logger,
 	}
 }

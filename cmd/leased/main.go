@@ -72,6 +72,7 @@ type options struct {
 	maxSessions     int
 	retryWindow     time.Duration
 	unsafeSkipWait  bool // hidden: the negative control of the linearizability tests
+	unsafeNoRecall  bool // hidden: likewise, for prefix leases
 	tlsHosts        []string
 	terms           []string // PREFIX=DURATION
 	prefixTerms     []server.PrefixTerm
@@ -262,6 +263,8 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.IntVar(&o.retryHandshakes, "retry-handshakes", server.DefaultRetryHandshakes, "QUIC handshakes in progress past which new connections must prove their source address (a Retry); -1: always")
 	f.BoolVar(&o.unsafeSkipWait, "unsafe-skip-horizon-wait", false, "UNSAFE, for tests of the linearizability checker only: write at once after a start or failover, breaking the promise of earlier leases")
 	f.MarkHidden("unsafe-skip-horizon-wait")
+	f.BoolVar(&o.unsafeNoRecall, "unsafe-no-prefix-recall", false, "UNSAFE, for tests of the linearizability checker only: grant prefix leases that no write recalls, breaking their promise")
+	f.MarkHidden("unsafe-no-prefix-recall")
 	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once (at most "+server.MaxRetryWindow.String()+"; 0: the default)")
 	f.StringArrayVar(&o.terms, "term", nil, "lease term for keys under a prefix, as PREFIX=DURATION (repeatable; the longest prefix wins; 0 means never cached; at most "+server.MaxLeaseTerm.String()+"), e.g. --term /hot/=1s")
 	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included; a wildcard only as *.DOMAIN under a domain you own, not *.com)")

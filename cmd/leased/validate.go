@@ -154,6 +154,7 @@ var configFlags = map[string]string{
 	"QuotaBytes":               "--quota-bytes",
 	"ReserveBytes":             "--reserve-bytes",
 	"UnsafeSkipHorizonWait":    "--unsafe-skip-horizon-wait",
+	"UnsafeNoPrefixRecall":     "--unsafe-no-prefix-recall",
 	"PolicyFile":               "--auth-policy",
 	"ClientCAs":                "--client-ca",
 
@@ -272,6 +273,7 @@ func (o *options) config(log *slog.Logger) server.Config {
 		Logger:                log,
 
 		UnsafeSkipHorizonWait: o.unsafeSkipWait,
+		UnsafeNoPrefixRecall:  o.unsafeNoRecall,
 	}
 }
 
