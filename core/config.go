@@ -131,6 +131,10 @@ type Config struct {
 	// of the linearizability tests, which must find the stale reads it
 	// causes. Never set it otherwise.
 	UnsafeSkipHorizonWait bool
+	// HotPrefixWrites is how many writes under a prefix within a term stop
+	// its leasing for a term (leasetable.Config.HotPrefixWrites): zero
+	// means 2, negative never.
+	HotPrefixWrites int
 	// UnsafeNoPrefixRecall grants prefix leases but never recalls them:
 	// a write under a leased prefix commits without invalidating or
 	// waiting for its holders (leasetable.Config.UnsafeNoPrefixRecall).

@@ -171,7 +171,7 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		notify: notify,
 		table: leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon, MaxLeasesPerSession: cfg.MaxLeasesPerSession,
 			MaxWriteLeasesPerSession: cfg.MaxWriteLeasesPerSession, MaxLeases: cfg.MaxLeases,
-			UnsafeNoPrefixRecall: cfg.UnsafeNoPrefixRecall}),
+			HotPrefixWrites: cfg.HotPrefixWrites, UnsafeNoPrefixRecall: cfg.UnsafeNoPrefixRecall}),
 		clients:     make(map[SessionID]uint64),
 		copies:      make(map[retryKey]int),
 		handed:      make(map[uint64]SessionID),

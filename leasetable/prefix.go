@@ -63,7 +63,9 @@ type prefixState struct {
 	waiting map[string]struct{}
 	term    time.Duration // the last term granted on it
 	written time.Time     // when the last op under it started (zero: none since it was leased)
-	hot     time.Time     // no lease until then
+	window  time.Time     // when the first of writes, the ops started within a term of it, started
+	writes  int
+	hot     time.Time // no lease until then
 }
 
 // idle reports whether ps holds nothing that must be kept at now.
@@ -244,8 +246,11 @@ func (t *Table) startPrefixes(op *Op, now time.Time, eff *Effects) {
 		if ps == nil {
 			return
 		}
-		if !ps.written.IsZero() && now.Sub(ps.written) < ps.term {
-			ps.hot = now.Add(ps.term) // the second write within a term
+		if ps.window.IsZero() || now.Sub(ps.window) >= ps.term {
+			ps.window, ps.writes = now, 0
+		}
+		if ps.writes++; t.hotWrites > 0 && ps.writes >= t.hotWrites {
+			ps.hot = now.Add(ps.term) // Config.HotPrefixWrites within a term
 		}
 		ps.written = now
 		for i := 0; i < len(ps.leases); {

@@ -150,6 +150,11 @@ type Config struct {
 	// peak (records, key index and expiry heap; see storage.go), reused by
 	// later leases.
 	MaxLeases int
+	// HotPrefixWrites is how many writes starting under a prefix within
+	// its term make it hot: no lease on it for a term after the last
+	// (GrantPrefix). Zero means 2: a prefix written about once a term or
+	// more; a negative value, never.
+	HotPrefixWrites int
 	// UnsafeNoPrefixRecall grants prefix leases but never invalidates
 	// nor waits for them: the negative control of the linearizability
 	// tests (core.Config.UnsafeNoPrefixRecall). Never set it otherwise.
@@ -255,6 +260,7 @@ type Table struct {
 	maxTotal  int  // Config.MaxLeases; 0: no cap
 	maxWrite  int  // Config.MaxWriteLeasesPerSession; 0: no cap
 	noRecall  bool // Config.UnsafeNoPrefixRecall
+	hotWrites int  // Config.HotPrefixWrites, 2 for 0
 
 	// Read leases and keys; see storage.go, and index.go for the key index.
 	base     time.Time // read-lease expiries count from it
@@ -298,6 +304,7 @@ func New(cfg Config) *Table {
 		maxTotal:  cfg.MaxLeases,
 		maxWrite:  cfg.MaxWriteLeasesPerSession,
 		noRecall:  cfg.UnsafeNoPrefixRecall,
+		hotWrites: cfg.HotPrefixWrites,
 		freeRead:  noLease,
 		freeRec:   noLease,
 		sessions:  make(map[SessionID]*session),
@@ -305,6 +312,9 @@ func New(cfg Config) *Table {
 
 		prefixes:     make(map[string]*prefixState),
 		pendingUnder: make(map[string]int32),
+	}
+	if t.hotWrites == 0 {
+		t.hotWrites = 2
 	}
 	t.mem = newOffHeap()
 	return t

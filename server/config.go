@@ -148,6 +148,11 @@ type Config struct {
 	// (core.Config.UnsafeSkipHorizonWait). Only the negative control of
 	// the linearizability tests sets it.
 	UnsafeSkipHorizonWait bool
+	// HotPrefixWrites is how many writes under a prefix within its term
+	// keep it from being leased for a term after the last (DESIGN §3.9):
+	// a prefix written that often makes every write under it wait for its
+	// holders for little gain. Zero means 2; negative, never.
+	HotPrefixWrites int
 	// UnsafeNoPrefixRecall makes the server grant prefix leases that no
 	// write recalls (core.Config.UnsafeNoPrefixRecall). Only the negative
 	// control of the linearizability tests sets it.
@@ -563,6 +568,7 @@ func (c Config) coreConfig() core.Config {
 
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
 		UnsafeNoPrefixRecall:  c.UnsafeNoPrefixRecall,
+		HotPrefixWrites:       c.HotPrefixWrites,
 		Logger:                c.Logger,
 	}
 }

@@ -73,6 +73,7 @@ type options struct {
 	retryWindow     time.Duration
 	unsafeSkipWait  bool // hidden: the negative control of the linearizability tests
 	unsafeNoRecall  bool // hidden: likewise, for prefix leases
+	hotPrefixWrites int
 	tlsHosts        []string
 	terms           []string // PREFIX=DURATION
 	prefixTerms     []server.PrefixTerm
@@ -263,6 +264,7 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.IntVar(&o.retryHandshakes, "retry-handshakes", server.DefaultRetryHandshakes, "QUIC handshakes in progress past which new connections must prove their source address (a Retry); -1: always")
 	f.BoolVar(&o.unsafeSkipWait, "unsafe-skip-horizon-wait", false, "UNSAFE, for tests of the linearizability checker only: write at once after a start or failover, breaking the promise of earlier leases")
 	f.MarkHidden("unsafe-skip-horizon-wait")
+	f.IntVar(&o.hotPrefixWrites, "prefix-hot-writes", 2, "writes under a directory within its term that stop caching its listing for a term (-1: never)")
 	f.BoolVar(&o.unsafeNoRecall, "unsafe-no-prefix-recall", false, "UNSAFE, for tests of the linearizability checker only: grant prefix leases that no write recalls, breaking their promise")
 	f.MarkHidden("unsafe-no-prefix-recall")
 	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once (at most "+server.MaxRetryWindow.String()+"; 0: the default)")

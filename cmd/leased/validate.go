@@ -155,6 +155,7 @@ var configFlags = map[string]string{
 	"ReserveBytes":             "--reserve-bytes",
 	"UnsafeSkipHorizonWait":    "--unsafe-skip-horizon-wait",
 	"UnsafeNoPrefixRecall":     "--unsafe-no-prefix-recall",
+	"HotPrefixWrites":          "--prefix-hot-writes",
 	"PolicyFile":               "--auth-policy",
 	"ClientCAs":                "--client-ca",
 
@@ -274,6 +275,7 @@ func (o *options) config(log *slog.Logger) server.Config {
 
 		UnsafeSkipHorizonWait: o.unsafeSkipWait,
 		UnsafeNoPrefixRecall:  o.unsafeNoRecall,
+		HotPrefixWrites:       o.hotPrefixWrites,
 	}
 }
 
