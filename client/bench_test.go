@@ -337,3 +337,71 @@ func BenchmarkTxn(b *testing.B) {
 		benchP50(b, samples)
 	})
 }
+
+// benchLeasedListing writes n keys /dir/0000... with 100-byte values from a
+// writer, and returns a second client that holds the listing of /dir/
+// cached under a prefix lease: its first List goes to the server, its
+// second must be answered from memory.
+func benchLeasedListing(b *testing.B, n int) *client.Client {
+	b.Helper()
+	env := benchServer(b)
+	ctx := b.Context()
+	writer := dial(b, env, client.Config{Name: "writer"})
+	value := make([]byte, 100)
+	for i := range n {
+		if _, err := writer.Put(ctx, fmt.Sprintf("/dir/%04d", i), value); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := dial(b, env, client.Config{Name: "lister"})
+	for i, want := range []bool{false, true} {
+		r, err := c.List(ctx, "/dir/", client.Leased())
+		if err != nil || len(r.KVs) != n || r.More || r.Cached != want {
+			b.Fatalf("list %d: %d keys, more %v, cached %v, %v; want %d keys, cached %v", i+1, len(r.KVs), r.More, r.Cached, err, n, want)
+		}
+	}
+	return c
+}
+
+// BenchmarkCachedList lists a prefix of 100 keys with 100-byte values that
+// the client holds under a prefix lease: every List is answered from
+// memory. Each answer is a copy of the cached slice of KVs (one
+// allocation; the keys and values are shared with the cache).
+func BenchmarkCachedList(b *testing.B) {
+	const n = 100
+	c := benchLeasedListing(b, n)
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := c.List(ctx, "/dir/", client.Leased())
+		if err != nil || !r.Cached || len(r.KVs) != n {
+			b.Fatalf("list: %d keys, cached %v, %v", len(r.KVs), r.Cached, err)
+		}
+	}
+}
+
+// BenchmarkCachedListGet reads a key under a prefix whose listing (100 keys)
+// the client holds under a prefix lease, the key having no cache entry of
+// its own: a key of the listing (present) and one it does not have
+// (absent). Both are answered from the listing.
+func BenchmarkCachedListGet(b *testing.B) {
+	for _, tc := range []struct {
+		name, key string
+		found     bool
+	}{
+		{"present", "/dir/0042", true},
+		{"absent", "/dir/none", false},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := benchLeasedListing(b, 100)
+			ctx := b.Context()
+			b.ReportAllocs()
+			for b.Loop() {
+				it, err := c.Get(ctx, tc.key)
+				if err != nil || !it.Cached || it.Found != tc.found || (tc.found && len(it.Value) != 100) {
+					b.Fatalf("get %q: %+v, %v", tc.key, it, err)
+				}
+			}
+		})
+	}
+}

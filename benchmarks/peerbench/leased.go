@@ -232,6 +232,9 @@ func leasedTests() {
 			leasedHolders(ctx, name, n)
 		}
 	}
+	if name := fmt.Sprintf("leased.create.prefixholders%d", *flagWatchers); wanted(tname(name)) {
+		leasedPrefixHolders(ctx, name, *flagWatchers) // prefix.go
+	}
 
 	// (e) lease renewals over raw sessions: Renew messages of 1 and of
 	// -renewbatch keys the session holds.

@@ -645,6 +645,10 @@ func etcdTests() {
 		}
 	}
 
+	if name := fmt.Sprintf("etcd.put.prefixwatch%d", *flagWatchers); wanted(tname(name)) {
+		etcdPrefixWatch(ctx, name, c0, *flagWatchers) // prefix.go
+	}
+
 	// (h) local cache kept current by an etcd watch; reads are a map lookup under a mutex.
 	if name := "etcd.watchcache.read"; wanted(tname(name)) {
 		var mu sync.Mutex
