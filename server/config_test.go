@@ -52,6 +52,8 @@ func TestConfigDefaults(t *testing.T) {
 		"RetryHandshakes":          {-1, DefaultRetryHandshakes},
 		"RetryWindow":              {time.Minute, DefaultRetryWindow},
 		"UnsafeSkipHorizonWait":    {true, nil},
+		"UnsafeNoPrefixRecall":     {true, nil},
+		"HotPrefixWrites":          {3, nil},
 		"HorizonStep":              {time.Second, (DefaultLeaseTerm + DefaultEpsilon) / 4},
 		"IdleTimeout":              {time.Minute, DefaultIdleTimeout},
 		"HelloTimeout":             {time.Second, DefaultHelloTimeout},
