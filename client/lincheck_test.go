@@ -671,8 +671,9 @@ func runReader(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 // listKeys lists the workers' keys k0 … k(n-1) through c, and records the
 // listing as history client id: one read of each key (lincheck.Input.Listed),
 // found with the value and version the listing gave it, or absent. Each
-// read spans the whole listing. The model checks each key's read on its
-// own; that the keys are of one revision is the store's to check
+// read spans the whole listing (Recorder.EndListing). The model checks
+// the reads of keys that transactions join into one part at one point;
+// that all the keys are of one revision is otherwise the store's to check
 // (store.Range's tests).
 func listKeys(ctx context.Context, id int, c *client.Client, rec *lincheck.Recorder, n int) {
 	calls := make([]lincheck.Call, n)
@@ -684,14 +685,16 @@ func listKeys(ctx context.Context, id int, c *client.Client, rec *lincheck.Recor
 	for _, kv := range r.KVs {
 		found[kv.Key] = kv
 	}
-	for i, call := range calls {
+	outs := make([]lincheck.Output, n)
+	for i := range outs {
 		if err != nil {
-			rec.End(call, lincheck.Output{Outcome: lincheck.NoEffect, Err: err.Error()})
+			outs[i] = lincheck.Output{Outcome: lincheck.NoEffect, Err: err.Error()}
 			continue
 		}
 		kv, ok := found[fmt.Sprintf("k%d", i)]
-		rec.End(call, lincheck.Output{Outcome: lincheck.OK, Found: ok, Value: string(kv.Value), Version: kv.Version})
+		outs[i] = lincheck.Output{Outcome: lincheck.OK, Found: ok, Value: string(kv.Value), Version: kv.Version}
 	}
+	rec.EndListing(calls, outs)
 }
 
 // readKey reads key through c and records the read as history client id.
@@ -709,8 +712,9 @@ func readKey(ctx context.Context, id int, c linKV, rec *lincheck.Recorder, key s
 // runWorker runs random operations on client lc until stop is closed, and
 // records them, as history client 2·id. It is the only one to write
 // through lc: a plain write by a client that holds the key's write lease
-// does not recall it, which the model does not allow for. A liar takes no
-// write leases: it puts instead.
+// does not recall it, which the model does not allow for. One write in
+// eight is a transaction on two keys (runTxn). A liar takes no write
+// leases and runs no transactions: it puts instead.
 func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(seed, uint64(2*lc.id+1)))
 	id := 2 * lc.id
@@ -728,6 +732,8 @@ func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 			p = 40
 		}
 		switch {
+		case p >= 40 && lc.c != nil && sc.keys > 1 && rng.IntN(8) == 0:
+			runTxn(ctx, id, lc.c, rec, rng, sc.keys, key, value, seen)
 		case p < 40:
 			if sc.holders > 0 && rng.IntN(3) == 0 {
 				// The holders' keys are theirs to write; the
@@ -756,15 +762,18 @@ func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 			v, err := lc.kv.CompareAndSwap(ctx, key, expect, []byte(in.Value))
 			rec.End(call, writeOutput(v, err))
 		default:
-			writeLeaseSession(ctx, id, lc, rec, rng, key, value)
+			writeLeaseSession(ctx, id, lc, rec, rng, sc.keys, key, value)
 		}
 		cancel()
 	}
 }
 
 // writeLeaseSession acquires the write lease on key, writes under it,
-// reads it from the cache, and releases it.
-func writeLeaseSession(ctx context.Context, id int, lc *linClient, rec *lincheck.Recorder, rng *rand.Rand, key string, value func() string) {
+// reads it from the cache, and releases it. One write in four is a
+// transaction that writes key under the lease and another of the n
+// workers' keys without: it deletes the other key if it exists, and puts
+// it otherwise.
+func writeLeaseSession(ctx context.Context, id int, lc *linClient, rec *lincheck.Recorder, rng *rand.Rand, n int, key string, value func() string) {
 	call := rec.Begin(id, lincheck.Input{Kind: lincheck.Acquire, Key: key})
 	wl, err := lc.c.AcquireWriteLease(ctx, key)
 	if err != nil {
@@ -777,7 +786,16 @@ func writeLeaseSession(ctx context.Context, id int, lc *linClient, rec *lincheck
 	}
 	rec.End(call, lincheck.Output{Outcome: lincheck.OK, Token: wl.Token()})
 	for range 1 + rng.IntN(3) {
-		if rng.IntN(5) == 0 {
+		if n > 1 && rng.IntN(4) == 0 {
+			other, v := otherKey(rng, n, key), value()
+			in := lincheck.Input{Kind: lincheck.Txn,
+				If:   []lincheck.Compare{{Key: other, Op: lincheck.Exists}},
+				Then: []lincheck.TxnOp{{Key: key, Value: v, Token: wl.Token()}, {Key: other, Delete: true}},
+				Else: []lincheck.TxnOp{{Key: key, Value: v, Token: wl.Token()}, {Key: other, Value: v}}}
+			call := rec.Begin(id, in)
+			r, err := commitTxn(ctx, lc.c, in, wl)
+			rec.End(call, txnOutput(r, err))
+		} else if rng.IntN(5) == 0 {
 			in := lincheck.Input{Kind: lincheck.FencedDelete, Key: key, Token: wl.Token()}
 			call := rec.Begin(id, in)
 			r, err := wl.Delete(ctx)
@@ -791,6 +809,111 @@ func writeLeaseSession(ctx context.Context, id int, lc *linClient, rec *lincheck
 		readKey(ctx, id, lc.c, rec, key)
 	}
 	wl.Release(ctx)
+}
+
+// otherKey returns one of the n workers' keys k0 … k(n-1) other than key,
+// at random.
+func otherKey(rng *rand.Rand, n int, key string) string {
+	if k := fmt.Sprintf("k%d", rng.IntN(n-1)); k != key {
+		return k
+	}
+	return fmt.Sprintf("k%d", n-1)
+}
+
+// runTxn runs a transaction through c on key a and another b of the n
+// workers' keys, and records it as history client id: a rename of a to b
+// (if a exists and b does not, b is put and a deleted; else a is put), or
+// a compare-and-swap of both, at the versions it reads of them just
+// before (0 if absent; those this worker last saw, seen, if a read
+// fails), which does nothing if either moved meanwhile. It notes in seen
+// the versions the transaction gave the keys it wrote.
+func runTxn(ctx context.Context, id int, c *client.Client, rec *lincheck.Recorder, rng *rand.Rand, n int, a string, value func() string, seen map[string]uint64) {
+	b, v := otherKey(rng, n, a), value()
+	in := lincheck.Input{Kind: lincheck.Txn,
+		If:   []lincheck.Compare{{Key: a, Op: lincheck.Exists}, {Key: b, Op: lincheck.Absent}},
+		Then: []lincheck.TxnOp{{Key: b, Value: v}, {Key: a, Delete: true}},
+		Else: []lincheck.TxnOp{{Key: a, Value: v}}}
+	if rng.IntN(2) == 0 {
+		version := func(k string) uint64 {
+			it, ok := readKey(ctx, id, c, rec, k)
+			switch {
+			case !ok:
+				return seen[k]
+			case !it.Found:
+				return 0
+			}
+			return it.Version
+		}
+		va, vb := version(a), version(b)
+		in = lincheck.Input{Kind: lincheck.Txn,
+			If:   []lincheck.Compare{{Key: a, Op: lincheck.VersionIs, Version: va}, {Key: b, Op: lincheck.VersionIs, Version: vb}},
+			Then: []lincheck.TxnOp{{Key: a, Value: v}, {Key: b, Value: v}}}
+	}
+	call := rec.Begin(id, in)
+	r, err := commitTxn(ctx, c, in, nil)
+	rec.End(call, txnOutput(r, err))
+	if err != nil {
+		return
+	}
+	ops := in.Then
+	if !r.Succeeded {
+		ops = in.Else
+	}
+	for _, op := range ops {
+		seen[op.Key] = r.Revision
+		if op.Delete {
+			seen[op.Key] = 0
+		}
+	}
+}
+
+// commitTxn sends the transaction in through c, its ops with a fencing
+// token under wl, and returns its outcome.
+func commitTxn(ctx context.Context, c *client.Client, in lincheck.Input, wl *client.WriteLease) (client.TxnResult, error) {
+	cmps := make([]client.Compare, len(in.If))
+	for i, cmp := range in.If {
+		switch cmp.Op {
+		case lincheck.Exists:
+			cmps[i] = client.Exists(cmp.Key)
+		case lincheck.Absent:
+			cmps[i] = client.Absent(cmp.Key)
+		case lincheck.VersionIs:
+			cmps[i] = client.VersionIs(cmp.Key, cmp.Version)
+		case lincheck.VersionIsNot:
+			cmps[i] = client.VersionIsNot(cmp.Key, cmp.Version)
+		case lincheck.VersionAbove:
+			cmps[i] = client.VersionAbove(cmp.Key, cmp.Version)
+		case lincheck.VersionBelow:
+			cmps[i] = client.VersionBelow(cmp.Key, cmp.Version)
+		case lincheck.ValueIs:
+			cmps[i] = client.ValueIs(cmp.Key, []byte(cmp.Value))
+		case lincheck.ValueIsNot:
+			cmps[i] = client.ValueIsNot(cmp.Key, []byte(cmp.Value))
+		default:
+			return client.TxnResult{}, fmt.Errorf("%w: compare %s", client.ErrInvalidArgument, cmp.Op)
+		}
+	}
+	ops := func(ops []lincheck.TxnOp) []client.TxnOp {
+		out := make([]client.TxnOp, len(ops))
+		for i, op := range ops {
+			out[i] = client.PutOp(op.Key, []byte(op.Value))
+			if op.Delete {
+				out[i] = client.DeleteOp(op.Key)
+			}
+			if op.Token != 0 {
+				out[i] = out[i].Under(wl)
+			}
+		}
+		return out
+	}
+	return c.Txn(ctx).If(cmps...).Then(ops(in.Then)...).Else(ops(in.Else)...).Commit()
+}
+
+// txnOutput classifies a transaction's result, as writeOutput a write's.
+func txnOutput(r client.TxnResult, err error) lincheck.Output {
+	out := writeOutput(r.Revision, err)
+	out.Succeeded = err == nil && r.Succeeded
+	return out
 }
 
 // writeOutput classifies a write's result.

@@ -2,6 +2,7 @@ package lincheck
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,25 @@ func (r *Recorder) End(c Call, out Output) {
 	r.mu.Unlock()
 }
 
+// EndListing records the return of a listing: calls are the calls of its
+// reads (Input.Listed), one for each key it covers, begun one after the
+// other just before it, and outs their outputs. The reads are recorded
+// with one call (the first's) and one return, which marks them as one
+// listing: the model checks those of its keys that are in one part at one
+// point (partition), as a listing is of one revision. Reads that failed
+// are not recorded. The caller must call it just after the listing
+// returns.
+func (r *Recorder) EndListing(calls []Call, outs []Output) {
+	ret := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, c := range calls {
+		if outs[i].Outcome == OK {
+			r.ops = append(r.ops, porcupine.Operation{ClientId: c.client, Input: c.in, Call: calls[0].call, Output: outs[i], Return: ret})
+		}
+	}
+}
+
 // Expiry records that TTL lease id, of key, may end from the moment from
 // on (its TTL after the last keep-alive acknowledged was sent, on this
 // process's clock) because its holder, client, stopped keeping it alive.
@@ -68,14 +88,15 @@ type Summary struct {
 	Cached   int // were served from a client's cache, and
 	Listed   int // were one key of a listing (Input.Listed)
 	Writes   int // writes and acquisitions that took effect
+	Txns     int // transactions, of whatever outcome
 	Refused  int // CAS mismatches, fenced writes, abandoned writes
 	Unknown  int // operations of unknown outcome, of which
 	Unneeded int // were left out: writes never read (see History)
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d ops: %d reads (%d cached, %d listed), %d writes, %d refused, %d unknown (%d never read, left out)",
-		s.Ops, s.Reads, s.Cached, s.Listed, s.Writes, s.Refused, s.Unknown, s.Unneeded)
+	return fmt.Sprintf("%d ops: %d reads (%d cached, %d listed), %d writes, %d refused, %d unknown (%d never read, left out), %d transactions",
+		s.Ops, s.Reads, s.Cached, s.Listed, s.Writes, s.Refused, s.Unknown, s.Unneeded, s.Txns)
 }
 
 // History returns the operations recorded so far, as a porcupine history,
@@ -93,16 +114,22 @@ func (s Summary) String() string {
 // read its value. So is a write called before a compare-and-swap on its
 // key that mismatched returned: the mismatch may be the write's effect
 // (the key exists, or moved past the version last read), seen without its
-// value. No other outcome needs a write of unknown outcome to have taken
-// effect.
+// value; and, likewise, one called before a transaction that compared its
+// key returned, whichever branch the compares chose. No other outcome
+// needs a write of unknown outcome to have taken effect. A transaction of
+// unknown outcome is a write of each key it may write, in either branch:
+// left out if it deletes none and no value it may put is needed.
 func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 	r.mu.Lock()
 	ops := append([]porcupine.Operation(nil), r.ops...)
 	r.mu.Unlock()
 	type kv struct{ key, value string }
 	seen := make(map[kv]bool)
-	leased := make(map[string]bool)      // keys with TTL leases
-	mismatched := make(map[string]int64) // key → latest return of a CAS that mismatched
+	leased := make(map[string]bool) // keys with TTL leases
+	// compared: key → latest return of an operation whose outcome
+	// compared the key's state without reading its value: a CAS that
+	// mismatched, or a transaction that compared it.
+	compared := make(map[string]int64)
 	var end int64
 	for _, op := range ops {
 		end = max(end, op.Return, op.Call)
@@ -114,22 +141,46 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 			leased[in.Key] = true
 		}
 		if in.Kind == CAS && out.Outcome == Mismatch {
-			mismatched[in.Key] = max(mismatched[in.Key], op.Return)
+			compared[in.Key] = max(compared[in.Key], op.Return)
 		}
+		if in.Kind == Txn && out.Outcome == OK {
+			for _, c := range in.If {
+				compared[c.Key] = max(compared[c.Key], op.Return)
+			}
+		}
+	}
+	// keep reports whether an operation of unknown outcome, in called at
+	// call, must stay.
+	keep := func(call int64, in Input) bool {
+		switch in.Kind {
+		case Delete, FencedDelete, Acquire, Revoke:
+			return true
+		case Put, CAS, FencedPut, LeasePut:
+			return seen[kv{in.Key, in.Value}] || leased[in.Key] || compared[in.Key] > call
+		case Txn:
+			for _, op := range slices.Concat(in.Then, in.Else) {
+				if op.Delete || seen[kv{op.Key, op.Value}] || leased[op.Key] || compared[op.Key] > call {
+					return true
+				}
+			}
+			return false
+		}
+		return seen[kv{in.Key, in.Value}] || compared[in.Key] > call
 	}
 	var s Summary
 	kept := ops[:0]
 	for _, op := range ops {
 		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Kind == Txn {
+			s.Txns++
+		}
 		switch {
 		case in.Kind == Expire:
 			op.Return = end + 1
 			s.Writes++
 		case out.Outcome == Unknown:
 			s.Unknown++
-			valued := in.Kind == Put || in.Kind == CAS || in.Kind == FencedPut || in.Kind == LeasePut
-			if in.Kind != Delete && in.Kind != FencedDelete && in.Kind != Acquire && in.Kind != Revoke &&
-				!seen[kv{in.Key, in.Value}] && !(valued && leased[in.Key]) && mismatched[in.Key] <= op.Call {
+			if !keep(op.Call, in) {
 				s.Unneeded++
 				continue
 			}

@@ -1,8 +1,12 @@
 package lincheck
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -237,7 +241,7 @@ func TestModel(t *testing.T) {
 
 // TestStepUnknownOutcomes checks the states an unknown write leads to.
 func TestStepUnknownOutcomes(t *testing.T) {
-	s := state{found: true, value: "x", version: 3, pinned: true, token: 5, tokenKnown: true, live: true}
+	s := keyState{found: true, value: "x", version: 3, pinned: true, token: 5, tokenKnown: true, live: true}
 	for _, tc := range []struct {
 		in   Input
 		want int
@@ -250,7 +254,7 @@ func TestStepUnknownOutcomes(t *testing.T) {
 		{fput("a", "y", 4), 1},
 		{acquire("a"), 2},
 	} {
-		next := step(s, tc.in, outcome(Unknown))
+		next := stepKey(s, tc.in, outcome(Unknown))
 		if len(next) != tc.want {
 			t.Errorf("%s: %d next states %v, want %d", describe(tc.in, outcome(Unknown)), len(next), next, tc.want)
 		}
@@ -542,5 +546,511 @@ func TestModelTTLLeases(t *testing.T) {
 				t.Errorf("linearizable = %v, want %v", res, tc.ok)
 			}
 		})
+	}
+}
+
+func txn(ifs []Compare, then, els []TxnOp) Input {
+	return Input{Kind: Txn, If: ifs, Then: then, Else: els}
+}
+func putOp(k, v string) TxnOp { return TxnOp{Key: k, Value: v} }
+func delOp(k string) TxnOp    { return TxnOp{Key: k, Delete: true} }
+func under(op TxnOp, token uint64) TxnOp {
+	op.Token = token
+	return op
+}
+func cmp(k string, o CompareOp, v uint64) Compare { return Compare{Key: k, Op: o, Version: v} }
+
+// rename is a file system's rename of a to b, putting v: if a exists and
+// b does not, b is put and a deleted; else a is put.
+func rename(a, b, v string) Input {
+	return txn([]Compare{cmp(a, Exists, 0), cmp(b, Absent, 0)}, []TxnOp{putOp(b, v), delOp(a)}, []TxnOp{putOp(a, v)})
+}
+
+// casBoth puts a and b if both are at the versions given, and else does
+// nothing.
+func casBoth(a string, va uint64, b string, vb uint64, v string) Input {
+	return txn([]Compare{cmp(a, VersionIs, va), cmp(b, VersionIs, vb)}, []TxnOp{putOp(a, v), putOp(b, v)}, nil)
+}
+
+func committed(succeeded bool, rev uint64) Output {
+	return Output{Outcome: OK, Succeeded: succeeded, Version: rev}
+}
+
+// TestModelTxn checks small histories of transactions whose verdict is
+// known: a transaction's writes are seen all or none, at one revision; the
+// branch it says it applied must be the one its compares chose; a branch
+// that changes nothing takes the store's revision; its fenced writes need
+// their write leases, and its other writes recall theirs.
+func TestModelTxn(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+		ops  []porcupine.Operation
+	}{
+		{"rename", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, rename("a", "b", "y"), committed(true, 2)),
+			op(1, 40, 50, get("b"), read("y", 2)),
+			op(1, 60, 70, get("a"), absent(2)),
+			op(1, 80, 90, listed("a"), absent(0)),
+		}},
+		{"rename onto a key that exists takes the else branch", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, put("b", "z"), wrote(2)),
+			op(0, 40, 50, rename("a", "b", "y"), committed(false, 3)),
+			op(1, 60, 70, get("a"), read("y", 3)),
+			op(1, 80, 90, get("b"), read("z", 2)),
+		}},
+		{"a reader sees one key of a transaction's writes and not the other", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, rename("a", "b", "y"), committed(true, 2)),
+			op(1, 40, 50, get("b"), read("y", 2)),
+			op(1, 60, 70, get("a"), cached("x", 1)),
+		}},
+		{"a reader sees the old of one key after the new of the other, the transaction concurrent", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, put("b", "z"), wrote(2)),
+			op(0, 40, 200, casBoth("a", 1, "b", 2, "y"), committed(true, 3)),
+			op(1, 50, 60, get("a"), read("y", 3)),
+			op(2, 70, 80, get("b"), read("z", 2)),
+		}},
+		{"succeeded though a compare could not hold", false, []porcupine.Operation{
+			op(0, 0, 10, put("b", "z"), wrote(1)),
+			op(0, 20, 30, rename("a", "b", "y"), committed(true, 2)),
+		}},
+		{"else though every compare held", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, rename("a", "b", "y"), committed(false, 2)),
+		}},
+		{"compare-and-swap of two keys", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, put("b", "z"), wrote(2)),
+			op(0, 40, 50, casBoth("a", 1, "b", 2, "y"), committed(true, 3)),
+			op(1, 60, 70, get("a"), read("y", 3)),
+			op(1, 80, 90, get("b"), cached("y", 3)),
+			op(0, 100, 110, casBoth("a", 1, "b", 3, "w"), committed(false, 3)),
+			op(0, 120, 130, casBoth("a", 0, "c", 0, "v"), committed(false, 3)),
+		}},
+		{"compare-and-swap of two keys at versions they were never at", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, put("b", "z"), wrote(2)),
+			op(0, 40, 50, casBoth("a", 1, "b", 1, "y"), committed(true, 3)),
+		}},
+		{"a branch that changes nothing takes the store's revision", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, put("b", "z"), wrote(2)),
+			op(0, 40, 50, casBoth("a", 5, "b", 2, "y"), committed(false, 2)),
+			op(0, 60, 70, txn(nil, []TxnOp{delOp("c"), delOp("d")}, nil), committed(true, 0)),
+			op(0, 80, 90, txn([]Compare{cmp("c", Absent, 0)}, []TxnOp{delOp("c")}, nil), committed(true, 0)),
+		}},
+		{"a branch that changes nothing at a revision the store has passed", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, put("b", "z"), wrote(2)),
+			op(0, 40, 50, casBoth("a", 5, "b", 2, "y"), committed(false, 1)),
+		}},
+		{"a transaction's revision not above its keys' versions", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(5)),
+			op(0, 20, 30, txn([]Compare{cmp("a", Exists, 0)}, []TxnOp{putOp("b", "y")}, nil), committed(true, 5)),
+		}},
+		{"a delete in a transaction leaves the key absent at its revision", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, rename("a", "b", "y"), committed(true, 2)),
+			op(1, 40, 50, get("a"), absent(1)),
+		}},
+		{"value compares", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, txn([]Compare{{Key: "a", Op: ValueIs, Value: "x"}, {Key: "b", Op: ValueIsNot, Value: "x"}}, nil, []TxnOp{putOp("c", "y")}), committed(false, 2)),
+			op(0, 40, 50, txn([]Compare{{Key: "a", Op: ValueIsNot, Value: "w"}, cmp("a", VersionAbove, 0), cmp("a", VersionBelow, 2), cmp("b", VersionIsNot, 3)}, []TxnOp{putOp("b", "y")}, nil), committed(true, 3)),
+		}},
+		{"a value compare held of an absent key", false, []porcupine.Operation{
+			op(0, 0, 10, txn([]Compare{{Key: "a", Op: ValueIsNot, Value: "x"}}, []TxnOp{putOp("a", "y")}, nil), committed(true, 1)),
+		}},
+		{"concurrent renames: one wins", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 50, rename("a", "b", "y"), committed(false, 3)),
+			op(1, 20, 50, rename("a", "b", "z"), committed(true, 2)),
+			op(2, 60, 70, get("a"), read("y", 3)),
+			op(2, 80, 90, get("b"), read("z", 2)),
+		}},
+		{"a transaction of unknown outcome applies whole", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 1000, rename("a", "b", "y"), outcome(Unknown)),
+			op(1, 40, 50, get("b"), read("y", 7)),
+			op(1, 60, 70, get("a"), absent(7)),
+		}},
+		{"a transaction of unknown outcome applied in part", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 1000, rename("a", "b", "y"), outcome(Unknown)),
+			op(1, 40, 50, get("b"), read("y", 7)),
+			op(1, 60, 70, get("a"), read("x", 1)),
+		}},
+		{"a transaction of unknown outcome applied at two revisions", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 1000, rename("a", "b", "y"), outcome(Unknown)),
+			op(1, 40, 50, get("b"), read("y", 7)),
+			op(1, 60, 70, get("a"), absent(8)),
+		}},
+		{"a transaction of unknown outcome compared at an unknown version", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 1000, put("a", "y"), outcome(Unknown)),
+			op(1, 40, 50, txn([]Compare{cmp("a", VersionIs, 1)}, nil, []TxnOp{putOp("b", "z")}), committed(false, 4)),
+			op(1, 60, 70, casBoth("a", 3, "b", 4, "w"), committed(true, 5)),
+		}},
+		{"a compare that failed shows a write of unknown outcome", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 1000, put("a", "y"), outcome(Unknown)),
+			op(1, 40, 50, txn([]Compare{cmp("a", VersionBelow, 2)}, nil, []TxnOp{putOp("b", "z")}), committed(false, 4)),
+			op(1, 60, 70, txn([]Compare{cmp("a", VersionAbove, 1)}, []TxnOp{putOp("b", "w")}, nil), committed(true, 5)),
+		}},
+		{"a compare that held at a version a write of unknown outcome left", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 1000, put("a", "y"), outcome(Unknown)),
+			op(1, 40, 50, txn([]Compare{cmp("a", VersionBelow, 2)}, nil, []TxnOp{putOp("b", "z")}), committed(false, 4)),
+			op(1, 60, 70, txn([]Compare{cmp("a", VersionIs, 1)}, []TxnOp{putOp("b", "w")}, nil), committed(true, 5)),
+		}},
+		{"an abandoned transaction changes nothing", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, rename("a", "b", "y"), outcome(NoEffect)),
+			op(1, 40, 50, get("b"), read("y", 2)),
+		}},
+		{"a transaction under a write lease", true, []porcupine.Operation{
+			op(0, 0, 10, acquire("a"), granted(5)),
+			op(0, 20, 30, txn([]Compare{cmp("b", Exists, 0)}, []TxnOp{under(putOp("a", "x"), 5), putOp("b", "y")}, []TxnOp{under(putOp("a", "z"), 5)}), committed(false, 1)),
+			op(0, 40, 50, get("a"), cached("z", 1)),
+			op(0, 60, 70, fput("a", "w", 5), wrote(2)),
+			op(1, 80, 90, txn([]Compare{cmp("a", Exists, 0)}, []TxnOp{putOp("b", "v")}, nil), committed(true, 3)),
+			op(0, 100, 110, fput("a", "u", 5), wrote(4)),
+		}},
+		{"a transaction under a write lease another client's write recalled", false, []porcupine.Operation{
+			op(0, 0, 10, acquire("a"), granted(5)),
+			op(1, 20, 30, put("a", "x"), wrote(1)),
+			op(0, 40, 50, txn(nil, []TxnOp{under(putOp("a", "y"), 5)}, nil), committed(true, 2)),
+		}},
+		{"a transaction's write recalls the write lease", false, []porcupine.Operation{
+			op(0, 0, 10, acquire("a"), granted(5)),
+			op(1, 20, 30, txn([]Compare{cmp("a", VersionIs, 9)}, []TxnOp{putOp("a", "x")}, []TxnOp{delOp("a")}), committed(false, 0)),
+			op(0, 40, 50, fput("a", "y", 5), wrote(1)),
+		}},
+		{"a transaction under a write lease refused", true, []porcupine.Operation{
+			op(0, 0, 10, acquire("a"), granted(5)),
+			op(1, 20, 30, acquire("a"), granted(6)),
+			op(0, 40, 50, txn(nil, []TxnOp{under(putOp("a", "y"), 5)}, nil), outcome(Fenced)),
+			op(1, 60, 70, get("a"), absent(0)),
+		}},
+		{"a transaction under no write lease refused as fenced", false, []porcupine.Operation{
+			op(0, 0, 10, txn(nil, []TxnOp{putOp("a", "y")}, nil), outcome(Fenced)),
+		}},
+		{"a listing sees a transaction whole", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 100, rename("a", "b", "y"), committed(true, 2)),
+			op(1, 30, 40, listed("a"), read("x", 1)),
+			op(1, 30, 40, listed("b"), absent(0)),
+			op(1, 50, 60, listed("a"), absent(0)),
+			op(1, 50, 60, listed("b"), read("y", 2)),
+		}},
+		{"a listing sees half a transaction", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 100, rename("a", "b", "y"), committed(true, 2)),
+			op(1, 30, 40, listed("a"), read("x", 1)),
+			op(1, 30, 40, listed("b"), read("y", 2)),
+		}},
+		{"two listings see two writes in opposite orders, the keys joined", false, []porcupine.Operation{
+			op(0, 0, 10, txn([]Compare{cmp("a", Absent, 0), cmp("c", Absent, 0)}, nil, nil), committed(true, 0)),
+			op(0, 20, 100, put("a", "x"), wrote(1)),
+			op(2, 20, 100, put("c", "z"), wrote(2)),
+			op(1, 30, 40, listed("a"), read("x", 1)),
+			op(1, 30, 40, listed("c"), absent(0)),
+			op(3, 30, 40, listed("a"), absent(0)),
+			op(3, 30, 40, listed("c"), read("z", 2)),
+		}},
+		{"two listings see two writes in opposite orders, each key a part", true, []porcupine.Operation{
+			op(0, 20, 100, put("a", "x"), wrote(1)),
+			op(2, 20, 100, put("c", "z"), wrote(2)),
+			op(1, 30, 40, listed("a"), read("x", 1)),
+			op(1, 30, 40, listed("c"), absent(0)),
+			op(3, 30, 40, listed("a"), absent(0)),
+			op(3, 30, 40, listed("c"), read("z", 2)),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if res := porcupine.CheckOperations(Model, tc.ops); res != tc.ok {
+				t.Errorf("linearizable = %v, want %v", res, tc.ok)
+			}
+		})
+	}
+}
+
+// TestPartition checks that a history is split by the keys transactions
+// join, and only by them.
+func TestPartition(t *testing.T) {
+	h := []porcupine.Operation{
+		op(0, 0, 10, put("a", "x"), wrote(1)),
+		op(0, 0, 10, put("b", "x"), wrote(2)),
+		op(0, 0, 10, put("c", "x"), wrote(3)),
+		op(0, 0, 10, put("d", "x"), wrote(4)),
+		op(0, 0, 10, put("e", "x"), wrote(5)),
+		op(0, 20, 30, rename("a", "b", "y"), committed(false, 6)),
+		op(0, 20, 30, txn([]Compare{cmp("c", Exists, 0)}, nil, []TxnOp{putOp("e", "y")}), committed(true, 5)),
+		op(0, 20, 30, txn(nil, nil, nil), committed(true, 6)),
+	}
+	var got []string
+	for _, p := range partition(h) {
+		keys := make(map[string]bool)
+		for _, o := range p {
+			for _, k := range o.Input.(Input).keys() {
+				keys[k] = true
+			}
+		}
+		got = append(got, strings.Join(slices.Sorted(maps.Keys(keys)), ""))
+	}
+	slices.Sort(got)
+	if want := []string{"", "ab", "ce", "d"}; !slices.Equal(got, want) {
+		t.Errorf("parts of keys %q, want %q", got, want)
+	}
+}
+
+// TestRecorderListing checks that the reads of a listing share a call and
+// a return, and become one operation where transactions join their keys.
+func TestRecorderListing(t *testing.T) {
+	r := NewRecorder()
+	r.End(r.Begin(0, rename("a", "b", "y")), committed(false, 1))
+	list := func(outs ...Output) {
+		calls := []Call{r.Begin(1, listed("a")), r.Begin(1, listed("b")), r.Begin(1, listed("c"))}
+		r.EndListing(calls, outs)
+	}
+	list(read("y", 1), absent(0), absent(0))
+	list(read("y", 1), outcome(NoEffect), absent(0)) // a read that failed is not recorded
+	h, s := r.History()
+	if want := (Summary{Ops: 6, Reads: 5, Listed: 5, Writes: 1, Txns: 1}); s != want {
+		t.Errorf("summary %+v, want %+v", s, want)
+	}
+	for i, o := range h[1:] {
+		first := h[1+i/3*3] // the first read of its listing
+		if o.Call != first.Call || o.Return != first.Return || o.Call >= o.Return {
+			t.Errorf("%s at %d–%d, the first of its listing at %d–%d", describe(o.Input.(Input), o.Output.(Output)), o.Call, o.Return, first.Call, first.Return)
+		}
+	}
+	var got []string
+	for _, p := range partition(h) {
+		for _, o := range p {
+			got = append(got, describe(o.Input.(Input), o.Output.(Output)))
+		}
+	}
+	want := []string{
+		`txn(if a exists, b absent then put(b, "y"), delete(a) else put(a, "y")) → else v1`,
+		`listing(a → "y" v1, b → absent)`,
+		`get(a) → "y" v1 (listed)`, // b failed: a read alone
+		`get(c) → absent (listed)`,
+		`get(c) → absent (listed)`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("partitioned:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if res, err := Check(h, time.Minute, filepath.Join(t.TempDir(), "viz.html")); res != porcupine.Ok {
+		t.Errorf("Check = %s, %v; want Ok", res, err)
+	}
+}
+
+// TestRecorderHistoryTxn checks which transactions of unknown outcome the
+// recorder leaves out: one that deletes, or whose value was read, or that
+// wrote a key another transaction compared after its call, stays; one
+// that only puts values nobody read goes.
+func TestRecorderHistoryTxn(t *testing.T) {
+	r := NewRecorder()
+	r.ops = []porcupine.Operation{
+		op(0, 0, 10, put("a", "x"), wrote(1)),
+		op(0, 20, 30, casBoth("a", 1, "b", 0, "lost"), outcome(Unknown)),
+		op(0, 40, 50, casBoth("a", 1, "b", 0, "read"), outcome(Unknown)),
+		op(1, 60, 70, get("b"), read("read", 4)),
+		op(0, 80, 90, rename("a", "c", "renamed"), outcome(Unknown)),
+		op(0, 100, 110, casBoth("c", 0, "d", 0, "compared"), outcome(Unknown)),
+		op(1, 120, 130, txn([]Compare{cmp("d", Exists, 0)}, nil, nil), committed(true, 8)),
+		op(0, 140, 150, casBoth("a", 9, "b", 9, "after"), outcome(Unknown)),
+	}
+	h, s := r.History()
+	want := Summary{Ops: 6, Reads: 1, Writes: 2, Unknown: 5, Unneeded: 2, Txns: 6}
+	if s != want {
+		t.Errorf("summary %+v, want %+v", s, want)
+	}
+	for _, o := range h {
+		for _, w := range slices.Concat(o.Input.(Input).Then, o.Input.(Input).Else) {
+			if w.Value == "lost" || w.Value == "after" {
+				t.Errorf("%s is in the history", describe(o.Input.(Input), o.Output.(Output)))
+			}
+		}
+	}
+	if res, err := Check(h, time.Minute, filepath.Join(t.TempDir(), "viz.html")); res != porcupine.Ok {
+		t.Errorf("Check = %s, %v; want Ok", res, err)
+	}
+}
+
+// TestDescribeTxn checks how a transaction shows in a visualisation.
+func TestDescribeTxn(t *testing.T) {
+	in := rename("a", "b", "y")
+	in.Else[0] = under(in.Else[0], 5)
+	got := describe(in, committed(true, 7))
+	want := `txn(if a exists, b absent then put(b, "y"), delete(a) else put(a, "y", token 5)) → then v7`
+	if got != want {
+		t.Errorf("describe = %s, want %s", got, want)
+	}
+}
+
+// simStore is a sequential store of a few keys, as leased's applies
+// writes: the history generator of TestModelSimulatedStore.
+type simStore struct {
+	rev  uint64
+	keys map[string]Output // Found, Value, Version: the key's record
+}
+
+// holds reports whether c holds in st, as store.Compare does.
+func (st *simStore) holds(c Compare) bool {
+	r := st.keys[c.Key]
+	v := uint64(0)
+	if r.Found {
+		v = r.Version
+	}
+	switch c.Op {
+	case Exists:
+		return r.Found
+	case Absent:
+		return !r.Found
+	case VersionIs:
+		return v == c.Version
+	case VersionIsNot:
+		return v != c.Version
+	case VersionAbove:
+		return v > c.Version
+	case VersionBelow:
+		return v < c.Version
+	case ValueIs:
+		return r.Found && r.Value == c.Value
+	case ValueIsNot:
+		return r.Found && r.Value != c.Value
+	}
+	return false
+}
+
+// apply applies in, if do, and returns its output.
+func (st *simStore) apply(in Input, do bool) Output {
+	r := st.keys[in.Key]
+	switch in.Kind {
+	case Get:
+		out := r
+		out.Outcome = OK
+		if in.Listed && !r.Found {
+			out.Version = 0
+		}
+		return out
+	case Put, CAS:
+		if in.Kind == CAS && !(in.Expect == 0 && !r.Found || r.Found && r.Version == in.Expect) {
+			return Output{Outcome: Mismatch}
+		}
+		if do {
+			st.rev++
+			st.keys[in.Key] = Output{Found: true, Value: in.Value, Version: st.rev}
+		}
+		return Output{Outcome: OK, Version: st.rev}
+	case Delete:
+		if !r.Found || !do {
+			return Output{Outcome: OK, Version: r.Version}
+		}
+		st.rev++
+		st.keys[in.Key] = Output{Version: st.rev}
+		return Output{Outcome: OK, Found: true, Version: st.rev}
+	}
+	succeeded := true
+	for _, c := range in.If {
+		succeeded = succeeded && st.holds(c)
+	}
+	ops := in.Then
+	if !succeeded {
+		ops = in.Else
+	}
+	changes := false
+	for _, op := range ops {
+		changes = changes || !op.Delete || st.keys[op.Key].Found
+	}
+	if changes && do {
+		st.rev++
+		for _, op := range ops {
+			if !op.Delete {
+				st.keys[op.Key] = Output{Found: true, Value: op.Value, Version: st.rev}
+			} else if st.keys[op.Key].Found {
+				st.keys[op.Key] = Output{Version: st.rev}
+			}
+		}
+	}
+	return committed(succeeded, st.rev)
+}
+
+// TestModelSimulatedStore checks histories of a correct store: random
+// operations on three keys, listings of them, a third of the writes
+// transactions, from
+// clients whose calls overlap, some of them of unknown outcome, taking
+// effect or not. Every history must check as linearizable, and in a few
+// seconds at most: about as many operations as a history of the
+// harness's workers, on keys that the transactions join into one part.
+func TestModelSimulatedStore(t *testing.T) {
+	const ops = 4000
+	keys := []string{"k0", "k1", "k2"}
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 27))
+		st := &simStore{keys: make(map[string]Output)}
+		r := NewRecorder()
+		seq := 0
+		value := func() string { seq++; return fmt.Sprintf("v%d", seq) }
+		seen := make(map[string]uint64)
+		for i := range ops {
+			k := keys[rng.IntN(len(keys))]
+			other := keys[(slices.Index(keys, k)+1+rng.IntN(len(keys)-1))%len(keys)]
+			var in Input
+			switch p := rng.IntN(100); {
+			case p < 40:
+				in = get(k)
+			case p < 45:
+				in = listed(k)
+			case p < 60:
+				in = put(k, value())
+			case p < 66:
+				in = del(k)
+			case p < 80:
+				in = cas(k, seen[k], value())
+			case p < 90:
+				in = rename(k, other, value())
+			default:
+				in = casBoth(k, seen[k], other, seen[other], value())
+			}
+			// Each operation takes effect at 100·i, and its call and
+			// return are up to 300 before and after: about six overlap.
+			lin := int64(100 * (i + 1))
+			call, ret := lin-rng.Int64N(300), lin+rng.Int64N(300)
+			o := Outcome(OK)
+			if in.Kind != Get && rng.IntN(20) == 0 {
+				o = []Outcome{Unknown, NoEffect}[rng.IntN(2)]
+			}
+			out := st.apply(in, o == OK || o == Unknown && rng.IntN(2) == 0)
+			if in.Kind == Get && out.Found {
+				seen[k] = out.Version
+			}
+			if o != OK && out.Outcome == OK {
+				out = Output{Outcome: o}
+			}
+			r.ops = append(r.ops, op(i%8, call, ret, in, out))
+			if in.Listed {
+				// A listing: the other keys too, at the same moment.
+				for _, k := range keys {
+					if k != in.Key {
+						r.ops = append(r.ops, op(i%8, call, ret, listed(k), st.apply(listed(k), true)))
+					}
+				}
+			}
+		}
+		h, s := r.History()
+		start := time.Now()
+		res, err := Check(h, time.Minute, filepath.Join(t.TempDir(), "viz.html"))
+		t.Logf("seed %d: %s, checked in %v", seed, s, time.Since(start).Round(time.Millisecond))
+		if res != porcupine.Ok {
+			t.Fatalf("seed %d: %s, %v", seed, res, err)
+		}
 	}
 }
