@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -285,6 +286,9 @@ func (c *Core) doubted(key string) bool {
 // that one no copy of may have been applied, as a retry's first copy is
 // applied, or not, before the retry's ops are ready.
 func (c *Core) admit(batch []job) []job {
+	if c.cfg.Admit == nil && !slices.ContainsFunc(batch, fencedTxn) {
+		return batch
+	}
 	admitted := make([]job, 0, len(batch))
 	type refusal struct {
 		r   *Request
@@ -294,7 +298,7 @@ func (c *Core) admit(batch []job) []job {
 	var through map[retryKey]bool // the writes with a Client let through so far
 	for _, j := range batch {
 		if r := j.req; r != nil {
-			if r.txn != nil && r.txn.fenced != nil {
+			if fencedTxn(j) {
 				refused = append(refused, refusal{r, r.txn.fenced})
 				continue
 			}
@@ -349,6 +353,10 @@ func (c *Core) admit(batch []job) []job {
 	}
 	return admitted
 }
+
+// fencedTxn reports whether j is a transaction whose fenced write's lease
+// ended while it waited (txnReady).
+func fencedTxn(j job) bool { return j.req != nil && j.req.txn != nil && j.req.txn.fenced != nil }
 
 // mayBeApplied reports whether r is a write with a Client an earlier copy
 // of which (same Client and ID) may have been applied, so that Admit must

@@ -121,6 +121,7 @@ func samples() []sample {
 		{name: "ack", msg: &protocol.Ack{Keys: [][]byte{[]byte("a"), bigKey, {}, nil}}},
 		{name: "ack/nil keys", msg: &protocol.Ack{}},
 		{name: "ack/empty keys", msg: &protocol.Ack{Keys: [][]byte{}}},
+		{name: "ack/prefixes", msg: &protocol.Ack{Keys: [][]byte{[]byte("d/a")}, Prefixes: [][]byte{[]byte("d/"), {}}}},
 		{name: "stats", msg: &protocol.Stats{ID: 33}},
 		{name: "stats_reply", msg: &protocol.StatsReply{
 			ID: 34, Revision: math.MaxUint64, Sessions: 5, Leases: 6, WriteLeases: 7, WritesWaiting: 8,
@@ -138,6 +139,7 @@ func samples() []sample {
 		{name: "error/unknown code", msg: &protocol.Error{ID: 39, Code: math.MaxUint16}},
 		{name: "invalidate", msg: &protocol.Invalidate{Keys: [][]byte{[]byte("a"), []byte("b"), binKey}}},
 		{name: "invalidate/empty keys", msg: &protocol.Invalidate{Keys: [][]byte{}}},
+		{name: "invalidate/prefixes", msg: &protocol.Invalidate{Prefixes: [][]byte{[]byte("d/"), []byte("d/e/")}}},
 		{name: "recall", msg: &protocol.Recall{Key: []byte("lock"), Token: math.MaxUint64}},
 		{name: "recall/nil key", msg: &protocol.Recall{Token: 1}},
 		{name: "hello/admin", msg: &protocol.Hello{Version: protocol.Version, Client: "leasectl", Admin: true}},
@@ -193,6 +195,8 @@ func samples() []sample {
 		{name: "list", msg: &protocol.List{ID: 76, Start: []byte("/svc/"), End: []byte("/svc0")}},
 		{name: "list/page", msg: &protocol.List{ID: 77, Start: []byte("a"), After: []byte("a/b"), Limit: 100, KeysOnly: true}},
 		{name: "list/everything", msg: &protocol.List{ID: 78}},
+		{name: "list/leased", msg: &protocol.List{ID: 89, Start: []byte("d/"), End: []byte("d0"), Lease: true}},
+		{name: "list_reply/leased", msg: &protocol.ListReply{ID: 90, Revision: 4, Term: 10 * time.Second, KVs: []protocol.KV{{Key: []byte("d/a"), Value: []byte("1"), Version: 4}}}},
 		{name: "list_reply", msg: &protocol.ListReply{ID: 79, Revision: 12, KVs: []protocol.KV{
 			{Key: []byte("/svc/a"), Value: []byte("1"), Version: 3}, {Key: []byte("/svc/b"), Value: []byte{0, 0xff}, Version: 12}}}},
 		{name: "list_reply/keys only, more", msg: &protocol.ListReply{ID: 80, Revision: 9, More: true, KVs: []protocol.KV{{Key: []byte("k"), Version: 9}}}},

@@ -1059,6 +1059,15 @@ func sessionSeeds(tb testing.TB) []sessionSeed {
 			&protocol.Txn{ID: 7, Then: make([]protocol.TxnOp, MaxTxnOps+1)},
 			&protocol.Txn{ID: 8, Then: []protocol.TxnOp{{Op: protocol.OpPut, Key: k, Token: 99}}},
 			&protocol.Txn{ID: 9, If: []protocol.Compare{{Key: a, Op: protocol.CmpValueEqual, Value: []byte("v2")}}})},
+		// A leased listing, a create under it while it is held, the
+		// acknowledgement of its invalidation, a listing too large to
+		// lease, and an acknowledgement of prefixes never held.
+		{data: seq(put(1, []byte("d/a"), "v1"), barrier,
+			&protocol.List{ID: 2, Start: []byte("d/"), End: []byte("d0"), Lease: true},
+			&protocol.List{ID: 3, Start: []byte("d/"), End: []byte("d0"), Lease: true, Limit: 1},
+			put(4, []byte("d/new"), "v2"), pass(20*time.Millisecond),
+			&protocol.Ack{Prefixes: [][]byte{[]byte("d/"), {}, []byte("zz/")}}, barrier,
+			&protocol.List{ID: 5, Start: []byte("d"), End: []byte("e"), Lease: true})},
 		// Put, revalidate, compare-and-swap, delete.
 		{data: seq(put(1, a, "v1"), barrier, &protocol.Get{ID: 2, Key: a, Revalidate: true, Known: 1},
 			&protocol.Write{ID: 3, Op: protocol.OpCAS, Key: a, Value: []byte("v2"), Expect: 1}, barrier,
