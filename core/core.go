@@ -579,27 +579,28 @@ func (c *Core) timerLoop() {
 	}
 }
 
+// bySession groups the keys of notices by the session they go to; nil for
+// none.
+func bySession(notices []leasetable.Notice) map[SessionID][]string {
+	if len(notices) == 0 {
+		return nil
+	}
+	m := make(map[SessionID][]string)
+	for _, n := range notices {
+		m[n.Session] = append(m[n.Session], n.Key)
+	}
+	return m
+}
+
 // carryOut carries out the table's decisions other than ready ops: it
 // sends invalidations and recalls, tells the writers of abandoned ops, and
 // queues the durable end of write leases. The caller must not hold c.mu.
 func (c *Core) carryOut(eff leasetable.Effects) {
-	if len(eff.Invalidate) > 0 {
-		bySession := make(map[SessionID][]string)
-		for _, n := range eff.Invalidate {
-			bySession[n.Session] = append(bySession[n.Session], n.Key)
-		}
-		for id, keys := range bySession {
-			c.notify.Invalidate(id, keys)
-		}
+	for id, keys := range bySession(eff.Invalidate) {
+		c.notify.Invalidate(id, keys)
 	}
-	if len(eff.InvalidatePrefix) > 0 {
-		bySession := make(map[SessionID][]string)
-		for _, n := range eff.InvalidatePrefix {
-			bySession[n.Session] = append(bySession[n.Session], n.Key)
-		}
-		for id, prefixes := range bySession {
-			c.notify.InvalidatePrefixes(id, prefixes)
-		}
+	for id, prefixes := range bySession(eff.InvalidatePrefix) {
+		c.notify.InvalidatePrefixes(id, prefixes)
 	}
 	for _, n := range eff.Recall {
 		c.notify.Recall(n.Session, n.Key, n.Token)

@@ -123,11 +123,17 @@ func (t *Table) GrantPrefix(id SessionID, prefix string, term time.Duration, now
 	if t.full(s, noLease) {
 		return 0
 	}
+	t.addPrefix(s, prefix, expiry).ps.term = term
+	return term
+}
+
+// addPrefix gives session s a new lease on prefix until expiry.
+func (t *Table) addPrefix(s *session, prefix string, expiry time.Time) *prefixLease {
+	ps := t.prefixes[prefix]
 	if ps == nil {
 		ps = &prefixState{name: prefix}
 		t.prefixes[prefix] = ps
 	}
-	ps.term = term
 	l := &prefixLease{ps: ps, session: s, expiry: expiry}
 	ps.leases = append(ps.leases, l)
 	if s.prefixes == nil {
@@ -137,7 +143,7 @@ func (t *Table) GrantPrefix(id SessionID, prefix string, term time.Duration, now
 	heap.Push(&t.pheap, l)
 	s.nreads++
 	t.stats.PrefixLeases++
-	return term
+	return l
 }
 
 // RelinquishPrefixes frees the session's leases on prefixes: as the
@@ -170,20 +176,7 @@ func (t *Table) RestorePrefixLease(holder SessionID, prefix string, expiry time.
 		}
 		return
 	}
-	ps := t.prefixes[prefix]
-	if ps == nil {
-		ps = &prefixState{name: prefix}
-		t.prefixes[prefix] = ps
-	}
-	l := &prefixLease{ps: ps, session: s, expiry: expiry}
-	ps.leases = append(ps.leases, l)
-	if s.prefixes == nil {
-		s.prefixes = make(map[string]*prefixLease)
-	}
-	s.prefixes[prefix] = l
-	heap.Push(&t.pheap, l)
-	s.nreads++
-	t.stats.PrefixLeases++
+	t.addPrefix(s, prefix, expiry)
 }
 
 // dropPrefix removes prefix lease l, and lets the ops that waited for it

@@ -446,16 +446,23 @@ func (s *Server) supersede(id leasetable.SessionID) {
 // message (or the acknowledgement that echoes it) would come near the frame
 // limit. The core calls it (core.Notifier).
 func (s *Server) Invalidate(id leasetable.SessionID, keys []string) {
+	s.invalidate(id, keys, func(batch [][]byte) *protocol.Invalidate { return &protocol.Invalidate{Keys: batch} })
+}
+
+// invalidate sends session id the invalidations of names, keys or
+// prefixes, split into messages (msg) where a message would come near the
+// frame limit.
+func (s *Server) invalidate(id leasetable.SessionID, names []string, msg func(batch [][]byte) *protocol.Invalidate) {
 	sess := s.session(id)
 	if sess == nil {
 		return
 	}
-	bs := make([][]byte, len(keys))
-	for i, k := range keys {
+	bs := make([][]byte, len(names))
+	for i, k := range names {
 		bs[i] = []byte(k)
 	}
 	for _, batch := range protocol.SplitKeys(bs, s.cfg.maxFrameSize()/2) {
-		sess.sendNotice(&protocol.Invalidate{Keys: batch})
+		sess.sendNotice(msg(batch))
 	}
 }
 
@@ -463,17 +470,7 @@ func (s *Server) Invalidate(id leasetable.SessionID, keys []string) {
 // prefixes, split as Invalidate splits keys. The core calls it
 // (core.Notifier).
 func (s *Server) InvalidatePrefixes(id leasetable.SessionID, prefixes []string) {
-	sess := s.session(id)
-	if sess == nil {
-		return
-	}
-	bs := make([][]byte, len(prefixes))
-	for i, p := range prefixes {
-		bs[i] = []byte(p)
-	}
-	for _, batch := range protocol.SplitKeys(bs, s.cfg.maxFrameSize()/2) {
-		sess.sendNotice(&protocol.Invalidate{Prefixes: batch})
-	}
+	s.invalidate(id, prefixes, func(batch [][]byte) *protocol.Invalidate { return &protocol.Invalidate{Prefixes: batch} })
 }
 
 // Recall sends session id a recall of its write lease on key. The core
