@@ -55,7 +55,8 @@ func TestRandomized(t *testing.T) {
 	t.Logf("%d runs: %+v", seeds, total)
 	// The runs must reach the cases they are meant to check.
 	if total.Ready == 0 || total.WaitedReady == 0 || total.Bypass == 0 || total.Fenced == 0 || total.Recalls == 0 ||
-		total.Invalidations == 0 || total.Abandoned == 0 || total.Refused == 0 {
+		total.Invalidations == 0 || total.Abandoned == 0 || total.Refused == 0 ||
+		total.PrefixGrants == 0 || total.PrefixInvalidations == 0 || total.PrefixRefused == 0 {
 		t.Fatalf("a case was never reached: %+v", total)
 	}
 }
@@ -70,6 +71,10 @@ type modelCounts struct {
 	Invalidations int
 	Recalls       int
 	Refused       int // grants and renewals refused for a pending op
+
+	PrefixGrants        int // prefix leases granted
+	PrefixInvalidations int
+	PrefixRefused       int // prefix grants refused for an op or a write lease under the prefix
 }
 
 func (c *modelCounts) add(o modelCounts) {
@@ -78,6 +83,9 @@ func (c *modelCounts) add(o modelCounts) {
 	c.Bypass += o.Bypass
 	c.Fenced += o.Fenced
 	c.Abandoned += o.Abandoned
+	c.PrefixGrants += o.PrefixGrants
+	c.PrefixInvalidations += o.PrefixInvalidations
+	c.PrefixRefused += o.PrefixRefused
 	c.Invalidations += o.Invalidations
 	c.Recalls += o.Recalls
 	c.Refused += o.Refused
@@ -133,9 +141,13 @@ type model struct {
 	nextID  SessionID
 	keys    []string
 
-	reads  map[sk]*mRead      // read leases the clients trust
-	writes map[string]*mWrite // write leases, until released or Ticked away
-	known  map[sk]uint64      // the last token each session got per key
+	reads map[sk]*mRead // read leases the clients trust
+	// prefixes may be leased (some runs have none); preads are the prefix
+	// leases the clients trust, by session and prefix.
+	prefixes []string
+	preads   map[sk]*mRead
+	writes   map[string]*mWrite // write leases, until released or Ticked away
+	known    map[sk]uint64      // the last token each session got per key
 
 	ops  []*mOp
 	byOp map[*Op]*mOp
@@ -157,11 +169,17 @@ func runModel(t *testing.T, seed uint64, steps int) modelCounts {
 		open:   make(map[SessionID]bool),
 		keys:   []string{"a", "b", "c"}[:1+rng.IntN(3)],
 		reads:  make(map[sk]*mRead),
+		preads: make(map[sk]*mRead),
 		writes: make(map[string]*mWrite),
 		known:  make(map[sk]uint64),
 		byOp:   make(map[*Op]*mOp),
 	}
-	m.tab = New(Config{Epsilon: m.eps})
+	if rng.IntN(2) == 0 {
+		// Keys in directories, and listings of them leased.
+		m.keys = []string{"d/a", "d/b", "e/c"}[:1+rng.IntN(3)]
+		m.prefixes = []string{"", "d/", "e/"}
+	}
+	m.tab = New(Config{Epsilon: m.eps, HotPrefixWrites: -1})
 	if rng.IntN(3) == 0 {
 		m.barrier = t0.Add(time.Duration(rng.IntN(8000)) * time.Millisecond)
 		m.tab.SetWriteBarrier(m.barrier)
@@ -172,10 +190,14 @@ func runModel(t *testing.T, seed uint64, steps int) modelCounts {
 	}
 	for range steps {
 		switch r := rng.IntN(100); {
+		case r < 16 && len(m.prefixes) > 0 && rng.IntN(3) == 0:
+			m.grantPrefix()
 		case r < 16:
 			m.grant()
 		case r < 24:
 			m.renew()
+		case r < 32 && len(m.prefixes) > 0 && rng.IntN(3) == 0:
+			m.relinquishPrefix()
 		case r < 32:
 			m.relinquish()
 		case r < 44:
@@ -378,9 +400,80 @@ func (m *model) newOp(kind OpKind, id SessionID, key string) *Op {
 	if m.rng.IntN(3) == 0 {
 		op.Deadline = m.now.Add(time.Duration(m.rng.IntN(5000)) * time.Millisecond)
 	}
-	// The client drops its cached entry before it sends a write.
+	// The client drops its cached entry, and its listings of the
+	// prefixes above key, before it sends a write.
 	delete(m.reads, sk{id, key})
+	for _, p := range m.prefixes {
+		if strings.HasPrefix(key, p) {
+			delete(m.preads, sk{id, p})
+		}
+	}
 	return op
+}
+
+// under reports whether anything under prefix p is pending: an op, or a
+// write lease on a key under it.
+func (m *model) under(p string) bool {
+	for _, o := range m.ops {
+		if o.pending() && strings.HasPrefix(o.op.Key, p) {
+			return true
+		}
+	}
+	for key := range m.writes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *model) grantPrefix() {
+	id, ok := m.pickOpen()
+	if !ok {
+		return
+	}
+	p, d := m.prefixes[m.rng.IntN(len(m.prefixes))], m.pickTerm()
+	want := d
+	if m.under(p) {
+		want = 0
+		m.count.PrefixRefused++
+	}
+	got := m.tab.GrantPrefix(id, p, d, m.now)
+	m.logf("GrantPrefix(%d, %q, %v) = %v", id, p, d, got)
+	if got != want {
+		m.fail("GrantPrefix(%d, %q) = %v, want %v", id, p, got, want)
+	}
+	if got > 0 {
+		m.count.PrefixGrants++
+		exp := m.now.Add(got + m.eps)
+		if r := m.preads[sk{id, p}]; r != nil && r.expiry.After(exp) {
+			exp = r.expiry
+		}
+		m.preads[sk{id, p}] = &mRead{expiry: exp}
+	}
+}
+
+func (m *model) relinquishPrefix() {
+	id, ok := m.pickOpen()
+	if !ok {
+		return
+	}
+	p := m.prefixes[m.rng.IntN(len(m.prefixes))]
+	m.logf("RelinquishPrefixes(%d, %q)", id, p)
+	delete(m.preads, sk{id, p})
+	m.apply(m.tab.RelinquishPrefixes(id, []string{p}, m.now), "RelinquishPrefixes")
+}
+
+// checkPrefixes is property 1 for listings: no op under a prefix is ready
+// while another session trusts its lease on the prefix.
+func (m *model) checkPrefixes(o *mOp, call string) {
+	m.t.Helper()
+	for key, r := range m.preads {
+		if key.s != o.op.Session && strings.HasPrefix(o.op.Key, key.k) && r.expiry.After(m.now) {
+			m.fail("property 1: %s: %s on %s by %d ready while session %d trusts its listing of %q until t0%+v",
+				call, kindName(o.op.Kind), o.op.Key, o.op.Session, key.s, key.k, r.expiry.Sub(t0))
+		}
+	}
 }
 
 func (m *model) track(op *Op, bypass bool) *mOp {
@@ -574,6 +667,11 @@ func (m *model) tick() {
 			delete(m.reads, key)
 		}
 	}
+	for key, r := range m.preads {
+		if !r.expiry.After(m.now) {
+			delete(m.preads, key)
+		}
+	}
 	for key, w := range m.writes {
 		if !w.expiry.After(m.now) {
 			delete(m.writes, key)
@@ -602,6 +700,11 @@ func (m *model) closeSession() {
 		for key := range m.reads {
 			if key.s == id {
 				delete(m.reads, key)
+			}
+		}
+		for key := range m.preads {
+			if key.s == id {
+				delete(m.preads, key)
 			}
 		}
 		for key, w := range m.writes {
@@ -659,6 +762,12 @@ func (m *model) apply(eff Effects, call string) {
 			r.invalidated = true
 		}
 	}
+	m.count.PrefixInvalidations += len(eff.InvalidatePrefix)
+	for _, n := range eff.InvalidatePrefix {
+		if r := m.preads[sk{n.Session, n.Key}]; r != nil {
+			r.invalidated = true
+		}
+	}
 	// The lists are not ordered among each other: an op abandoned in
 	// the same call may have let a later one start.
 	for _, op := range eff.Abandoned {
@@ -679,6 +788,7 @@ func (m *model) apply(eff Effects, call string) {
 			m.fail("%s: op %s of closed session %d became ready", call, op.Key, op.Session)
 		}
 		o.ready = true
+		m.checkPrefixes(o, call)
 		if o.bypass {
 			m.count.Bypass++
 			continue
