@@ -111,7 +111,7 @@ var clusterRaftFlags = []string{"--heartbeat-timeout", "300ms", "--election-time
 // linearizable.
 func clusterScenarios() []clusterScenario {
 	base := clusterScenario{
-		scenario: scenario{clients: 5, keys: 3, holders: 3, term: clusterTerm, eps: clusterEpsilon, opTimeout: clusterOpTimeout},
+		scenario: scenario{clients: 5, keys: 3, holders: 3, rare: 3, term: clusterTerm, eps: clusterEpsilon, opTimeout: clusterOpTimeout},
 		nodes:    3,
 	}
 	with := func(name string, faults ...clusterFault) clusterScenario {
@@ -276,7 +276,10 @@ func TestLinearizableClusterLong(t *testing.T) {
 func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string) historyResult {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 0xc1a57e7))
-	flags := append([]string{"--lease-term", cs.term.String(), "--epsilon", cs.eps.String(), "--ttl-min", holderTTL.String()}, clusterRaftFlags...)
+	// As on one node (runHistoryIn): listings are leased whenever no write
+	// is pending under their directory.
+	flags := append([]string{"--lease-term", cs.term.String(), "--epsilon", cs.eps.String(), "--ttl-min", holderTTL.String(),
+		"--prefix-hot-writes=-1"}, clusterRaftFlags...)
 	if cs.unsafe {
 		flags = append(flags, "--unsafe-skip-horizon-wait")
 	}
@@ -305,8 +308,8 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 	served := serverSummary(clients)
 	closeClients(clients, res.faults)
 	checked := checkHistory(t, &res, rec, seed, out)
-	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; TTL: %s; leader since its last start: %s",
-		cs.name, seed, res.verdict, res.summary, checked, formatCounts(res.faults), formatTTL(res.ttl), served)
+	t.Logf("scenario %s seed %d: %s: %s, checked in %v; listings: %s; faults: %s; TTL: %s; leader since its last start: %s",
+		cs.name, seed, res.verdict, res.summary, checked, formatListings(res.listings), formatCounts(res.faults), formatTTL(res.ttl), served)
 	return res
 }
 

@@ -131,6 +131,15 @@ type scenario struct {
 	// that no client notices a suspend (the negative control of the
 	// suspend check).
 	blind bool
+	// rare is how many keys there are in rareDir, which a writer of
+	// their own creates and deletes a few times a term (runRareWriter),
+	// so that the readers' listings of it are mostly cached under prefix
+	// leases; workers do not write them, readers read and list them.
+	rare int
+	// noPrefixRecall starts the server with --unsafe-no-prefix-recall:
+	// prefix leases that no write recalls (the negative control of
+	// prefix leases).
+	noPrefixRecall bool
 }
 
 // opLimit returns how long one operation of a worker may take.
@@ -153,9 +162,9 @@ func (s scenario) has(f faultKind) bool {
 // Positive scenarios: every history must be linearizable. With a term of
 // 300 ms and ε of 100 ms, a client clock may run as slow as 0.75 of the
 // server's: it trusts a lease for term/rate = 400 ms of real time at most.
-// Three holders of TTL leases run in each.
+// Three holders of TTL leases run in each, and a writer of rareDir.
 func positiveScenarios() []scenario {
-	base := scenario{clients: 5, keys: 3, holders: 3, term: 300 * time.Millisecond, eps: 100 * time.Millisecond}
+	base := scenario{clients: 5, keys: 3, holders: 3, rare: 3, term: 300 * time.Millisecond, eps: 100 * time.Millisecond}
 	with := func(name string, f func(*scenario)) scenario {
 		s := base
 		s.name = name
@@ -237,9 +246,29 @@ func TestLinearizable(t *testing.T) {
 	if len(names) < 20 {
 		t.Fatalf("only %d histories", len(names))
 	}
+	var (
+		mu       sync.Mutex
+		listings = make(map[string]listingCount)
+	)
 	checkHistories(t, names, first, func(t *testing.T, i int, seed uint64) historyResult {
-		return runHistory(t, scs[i], seed)
+		res := runHistory(t, scs[i], seed)
+		mu.Lock()
+		for dir, c := range res.listings {
+			tot := listings[dir]
+			tot.listings, tot.cached, tot.absentGets = tot.listings+c.listings, tot.cached+c.cached, tot.absentGets+c.absentGets
+			listings[dir] = tot
+		}
+		mu.Unlock()
+		return res
 	})
+	t.Logf("listings of every history: %s", formatListings(listings))
+	// The histories check cached listings only if there are some: those
+	// of rareDir, written a few times a term, are mostly leased (about
+	// half of them cached on a 2-core machine; workDir's, written all the
+	// time, seldom are).
+	if c := listings[rareDir]; c.cached*10 < c.listings {
+		t.Errorf("only %d of the %d listings of %s were cached: the histories hardly check prefix leases", c.cached, c.listings, rareDir)
+	}
 }
 
 // checkHistories runs the history of each name with runHistories, the
@@ -265,10 +294,11 @@ const negativeTries = 6
 // TestLinearizableNegative runs the negative controls: broken clients
 // whose histories must not be linearizable: a client that ignores
 // invalidations, a clock that drifts beyond ε, holders of TTL leases
-// whose renewals are lost (phantomScenario), and clients whose machines
+// whose renewals are lost (phantomScenario), clients whose machines
 // sleep past their leases without noticing it (their clocks hide the
-// boot clock). If the checker passes one of them, it could not have
-// caught the bug either, and the test fails.
+// boot clock), and a server that grants prefix leases that no write
+// recalls (noPrefixRecallScenario). If the checker passes one of them, it
+// could not have caught the bug either, and the test fails.
 func TestLinearizableNegative(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes and real time")
@@ -285,9 +315,14 @@ func TestLinearizableNegative(t *testing.T) {
 	phantom := phantomScenario()
 	suspend := base
 	suspend.name, suspend.faults, suspend.blind = "suspend-unnoticed", []faultKind{faultSuspend}, true
+	noRecall := noPrefixRecallScenario()
 	first := firstSeed(t)
-	scs := []scenario{ignore, drift, phantom, suspend}
-	runHistories(t, []string{ignore.name, drift.name, phantom.name, suspend.name}, func(t *testing.T, i int) {
+	scs := []scenario{ignore, drift, phantom, suspend, noRecall}
+	names := make([]string, len(scs))
+	for i, sc := range scs {
+		names[i] = sc.name
+	}
+	runHistories(t, names, func(t *testing.T, i int) {
 		// A violation is expected; its visualisation goes to the test's
 		// folder, and the test checks that it was written. The faults are
 		// drawn at random and land in real time, so a history may miss
@@ -321,8 +356,45 @@ func TestLinearizableNegative(t *testing.T) {
 			// The violation must lie in the keys of the TTL leases.
 			res.viz = checkTTLViolation(t, res, seed, out)
 		}
+		if scs[i].noPrefixRecall {
+			// It must lie in rareDir, whose keys only listings and
+			// prefix leases make stale: their read leases are recalled.
+			res.viz = checkDirViolation(t, res, seed, out, rareDir)
+		}
 		t.Logf("violation found as expected: %s; %s", res.summary, res.viz)
 	})
+}
+
+// noPrefixRecallScenario is the negative control of prefix leases that
+// TestLinearizableNegative runs: a server that grants them, but lets
+// writes under their directories commit without recalling them or
+// waiting for them (leased --unsafe-no-prefix-recall). The writer of
+// rareDir creates and deletes its keys several times a term, while the
+// readers list rareDir, mostly under a prefix lease of a term, and read
+// its keys: they serve the listing, and Gets of keys without an entry of
+// their own, from memory after a write under it has returned, a created
+// key absent or a deleted one present, and the checker must find that.
+func noPrefixRecallScenario() scenario {
+	return scenario{name: "no-prefix-recall", clients: 5, keys: 3, rare: 3, noPrefixRecall: true,
+		term: 300 * time.Millisecond, eps: 100 * time.Millisecond}
+}
+
+// checkDirViolation fails the test unless the operations of res's history
+// on the keys under dir alone are not linearizable; their visualisation
+// goes to the folder out. It returns its path.
+func checkDirViolation(t *testing.T, res historyResult, seed uint64, out, dir string) string {
+	t.Helper()
+	var ops []porcupine.Operation
+	for _, op := range res.history {
+		if strings.HasPrefix(op.Input.(lincheck.Input).Key, dir) {
+			ops = append(ops, op)
+		}
+	}
+	viz := filepath.Join(out, fmt.Sprintf("lincheck-dir-%s-seed%d.html", strings.TrimSuffix(dir, "/"), seed))
+	if verdict, _ := lincheck.Check(ops, 2*time.Minute, viz); verdict != porcupine.Illegal {
+		t.Fatalf("seed %d: the %d operations on the keys under %s are %s, want a violation", seed, len(ops), dir, verdict)
+	}
+	return viz
 }
 
 // TestLinearizableLong is the long form: with -lincheck.duration set, it
@@ -438,7 +510,64 @@ type historyResult struct {
 	viz     string                // the visualisation, if one was written
 	faults  map[string]int        // faults injected, by kind
 	ttl     map[string]int        // what the holders of TTL leases did (ttlTally)
-	err     error                 // the harness failed: no verdict
+	// listings counts the listings of the history, by directory
+	// (countListings).
+	listings map[string]listingCount
+	err      error // the harness failed: no verdict
+}
+
+// listingCount counts the listings of one directory in a history: those
+// recorded, those served from a client's cache under a prefix lease, and
+// the cached Gets of its keys that found no key at version 0, which a
+// cached listing answers (or a key entry of a key never written).
+type listingCount struct {
+	listings, cached, absentGets int
+}
+
+// countListings counts the listings of history by directory (the key of
+// their reads up to its first '/').
+func countListings(history []porcupine.Operation) map[string]listingCount {
+	type listingID struct {
+		client    int
+		call, ret int64
+	}
+	seen := make(map[listingID]bool)
+	m := make(map[string]listingCount)
+	for _, op := range history {
+		in, out := op.Input.(lincheck.Input), op.Output.(lincheck.Output)
+		if in.Kind != lincheck.Get || out.Outcome != lincheck.OK {
+			continue
+		}
+		dir := in.Key[:strings.IndexByte(in.Key, '/')+1]
+		c := m[dir]
+		switch l := (listingID{op.ClientId, op.Call, op.Return}); {
+		case in.Listed && !seen[l]:
+			seen[l] = true
+			c.listings++
+			if out.Cached {
+				c.cached++
+			}
+		case !in.Listed && out.Cached && !out.Found && out.Version == 0:
+			c.absentGets++
+		}
+		m[dir] = c
+	}
+	return m
+}
+
+// formatListings prints the listing counts of the directories that the
+// readers list.
+func formatListings(m map[string]listingCount) string {
+	var parts []string
+	for _, dir := range []string{workDir, rareDir} {
+		if c, ok := m[dir]; ok && c.listings > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d listings, %d cached (%.0f%%), %d cached Gets absent at v0", dir, c.listings, c.cached, 100*float64(c.cached)/float64(c.listings), c.absentGets))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }
 
 func runHistory(t *testing.T, sc scenario, seed uint64) historyResult {
@@ -474,8 +603,15 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	b := linBinaries(t)
 	rng := rand.New(rand.NewPCG(seed, 0x1ea5ed))
 	dir := t.TempDir()
-	srv := clitest.StartServer(t, b, "", filepath.Join(dir, "data"),
-		"--lease-term", sc.term.String(), "--epsilon", sc.eps.String(), "--ttl-min", holderTTL.String(), "--log-level", "error")
+	// Every write under a directory recalls its prefix leases, however
+	// hot it is (--prefix-hot-writes=-1): a listing is leased whenever no
+	// write is pending under its directory, even workDir's.
+	flags := []string{"--lease-term", sc.term.String(), "--epsilon", sc.eps.String(), "--ttl-min", holderTTL.String(), "--log-level", "error",
+		"--prefix-hot-writes=-1"}
+	if sc.noPrefixRecall {
+		flags = append(flags, "--unsafe-no-prefix-recall")
+	}
+	srv := clitest.StartServer(t, b, "", filepath.Join(dir, "data"), flags...)
 	t.Cleanup(func() {
 		select {
 		case <-srv.Exited():
@@ -533,17 +669,18 @@ func runHistoryIn(t *testing.T, sc scenario, seed uint64, out string) historyRes
 	served := serverSummary(clients)
 	closeClients(clients, res.faults)
 	checked := checkHistory(t, &res, rec, seed, out)
-	t.Logf("scenario %s seed %d: %s: %s, checked in %v; faults: %s; TTL: %s; server since its last start: %s",
-		sc.name, seed, res.verdict, res.summary, checked, formatCounts(res.faults), formatTTL(res.ttl), served)
+	t.Logf("scenario %s seed %d: %s: %s, checked in %v; listings: %s; faults: %s; TTL: %s; server since its last start: %s",
+		sc.name, seed, res.verdict, res.summary, checked, formatListings(res.listings), formatCounts(res.faults), formatTTL(res.ttl), served)
 	return res
 }
 
-// runClients runs a worker and a reader on every client, and sc.holders
+// runClients runs a worker and a reader on every client, sc.holders
 // holders of TTL leases, each on a client of its own from the last one on
-// (liars excepted), recording their operations in rec, until nemesis
-// returns; then it stops them, waits for them, and returns what the
-// holders did. nemesis runs on the caller's goroutine and may fail the
-// test.
+// (liars excepted), and, if sc.rare > 0, the writer of rareDir on the
+// first client that is not a liar (runRareWriter), recording their
+// operations in rec, until nemesis returns; then it stops them, waits for
+// them, and returns what the holders did. nemesis runs on the caller's
+// goroutine and may fail the test.
 func runClients(clients []*linClient, sc scenario, rec *lincheck.Recorder, seed uint64, nemesis func()) map[string]int {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -564,6 +701,11 @@ func runClients(clients []*linClient, sc scenario, rec *lincheck.Recorder, seed 
 	for i := range sc.holders {
 		lc := real[i%len(real)]
 		wg.Go(func() { runHolder(lc, i, len(clients), sc, rec, seed, tally, stop) })
+	}
+	if sc.rare > 0 {
+		// On the first client that is not a liar, far from the holders.
+		lc := real[len(real)-1]
+		wg.Go(func() { runRareWriter(lc, sc, rec, seed, 2*len(clients)+2*sc.holders, stop) })
 	}
 	// Every operation is bounded (sc.opLimit, and the client's wait for an
 	// answer to a cancellation), so the workers end soon after stop.
@@ -594,7 +736,7 @@ func closeClients(clients []*linClient, faults map[string]int) {
 func checkHistory(t *testing.T, res *historyResult, rec *lincheck.Recorder, seed uint64, out string) time.Duration {
 	t.Helper()
 	history, summary := rec.History()
-	res.summary, res.history = summary, history
+	res.summary, res.history, res.listings = summary, history, countListings(history)
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	res.viz = filepath.Join(out, fmt.Sprintf("lincheck-%s-seed%d.html", name, seed))
 	start := time.Now()
@@ -651,48 +793,131 @@ func pace(rng *rand.Rand, stop <-chan struct{}) bool {
 }
 
 // runReader reads random keys through client lc until stop is closed, and
-// records the reads, as history client 2·id+1; one time in five, a client
-// of the library (not a liar) lists the workers' keys instead. Its reads
-// give up after a quarter of a term, so that while its client is cut off
-// it goes on reading what its cache holds.
+// records the reads, as history client 2·id+1. One time in five, a client
+// of the library (not a liar) lists a directory instead: workDir, or, half
+// the time if sc has rare keys, rareDir; four listings in five ask for a
+// prefix lease (client.Leased), and are served from the client's memory
+// while it lasts, as are its Gets of keys under the directory that have
+// no entry of their own. One read in four of the others is of a key of
+// rareDir, if sc has rare keys. Its reads give up after a quarter of a
+// term, so that while its client is cut off it goes on reading what its
+// cache holds.
 func runReader(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(seed, uint64(2*lc.id+2)))
+	id := 2*lc.id + 1
 	for pace(rng, stop) {
 		ctx, cancel := context.WithTimeout(context.Background(), sc.term/4)
-		if lc.c != nil && rng.IntN(5) == 0 {
-			listKeys(ctx, 2*lc.id+1, lc.c, rec, sc.keys)
-		} else {
-			readKey(ctx, 2*lc.id+1, lc.kv, rec, sc.readKeyOf(rng))
+		switch {
+		case lc.c != nil && rng.IntN(5) == 0:
+			dir, keys := workDir, linKeys(workKey, sc.keys)
+			if sc.rare > 0 && rng.IntN(2) == 0 {
+				dir, keys = rareDir, linKeys(rareKey, sc.rare)
+			}
+			listKeys(ctx, id, lc.c, rec, dir, keys, rng.IntN(5) != 0)
+		case sc.rare > 0 && rng.IntN(4) == 0:
+			readKey(ctx, id, lc.kv, rec, rareKey(rng.IntN(sc.rare)))
+		default:
+			readKey(ctx, id, lc.kv, rec, sc.readKeyOf(rng))
 		}
 		cancel()
 	}
 }
 
-// listKeys lists the workers' keys k0 … k(n-1) through c, and records the
-// listing as history client id: one read of each key (lincheck.Input.Listed),
-// found with the value and version the listing gave it, or absent. Each
-// read spans the whole listing (Recorder.EndListing). The model checks
-// the reads of keys that transactions join into one part at one point;
-// that all the keys are of one revision is otherwise the store's to check
-// (store.Range's tests).
-func listKeys(ctx context.Context, id int, c *client.Client, rec *lincheck.Recorder, n int) {
-	calls := make([]lincheck.Call, n)
-	for i := range n {
-		calls[i] = rec.Begin(id, lincheck.Input{Kind: lincheck.Get, Key: fmt.Sprintf("k%d", i), Listed: true})
+// workDir is the directory of the workers' keys, workKey(0) …
+// workKey(n-1), which the readers list.
+const workDir = "d/"
+
+// workKey returns the workers' key i.
+func workKey(i int) string { return fmt.Sprintf("%sk%d", workDir, i) }
+
+// rareDir is the directory of the keys that runRareWriter alone writes,
+// rareKey(0) … rareKey(n-1), which the readers list.
+const rareDir = "e/"
+
+// rareKey returns the key i of rareDir.
+func rareKey(i int) string { return fmt.Sprintf("%s%d", rareDir, i) }
+
+// linKeys returns key(0) … key(n-1).
+func linKeys(key func(int) string, n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = key(i)
 	}
-	r, err := c.ListRange(ctx, "k", "l")
+	return ks
+}
+
+// runRareWriter creates and deletes the keys of rareDir through client
+// lc, one write every 50–250 ms, until stop is closed, and records the
+// writes as history client id: it deletes a key it last found present,
+// and puts one it last found absent (or whose last write's outcome it
+// does not know), so that its writes mostly create or remove a key, a
+// few times a term. Between them, the listings of rareDir are mostly
+// leased: each write recalls them, and the next listing is leased again.
+func runRareWriter(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, id int, stop <-chan struct{}) {
+	rng := rand.New(rand.NewPCG(seed, 0xe1e))
+	present := make(map[string]bool)
+	seq := 0
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Duration(50+rng.IntN(200)) * time.Millisecond):
+		}
+		key := rareKey(rng.IntN(sc.rare))
+		ctx, cancel := context.WithTimeout(context.Background(), sc.opLimit())
+		if present[key] {
+			call := rec.Begin(id, lincheck.Input{Kind: lincheck.Delete, Key: key})
+			r, err := lc.kv.Delete(ctx, key)
+			out := deleteOutput(r, err)
+			rec.End(call, out)
+			if out.Outcome == lincheck.OK {
+				present[key] = false
+			}
+		} else {
+			seq++
+			in := lincheck.Input{Kind: lincheck.Put, Key: key, Value: fmt.Sprintf("%s-%d", key, seq)}
+			call := rec.Begin(id, in)
+			v, err := lc.kv.Put(ctx, key, []byte(in.Value))
+			out := writeOutput(v, err)
+			rec.End(call, out)
+			if out.Outcome == lincheck.OK {
+				present[key] = true
+			}
+		}
+		cancel()
+	}
+}
+
+// listKeys lists directory dir, whose keys may be keys, through c, leased
+// (client.Leased) or not, and records the listing as history client id:
+// one read of each of keys (lincheck.Input.Listed), found with the value
+// and version the listing gave it, or absent, and cached if the listing
+// came from the client's memory. Each read spans the whole listing
+// (Recorder.EndListing). The model checks the reads of keys that
+// transactions join into one part at one point; that all the keys are of
+// one revision is otherwise the store's to check (store.Range's tests).
+func listKeys(ctx context.Context, id int, c *client.Client, rec *lincheck.Recorder, dir string, keys []string, leased bool) {
+	calls := make([]lincheck.Call, len(keys))
+	for i, k := range keys {
+		calls[i] = rec.Begin(id, lincheck.Input{Kind: lincheck.Get, Key: k, Listed: true})
+	}
+	var opts []client.ListOption
+	if leased {
+		opts = append(opts, client.Leased())
+	}
+	r, err := c.List(ctx, dir, opts...)
 	found := make(map[string]client.KV, len(r.KVs))
 	for _, kv := range r.KVs {
 		found[kv.Key] = kv
 	}
-	outs := make([]lincheck.Output, n)
-	for i := range outs {
+	outs := make([]lincheck.Output, len(keys))
+	for i, k := range keys {
 		if err != nil {
 			outs[i] = lincheck.Output{Outcome: lincheck.NoEffect, Err: err.Error()}
 			continue
 		}
-		kv, ok := found[fmt.Sprintf("k%d", i)]
-		outs[i] = lincheck.Output{Outcome: lincheck.OK, Found: ok, Value: string(kv.Value), Version: kv.Version}
+		kv, ok := found[k]
+		outs[i] = lincheck.Output{Outcome: lincheck.OK, Found: ok, Value: string(kv.Value), Version: kv.Version, Cached: r.Cached}
 	}
 	rec.EndListing(calls, outs)
 }
@@ -722,7 +947,7 @@ func runWorker(lc *linClient, sc scenario, rec *lincheck.Recorder, seed uint64, 
 	value := func() string { seq++; return fmt.Sprintf("c%d-%d", lc.id, seq) }
 	seen := make(map[string]uint64) // key → last version this worker saw
 	for pace(rng, stop) {
-		key := fmt.Sprintf("k%d", rng.IntN(sc.keys))
+		key := workKey(rng.IntN(sc.keys))
 		ctx, cancel := context.WithTimeout(context.Background(), sc.opLimit())
 		p := rng.IntN(100)
 		if sc.readMostly && rng.IntN(10) != 0 {
@@ -811,13 +1036,13 @@ func writeLeaseSession(ctx context.Context, id int, lc *linClient, rec *lincheck
 	wl.Release(ctx)
 }
 
-// otherKey returns one of the n workers' keys k0 … k(n-1) other than key,
-// at random.
+// otherKey returns one of the n workers' keys workKey(0) … workKey(n-1)
+// other than key, at random.
 func otherKey(rng *rand.Rand, n int, key string) string {
-	if k := fmt.Sprintf("k%d", rng.IntN(n-1)); k != key {
+	if k := workKey(rng.IntN(n - 1)); k != key {
 		return k
 	}
-	return fmt.Sprintf("k%d", n-1)
+	return workKey(n - 1)
 }
 
 // runTxn runs a transaction through c on key a and another b of the n

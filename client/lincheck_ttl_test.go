@@ -45,7 +45,7 @@ func (sc scenario) readKeyOf(rng *rand.Rand) string {
 	if sc.holders > 0 && rng.IntN(3) == 0 {
 		return ttlKey(rng.IntN(sc.holders))
 	}
-	return fmt.Sprintf("k%d", rng.IntN(sc.keys))
+	return workKey(rng.IntN(sc.keys))
 }
 
 // ttlTally counts what the holders of a history did. It is safe for

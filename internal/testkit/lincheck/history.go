@@ -52,7 +52,8 @@ func (r *Recorder) End(c Call, out Output) {
 
 // EndListing records the return of a listing: calls are the calls of its
 // reads (Input.Listed), one for each key it covers, begun one after the
-// other just before it, and outs their outputs. The reads are recorded
+// other just before it, and outs their outputs (each Cached if the listing
+// was served from the client's cache). The reads are recorded
 // with one call (the first's) and one return, which marks them as one
 // listing: the model checks those of its keys that are in one part at one
 // point (partition), as a listing is of one revision. Reads that failed
@@ -87,16 +88,20 @@ type Summary struct {
 	Reads    int // Gets that returned, of which
 	Cached   int // were served from a client's cache, and
 	Listed   int // were one key of a listing (Input.Listed)
-	Writes   int // writes and acquisitions that took effect
-	Txns     int // transactions, of whatever outcome
-	Refused  int // CAS mismatches, fenced writes, abandoned writes
-	Unknown  int // operations of unknown outcome, of which
-	Unneeded int // were left out: writes never read (see History)
+	Listings int // listings with a read recorded (Recorder.EndListing), of which
+	// CachedListings were served from a client's cache (a listing
+	// cached under a prefix lease: Output.Cached).
+	CachedListings int
+	Writes         int // writes and acquisitions that took effect
+	Txns           int // transactions, of whatever outcome
+	Refused        int // CAS mismatches, fenced writes, abandoned writes
+	Unknown        int // operations of unknown outcome, of which
+	Unneeded       int // were left out: writes never read (see History)
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d ops: %d reads (%d cached, %d listed), %d writes, %d refused, %d unknown (%d never read, left out), %d transactions",
-		s.Ops, s.Reads, s.Cached, s.Listed, s.Writes, s.Refused, s.Unknown, s.Unneeded, s.Txns)
+	return fmt.Sprintf("%d ops: %d reads (%d cached, %d listed in %d listings, %d of them cached), %d writes, %d refused, %d unknown (%d never read, left out), %d transactions",
+		s.Ops, s.Reads, s.Cached, s.Listed, s.Listings, s.CachedListings, s.Writes, s.Refused, s.Unknown, s.Unneeded, s.Txns)
 }
 
 // History returns the operations recorded so far, as a porcupine history,
@@ -168,6 +173,13 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 		return seen[kv{in.Key, in.Value}] || compared[in.Key] > call
 	}
 	var s Summary
+	// listings: the listings counted, by client, call and return, as
+	// joinListings tells them apart.
+	type listingID struct {
+		client    int
+		call, ret int64
+	}
+	listings := make(map[listingID]bool)
 	kept := ops[:0]
 	for _, op := range ops {
 		in, out := op.Input.(Input), op.Output.(Output)
@@ -192,6 +204,13 @@ func (r *Recorder) History() ([]porcupine.Operation, Summary) {
 			}
 			if in.Listed {
 				s.Listed++
+				if l := (listingID{op.ClientId, op.Call, op.Return}); !listings[l] {
+					listings[l] = true
+					s.Listings++
+					if out.Cached {
+						s.CachedListings++
+					}
+				}
 			}
 		case out.Outcome == OK:
 			s.Writes++

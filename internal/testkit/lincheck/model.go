@@ -9,6 +9,8 @@
 // and TTL leases with a key attached. A read served from a client's cache
 // is a read like any other, and so is each key of a listing
 // (Input.Listed): one read of each key the listing covers, found or not.
+// A read that finds no key at version 0 says nothing of the version of
+// its deletion: a Get answered from a cached listing cannot know it.
 //
 // The history is checked in parts (partition): the operations of each set
 // of keys that transactions join, one key by itself when no transaction
@@ -385,8 +387,12 @@ func stepKey(s keyState, in Input, out Output) []keyState {
 	}
 	switch in.Kind {
 	case Get:
-		if in.Listed && !out.Found {
-			// Absent, at a version the listing does not say.
+		if !out.Found && (in.Listed || out.Version == 0) {
+			// Absent, at a version the read does not say: a listing names
+			// only the keys it found, and a Get answered from a cached
+			// listing (client.Leased), or of a key whose tombstone was
+			// collected, says version 0 of a key that may have been
+			// deleted at any version.
 			if s.found {
 				return nil
 			}

@@ -44,6 +44,10 @@ func absent(v uint64) Output   { return Output{Outcome: OK, Version: v} }
 func granted(t uint64) Output  { return Output{Outcome: OK, Token: t} }
 func outcome(o Outcome) Output { return Output{Outcome: o} }
 
+// cachedAbsent is the output of a Get that a cached listing answered: the
+// key is not in it, at version 0.
+func cachedAbsent() Output { return Output{Outcome: OK, Cached: true} }
+
 // TestModel checks small histories whose verdict is known, among them the
 // ways a lease cache goes wrong: a read of a value already overwritten, a
 // version going back, a fenced write committing after its lease ended.
@@ -125,6 +129,27 @@ func TestModel(t *testing.T) {
 			op(0, 0, 10, put("a", "x"), wrote(1)),
 			op(0, 20, 30, del("a"), removed(2)),
 			op(1, 40, 50, listed("a"), read("x", 1)),
+		}},
+		{"a Get from a cached listing sees a deleted key absent at version 0", true, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, del("a"), removed(2)),
+			op(1, 40, 50, get("a"), cachedAbsent()),
+			op(1, 60, 70, get("a"), absent(2)),
+		}},
+		{"a Get at version 0 of a key that is present", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(1, 20, 30, get("a"), cachedAbsent()),
+		}},
+		{"a Get at version 0 of a key deleted and created again", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, del("a"), removed(2)),
+			op(0, 40, 50, put("a", "y"), wrote(3)),
+			op(1, 60, 70, get("a"), cachedAbsent()),
+		}},
+		{"a Get of a deleted key at another version than 0 or its deletion's", false, []porcupine.Operation{
+			op(0, 0, 10, put("a", "x"), wrote(1)),
+			op(0, 20, 30, del("a"), removed(2)),
+			op(1, 40, 50, get("a"), absent(5)),
 		}},
 		{"read of a deleted value", false, []porcupine.Operation{
 			op(0, 0, 10, put("a", "x"), wrote(1)),
@@ -821,7 +846,7 @@ func TestRecorderListing(t *testing.T) {
 	list(read("y", 1), absent(0), absent(0))
 	list(read("y", 1), outcome(NoEffect), absent(0)) // a read that failed is not recorded
 	h, s := r.History()
-	if want := (Summary{Ops: 6, Reads: 5, Listed: 5, Writes: 1, Txns: 1}); s != want {
+	if want := (Summary{Ops: 6, Reads: 5, Listed: 5, Listings: 2, Writes: 1, Txns: 1}); s != want {
 		t.Errorf("summary %+v, want %+v", s, want)
 	}
 	for i, o := range h[1:] {
@@ -845,6 +870,26 @@ func TestRecorderListing(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("partitioned:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if res, err := Check(h, time.Minute, filepath.Join(t.TempDir(), "viz.html")); res != porcupine.Ok {
+		t.Errorf("Check = %s, %v; want Ok", res, err)
+	}
+}
+
+// TestRecorderCachedListings checks that the summary counts each listing
+// once, however many keys it covers, and those served from a cache, and
+// that a Get answered from a cached listing checks.
+func TestRecorderCachedListings(t *testing.T) {
+	r := NewRecorder()
+	r.End(r.Begin(0, put("b", "x")), wrote(1))
+	for i, cached := range []bool{false, true, true} {
+		calls := []Call{r.Begin(1+i, listed("a")), r.Begin(1+i, listed("b"))}
+		r.EndListing(calls, []Output{{Outcome: OK, Cached: cached}, {Outcome: OK, Found: true, Value: "x", Version: 1, Cached: cached}})
+	}
+	r.End(r.Begin(4, get("a")), cachedAbsent())
+	h, s := r.History()
+	if want := (Summary{Ops: 8, Reads: 7, Cached: 5, Listed: 6, Listings: 3, CachedListings: 2, Writes: 1}); s != want {
+		t.Errorf("summary %+v, want %+v", s, want)
 	}
 	if res, err := Check(h, time.Minute, filepath.Join(t.TempDir(), "viz.html")); res != porcupine.Ok {
 		t.Errorf("Check = %s, %v; want Ok", res, err)
