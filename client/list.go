@@ -97,10 +97,11 @@ func (c *Client) list(ctx context.Context, start, end []byte, opts []ListOption)
 		return ListResult{}, err
 	}
 	var f *fetch
+	var old *listing // the copy whose revision req names (Known)
 	c.smu.Lock()
 	if leased {
 		c.imu.Lock()
-		f = c.beginListFetch(prefix)
+		f, old = c.beginListFetch(prefix, req)
 		c.imu.Unlock()
 	}
 	sent := c.clock.Now()
@@ -116,12 +117,20 @@ func (c *Client) list(ctx context.Context, start, end []byte, opts []ListOption)
 		err = unexpected(m)
 	case err == nil && r.Term > 0 && (!leased || r.More):
 		err = fmt.Errorf("%w: a prefix lease on a listing the client did not ask one for, or an incomplete one", ErrProtocol)
+	case err == nil && r.Unchanged && (old == nil || r.Term <= 0 || len(r.KVs) > 0 || r.Revision < old.revision):
+		err = fmt.Errorf("%w: an unchanged answer for a listing at revision %d the client does not hold, or with keys or no lease", ErrProtocol, req.Known)
 	}
 	if err != nil {
 		if leased {
-			c.endListFetch(prefix, f, ListResult{}, false, time.Time{}, 0)
+			c.endListFetch(prefix, f, listing{}, time.Time{}, 0)
 		}
 		return ListResult{}, err
+	}
+	if r.Unchanged {
+		// The copy is the listing as of r.Revision too: nothing under the
+		// prefix changed in between.
+		c.endListFetch(prefix, f, listing{kvs: old.kvs, revision: r.Revision, keysOnly: old.keysOnly}, sent.Add(r.Term), r.Term)
+		return ListResult{KVs: old.result(req), Revision: r.Revision}, nil
 	}
 	out := ListResult{Revision: r.Revision, More: r.More, KVs: make([]KV, len(r.KVs))}
 	// The keys become strings of one allocation, each a piece of it.
@@ -140,7 +149,7 @@ func (c *Client) list(ctx context.Context, start, end []byte, opts []ListOption)
 		at += len(kv.Key)
 	}
 	if leased {
-		c.endListFetch(prefix, f, out, req.KeysOnly, sent.Add(r.Term), r.Term)
+		c.endListFetch(prefix, f, listing{kvs: out.KVs, revision: out.Revision, keysOnly: req.KeysOnly}, sent.Add(r.Term), r.Term)
 	}
 	return out, nil
 }

@@ -19,19 +19,47 @@ import (
 // each List in flight has a fetch record in c.listFetches, which an
 // invalidation of its prefix, a write of this client under it, or a
 // suspend poisons, as for a key (read.go).
+//
+// A listing whose lease ran out, or that an invalidation dropped, stays as
+// a stale copy (a zero deadline): it answers nothing, but the next List of
+// its prefix names its revision (protocol.List.Known), and a reply that
+// says Unchanged makes it the listing again, under the new lease, without
+// the keys crossing the network. A write of this client under the prefix
+// drops it: the listing changes.
 
-// maxListings bounds the listings the client keeps; past it, the listing
-// whose lease ends first is dropped and its lease relinquished.
+// maxListings bounds the listings the client keeps, stale copies included;
+// past it, a stale copy is dropped first, else the listing whose lease ends
+// first, and its lease relinquished.
 const maxListings = 1024
 
 // listing is a cached listing of a prefix: every live key under it, with
 // its value unless keysOnly, as of revision, under a lease until deadline
-// on the client's clock.
+// on the client's clock; a zero deadline marks a stale copy, which only a
+// revalidation uses.
 type listing struct {
 	kvs      []KV
 	revision uint64
 	keysOnly bool
 	deadline time.Time
+}
+
+// answers reports whether l, live or not, holds what req, a List of its
+// prefix, asks for: values where req wants them, and all of it within
+// req's Limit.
+func (l *listing) answers(req *protocol.List) bool {
+	return (!l.keysOnly || req.KeysOnly) && (req.Limit == 0 || int(req.Limit) >= len(l.kvs))
+}
+
+// result is l as the answer to req: a copy of its keys, without their
+// values if req asks for keys only.
+func (l *listing) result(req *protocol.List) []KV {
+	kvs := slices.Clone(l.kvs)
+	if req.KeysOnly && !l.keysOnly {
+		for i := range kvs {
+			kvs[i].Value = nil
+		}
+	}
+	return kvs
 }
 
 // Leased makes a List of a prefix ask for a lease on the whole listing, so
@@ -44,9 +72,13 @@ type listing struct {
 // largest value in bytes; a Limit below the keys there are, or a
 // StartAfter, gets none), and not written about once a term or more
 // lately; otherwise the listing is served uncached, as without Leased.
-// The lease is not renewed: a List after it runs out asks the server
-// again. A silent holder's lease holds writes under its prefix back for
-// at most the term plus ε, as for a key.
+// The lease is not renewed: a List after it runs out, or after an
+// invalidation dropped the listing, asks the server again, naming the
+// revision of the client's copy; if nothing under the prefix changed
+// since, the server grants a new lease without sending the keys, and the
+// copy is the answer (not Cached: it took a round trip). A silent
+// holder's lease holds writes under its prefix back for at most the term
+// plus ε, as for a key.
 func Leased() ListOption {
 	return func(m *protocol.List) { m.Lease = true }
 }
@@ -69,41 +101,44 @@ func (c *Client) cachedListing(prefix string, req *protocol.List) (ListResult, b
 	c.imu.Lock()
 	defer c.imu.Unlock()
 	l := c.listings[prefix]
-	if l == nil || !now.Before(l.deadline) || (l.keysOnly && !req.KeysOnly) || (req.Limit > 0 && int(req.Limit) < len(l.kvs)) {
+	if l == nil || !now.Before(l.deadline) || !l.answers(req) {
 		return ListResult{}, false
 	}
-	kvs := slices.Clone(l.kvs)
-	if req.KeysOnly && !l.keysOnly {
-		for i := range kvs {
-			kvs[i].Value = nil
-		}
-	}
-	return ListResult{KVs: kvs, Revision: l.revision, Cached: true}, true
+	return ListResult{KVs: l.result(req), Revision: l.revision, Cached: true}, true
 }
 
-// beginListFetch starts tracking a List of prefix, as beginFetch a read.
-// It must be called with c.imu held.
-func (c *Client) beginListFetch(prefix string) *fetch {
+// beginListFetch starts tracking a List of prefix, as beginFetch a read,
+// and returns the copy of the listing the client holds, if it answers req
+// (stale, or live but about to run out): req then names its revision
+// (Known), for a revalidation. It must be called with c.imu held.
+func (c *Client) beginListFetch(prefix string, req *protocol.List) (*fetch, *listing) {
 	f := c.listFetches[prefix]
 	if f == nil {
 		f = &fetch{}
 		c.listFetches[prefix] = f
 	}
 	f.n.Add(1)
-	return f
+	old := c.listings[prefix]
+	if old == nil || !old.answers(req) {
+		return f, nil
+	}
+	req.Known = old.revision
+	return f, old
 }
 
-// endListFetch ends one List of f, and caches its listing under the lease
-// the reply carries (term, from when it was sent), unless the fetch was
+// endListFetch ends one List of f, and caches l, the listing it read (or
+// the copy the server found unchanged), under the lease the reply carries
+// (term, from when it was sent, until deadline), unless the fetch was
 // poisoned meanwhile.
-func (c *Client) endListFetch(prefix string, f *fetch, r ListResult, keysOnly bool, deadline time.Time, term time.Duration) {
+func (c *Client) endListFetch(prefix string, f *fetch, l listing, deadline time.Time, term time.Duration) {
 	var evicted string
 	c.imu.Lock()
 	if term > 0 && !f.poisoned && !c.closed {
 		if _, ok := c.listings[prefix]; !ok && len(c.listings) >= maxListings {
 			evicted = c.evictListing()
 		}
-		c.listings[prefix] = &listing{kvs: slices.Clone(r.KVs), revision: r.Revision, keysOnly: keysOnly, deadline: deadline}
+		l.kvs, l.deadline = slices.Clone(l.kvs), deadline
+		c.listings[prefix] = &l
 	}
 	if f.n.Add(-1) == 0 && c.listFetches[prefix] == f {
 		delete(c.listFetches, prefix)
@@ -117,12 +152,17 @@ func (c *Client) endListFetch(prefix string, f *fetch, r ListResult, keysOnly bo
 	}
 }
 
-// evictListing drops the listing whose lease ends first, and returns its
-// prefix. It must be called with c.imu held.
+// evictListing drops a stale copy, or else the listing whose lease ends
+// first, and returns the prefix whose lease to give back: "" for a stale
+// copy, which has none. It must be called with c.imu held.
 func (c *Client) evictListing() string {
 	var first string
 	var at time.Time
 	for p, l := range c.listings {
+		if l.deadline.IsZero() {
+			delete(c.listings, p)
+			return ""
+		}
 		if at.IsZero() || l.deadline.Before(at) {
 			first, at = p, l.deadline
 		}
@@ -146,7 +186,7 @@ func (c *Client) relinquishPrefixes(prefixes []string) {
 	var ps [][]byte
 	c.imu.Lock()
 	for _, p := range prefixes {
-		if c.listings[p] == nil && c.listFetches[p] == nil {
+		if l := c.listings[p]; (l == nil || l.deadline.IsZero()) && c.listFetches[p] == nil {
 			ps = append(ps, []byte(p))
 		}
 	}
@@ -179,11 +219,14 @@ func (c *Client) dropListingsOf(key string) {
 	}
 }
 
-// dropPrefixes drops the listings of prefixes and poisons the Lists of them
-// in flight: an invalidation. It must be called with c.imu held.
+// dropPrefixes drops the listings of prefixes, keeping each as a stale
+// copy for a revalidation, and poisons the Lists of them in flight: an
+// invalidation. It must be called with c.imu held.
 func (c *Client) dropPrefixes(prefixes [][]byte) {
 	for _, p := range prefixes {
-		delete(c.listings, string(p))
+		if l := c.listings[string(p)]; l != nil {
+			c.listings[string(p)] = &listing{kvs: l.kvs, revision: l.revision, keysOnly: l.keysOnly}
+		}
 		if f := c.listFetches[string(p)]; f != nil {
 			f.poisoned = true
 			delete(c.listFetches, string(p))

@@ -27,6 +27,12 @@ import (
 // (leasetable.Table.GrantPrefix): as for Read, the lease is recorded
 // before the listing is read, and a listing that turns out incomplete
 // gives it back.
+//
+// With opts.Known, the revision of the caller's copy of the listing, a
+// leased listing that nothing changed since (store.Range.Unchanged) is
+// returned Unchanged, without its keys, under the lease: the caller's copy
+// is the listing, as of the returned revision too (DESIGN §3.9). A listing
+// not leased is read whole, whatever Known says.
 func (c *Core) List(id SessionID, opts store.RangeOptions, lease bool) (store.Range, time.Duration, error) {
 	c.readMu.RLock()
 	defer c.readMu.RUnlock()
@@ -68,6 +74,8 @@ func (c *Core) List(id SessionID, opts store.RangeOptions, lease bool) (store.Ra
 	c.mu.Unlock()
 	if term > 0 {
 		c.poke()
+	} else {
+		opts.Known = 0 // only a leased listing is revalidated
 	}
 	r, err := c.store.Range(opts)
 	if err != nil || (term > 0 && r.More) {

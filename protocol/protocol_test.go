@@ -197,6 +197,8 @@ func samples() []sample {
 		{name: "list/everything", msg: &protocol.List{ID: 78}},
 		{name: "list/leased", msg: &protocol.List{ID: 89, Start: []byte("d/"), End: []byte("d0"), Lease: true}},
 		{name: "list_reply/leased", msg: &protocol.ListReply{ID: 90, Revision: 4, Term: 10 * time.Second, KVs: []protocol.KV{{Key: []byte("d/a"), Value: []byte("1"), Version: 4}}}},
+		{name: "list/revalidate", msg: &protocol.List{ID: 91, Start: []byte("d/"), End: []byte("d0"), Lease: true, KeysOnly: true, Known: math.MaxUint64}},
+		{name: "list_reply/unchanged", msg: &protocol.ListReply{ID: 92, Revision: 7, Term: 10 * time.Second, Unchanged: true}},
 		{name: "list_reply", msg: &protocol.ListReply{ID: 79, Revision: 12, KVs: []protocol.KV{
 			{Key: []byte("/svc/a"), Value: []byte("1"), Version: 3}, {Key: []byte("/svc/b"), Value: []byte{0, 0xff}, Version: 12}}}},
 		{name: "list_reply/keys only, more", msg: &protocol.ListReply{ID: 80, Revision: 9, More: true, KVs: []protocol.KV{{Key: []byte("k"), Version: 9}}}},

@@ -29,6 +29,11 @@ type List struct {
 	// whose prefix is empty or ends with '/', read whole in one page from
 	// its start (no After), and not written lately.
 	Lease bool `msgpack:"ls,omitempty"`
+	// Known, with Lease, is the revision of the client's copy of the
+	// listing, which it held under a lease that ended: a reply whose
+	// listing is leased and that nothing under the prefix changed since
+	// says Unchanged and carries no keys. 0: none.
+	Known uint64 `msgpack:"kn,omitempty"`
 }
 
 // KV is one key of a ListReply, with its version and, unless the List
@@ -55,6 +60,11 @@ type ListReply struct {
 	// any key under its prefix (found or not), from its cache, counted from
 	// when it sent the List: the prefix lease it was granted; 0: none.
 	Term time.Duration `msgpack:"t,omitempty"`
+	// Unchanged answers List.Known: no key under the prefix changed,
+	// and none was created or deleted, after revision Known, so that the
+	// client's copy is the listing as of Revision, leased for Term (which
+	// is then above 0). The reply carries no keys.
+	Unchanged bool `msgpack:"u,omitempty"`
 }
 
 func (*List) Type() Type      { return TypeList }
@@ -103,6 +113,8 @@ func (m *ListReply) DecodeMsgpack(dec *msgpack.Decoder) error {
 			m.Term, err = dec.DecodeDuration()
 		case "kv":
 			m.KVs, err = decodeKVs(dec)
+		case "u":
+			m.Unchanged, err = dec.DecodeBool()
 		default:
 			err = dec.Skip()
 		}

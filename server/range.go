@@ -41,7 +41,9 @@ func checkRange(m *protocol.List) error {
 }
 
 // list answers a List from the core (DESIGN §3.8), with a prefix lease if
-// it asks for one and the core grants it (§3.9).
+// it asks for one and the core grants it (§3.9), and Unchanged, with no
+// keys, if the listing is leased and nothing under the prefix changed
+// since the revision the client knows.
 func (ss *session) list(m *protocol.List) protocol.Message {
 	if err := checkRange(m); err != nil {
 		return errorReply(m.ID, err)
@@ -53,12 +55,12 @@ func (ss *session) list(m *protocol.List) protocol.Message {
 	// A prefix lease covers a prefix's whole range only.
 	lease := m.Lease && bytes.Equal(m.End, protocol.PrefixEnd(m.Start))
 	r, term, err := ss.core.List(ss.id, store.RangeOptions{
-		Start: m.Start, End: m.End, After: m.After, Limit: keys, MaxBytes: size, KeysOnly: m.KeysOnly,
+		Start: m.Start, End: m.End, After: m.After, Limit: keys, MaxBytes: size, KeysOnly: m.KeysOnly, Known: m.Known,
 	}, lease)
 	if err != nil {
 		return errorReply(m.ID, err)
 	}
-	reply := &protocol.ListReply{ID: m.ID, Revision: r.Revision, More: r.More, Term: term}
+	reply := &protocol.ListReply{ID: m.ID, Revision: r.Revision, More: r.More, Term: term, Unchanged: r.Unchanged}
 	if len(r.KVs) > 0 {
 		reply.KVs = make([]protocol.KV, len(r.KVs))
 		for i, kv := range r.KVs {

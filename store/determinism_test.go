@@ -213,11 +213,15 @@ func wantSameStores(t *testing.T, a, b store.Store, keys []string) {
 			t.Errorf("Get(%q) = %+v and %+v", k, ra, rb)
 		}
 	}
+	rev := mustState(t, a).Revision
 	for _, o := range []store.RangeOptions{
 		{},
 		{KeysOnly: true},
 		{Start: []byte("b"), End: []byte("e"), Limit: 2},
 		{After: []byte("c"), MaxBytes: 40},
+		{Known: rev},
+		{Start: []byte("b"), End: []byte("d"), Known: rev - min(rev, 10)},
+		{Start: []byte("e"), Known: rev - min(rev, 3)},
 	} {
 		if ra, rb := mustRange(t, a, o), mustRange(t, b, o); !reflect.DeepEqual(ra, rb) {
 			t.Errorf("Range(%+v) =\n%+v\n%+v", o, ra, rb)

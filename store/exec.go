@@ -67,6 +67,16 @@ type counters struct{ rev, fence, records, ttl uint64 }
 // failure of the step (tx must then be discarded), never the command's
 // outcome.
 func exec(tx txn, ct *counters, c Command) (Result, error) {
+	first := ct.rev == 0
+	r, err := execCommand(tx, ct, c)
+	if err == nil && first && ct.rev > 0 {
+		err = startHistory(tx)
+	}
+	return r, err
+}
+
+// execCommand is exec, but for the record of the first revision.
+func execCommand(tx txn, ct *counters, c Command) (Result, error) {
 	switch c.Op {
 	case OpPut, OpDelete, OpCAS:
 		if c.Client != 0 {

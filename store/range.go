@@ -29,6 +29,9 @@ var errRangeDone = errors.New("range read")
 // no change interleaves with, and the revision from the same step, so
 // that every key is as of it. It copies what it returns out of tx. With
 // KeysOnly it decodes only each record's header, never copying its value.
+// It notes the highest version of the records it reads, the deletions'
+// included: with Known, a range read whole whose records are all of Known
+// or earlier, and no deletion after Known collected since, is Unchanged.
 // opts must have passed check.
 func readRange(tx txn, opts RangeOptions) (Range, error) {
 	rev, err := getUint(tx, metaRev)
@@ -46,6 +49,7 @@ func readRange(tx txn, opts RangeOptions) (Range, error) {
 	// not two a key.
 	var buf []byte
 	full := false
+	var newest uint64 // the highest version of a record read, live or not
 	err = tx.scan(dataPrefix, prefixed(dataPrefix, from), func(dk, v []byte) error {
 		key := dk[len(dataPrefix):]
 		if len(opts.End) > 0 && bytes.Compare(key, opts.End) >= 0 {
@@ -54,6 +58,7 @@ func readRange(tx txn, opts RangeOptions) (Range, error) {
 		if len(v) < 9 || v[8] > 1 {
 			return fmt.Errorf("corrupt record of %d bytes on %q", len(v), key)
 		}
+		newest = max(newest, binary.BigEndian.Uint64(v))
 		if v[8] == 0 {
 			return nil // a tombstone: not live
 		}
@@ -86,6 +91,18 @@ func readRange(tx txn, opts RangeOptions) (Range, error) {
 	})
 	if err != nil && !errors.Is(err, errRangeDone) {
 		return Range{}, err
+	}
+	if opts.Known > 0 && !r.More && newest <= opts.Known && opts.Known <= rev {
+		// Every record of the range, a deletion's included, is of Known
+		// or earlier: the range is as it was then, unless a deletion
+		// after Known was collected since.
+		forgotten, known, err := loadForgotten(tx, rev)
+		if err != nil {
+			return Range{}, err
+		}
+		if known && opts.Known >= forgotten {
+			r.KVs, r.Unchanged = nil, true
+		}
 	}
 	return r, nil
 }

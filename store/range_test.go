@@ -44,6 +44,12 @@ func wantKeys(t *testing.T, s store.Store, opts store.RangeOptions, more bool, k
 	return r
 }
 
+// known is opts with Known n.
+func known(opts store.RangeOptions, n uint64) store.RangeOptions {
+	opts.Known = n
+	return opts
+}
+
 // rng is a range from start to end, briefly.
 func rng(start, end string) store.RangeOptions {
 	return store.RangeOptions{Start: []byte(start), End: []byte(end)}
@@ -271,6 +277,102 @@ var rangeContract = []struct {
 		mustApply(t, s, put("c", "3"))
 		wantKeys(t, s, store.RangeOptions{}, false, "a", "b", "c")
 		wantRecord(t, s, "a", str("1"), 1)
+	}},
+	{"range unchanged since a revision", func(t *testing.T, s store.Store) {
+		mustApply(t, s, put("d/a", "1"), put("d/b", "2"), put("e", "3"), put("c", "4")) // d/ at 2, the store at 4
+		for _, tc := range []struct {
+			known     uint64
+			unchanged bool
+		}{{2, true}, {3, true}, {4, true}, {1, false}, {5, false}, {0, false}} {
+			r := mustRange(t, s, known(rng("d/", "d0"), tc.known))
+			if r.Unchanged != tc.unchanged || r.Revision != 4 || r.More {
+				t.Errorf("Range of d/ known at %d: unchanged %v, revision %d, More %v; want unchanged %v at 4", tc.known, r.Unchanged, r.Revision, r.More, tc.unchanged)
+			}
+			if tc.unchanged != (r.KVs == nil) {
+				t.Errorf("Range of d/ known at %d, unchanged %v: %d keys", tc.known, r.Unchanged, len(r.KVs))
+			}
+		}
+		// Writes outside the range, and a delete that finds nothing, leave
+		// it unchanged; keys only too.
+		mustApply(t, s, put("d", "x"), put("d0", "x"), del("d/none"), del("c"))
+		if r := mustRange(t, s, known(rng("d/", "d0"), 2)); !r.Unchanged || r.Revision != 7 {
+			t.Errorf("Range of d/ after writes outside it: %+v; want unchanged at 7", r)
+		}
+		ko := known(rng("d/", "d0"), 2)
+		ko.KeysOnly = true
+		if r := mustRange(t, s, ko); !r.Unchanged || r.KVs != nil {
+			t.Errorf("keys only: %+v; want unchanged", r)
+		}
+		// An empty range is unchanged too, and a range that does not fit
+		// its page never is.
+		if r := mustRange(t, s, known(rng("f/", "f0"), 1)); !r.Unchanged {
+			t.Errorf("empty range: %+v; want unchanged", r)
+		}
+		lim := known(rng("d/", "d0"), 7)
+		lim.Limit = 1
+		if r := wantKeys(t, s, lim, true, "d/a"); r.Unchanged {
+			t.Errorf("a page of a range: %+v; want not unchanged", r)
+		}
+	}},
+	{"range changed by any write under it", func(t *testing.T, s store.Store) {
+		mustApply(t, s, put("d/a", "1"), put("d/b", "2"), put("d/c", "3"))
+		txn := store.Command{Op: store.OpTxn, Txn: &store.Txn{Then: []store.TxnOp{{Op: store.OpPut, Key: []byte("e"), Value: []byte("1")}, {Op: store.OpDelete, Key: []byte("d/a")}}}}
+		for _, w := range []struct {
+			name string
+			cmd  store.Command
+		}{
+			{"put", put("d/a", "again")},
+			{"create", put("d/new", "1")},
+			{"create of the prefix itself", put("d/", "1")},
+			{"delete", del("d/b")},
+			{"delete of its last key", del("d/new")},
+			{"compare-and-swap", cas("d/c", 3, "swapped")},
+			{"transaction", txn},
+			{"create where a deletion was", put("d/b", "back")},
+		} {
+			before := mustState(t, s).Revision
+			if r := mustRange(t, s, known(rng("d/", "d0"), before)); !r.Unchanged {
+				t.Fatalf("before the %s: %+v; want unchanged", w.name, r)
+			}
+			if rs := mustApply(t, s, w.cmd); rs[0].Err != nil {
+				t.Fatalf("%s: %v", w.name, rs[0].Err)
+			}
+			r := mustRange(t, s, known(rng("d/", "d0"), before))
+			if all := mustRange(t, s, rng("d/", "d0")); r.Unchanged || !reflect.DeepEqual(r, all) {
+				t.Errorf("after the %s, known at %d: %+v; want the range, %+v", w.name, before, r, all)
+			}
+		}
+	}},
+	{"range not unchanged past a collected deletion", func(t *testing.T, s store.Store) {
+		mustApply(t, s, put("d/a", "1"), put("d/b", "2"), del("d/b"), put("e", "4")) // d/b deleted at 3
+		check := func(when string, n uint64, unchanged bool) {
+			t.Helper()
+			if r := mustRange(t, s, known(rng("d/", "d0"), n)); r.Unchanged != unchanged {
+				t.Errorf("%s, known at %d: %+v; want unchanged %v", when, n, r, unchanged)
+			}
+		}
+		check("before the collection", 2, false)
+		check("before the collection", 3, true)
+		collect := func(through uint64) {
+			mustApply(t, s, store.Command{Op: store.OpCollectTombstones, Through: through})
+		}
+		collect(3)
+		if r := mustGet(t, s, "d/b"); r.Version != 0 {
+			t.Fatalf("d/b after the collection: %+v; want its tombstone gone", r)
+		}
+		// Without its tombstone, a copy of d/ at 2, which holds d/b, would
+		// look unchanged.
+		check("after the collection", 2, false)
+		check("after the collection", 1, false)
+		check("after the collection", 3, true)
+		check("after the collection", 4, true)
+		collect(4) // nothing left to collect
+		check("after a collection of nothing", 3, true)
+		// A deletion collected elsewhere counts for every range.
+		mustApply(t, s, put("x", "1"), del("x")) // 5, 6
+		collect(6)
+		check("after a collection outside d/", 4, false)
+		check("after a collection outside d/", 6, true)
 	}},
 	{"range of a closed store", func(t *testing.T, s store.Store) {
 		s.Close()

@@ -312,7 +312,9 @@ var ErrBumpTooLarge = errors.New("bump would overflow a counter")
 // lease counter by n, durably, changing no key: the next write gets a
 // version, the next write lease a fencing token, and the next TTL lease an
 // id, more than n above any the database holds, so that none handed out
-// after the snapshot and lost with it is handed out again.
+// after the snapshot and lost with it is handed out again. Changes up to
+// the new revision count as forgotten (metaForgotten): a copy of a range
+// read before the restore is never found Unchanged.
 // Only a restore (replica.Restore) calls it, before any node serves from
 // the database: every node restored from one snapshot must get the same n.
 func (b *Badger) Bump(n uint64) error {
@@ -328,7 +330,15 @@ func (b *Badger) Bump(n uint64) error {
 	ct.rev += n
 	ct.fence += n
 	ct.ttl += n
-	err = b.db.Update(func(t *badger.Txn) error { return saveCounters(badgerTxn{t}, b.ct, ct) })
+	err = b.db.Update(func(t *badger.Txn) error {
+		tx := badgerTxn{t}
+		if err := saveCounters(tx, b.ct, ct); err != nil || n == 0 {
+			return err
+		}
+		// The history between the snapshot and the new revision is not
+		// this database's: a copy of a range from it is not revalidated.
+		return forget(tx, ct.rev, ct.rev)
+	})
 	if err == nil {
 		err = b.db.Sync()
 	}

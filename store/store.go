@@ -80,6 +80,10 @@ type RangeOptions struct {
 	MaxBytes int
 	// KeysOnly leaves the values out.
 	KeysOnly bool
+	// Known, if > 0, is the revision of a copy of the range that the
+	// caller holds: Range.Unchanged then says whether the copy is still
+	// the range (revalidation of a listing, DESIGN §3.9).
+	Known uint64
 }
 
 // KV is one key of a Range, with its value (unless KeysOnly) and version.
@@ -94,6 +98,14 @@ type Range struct {
 	KVs      []KV   // in key order (bytewise)
 	Revision uint64 // the revision the range was read at: every KV is as of it
 	More     bool   // the range holds keys past the last one returned
+	// Unchanged answers Known: nothing in the range read (from Start, or
+	// past After, to End) changed after revision Known, so that its keys
+	// are those of revision Known, the range is whole (no More), and it
+	// holds no KVs (the caller's copy is them). It is false when the store
+	// cannot tell: a key's record, live or deleted, has a version above
+	// Known; Known is above Revision; or the store no longer holds every
+	// deletion after Known (forgotten, range.go).
+	Unchanged bool
 }
 
 // WriteLease is a write lease as the store records it.
@@ -241,8 +253,9 @@ type Store interface {
 	Get(key []byte) (Record, error)
 	// Range returns the live keys (not deleted: no tombstone) the options
 	// name, in key order, with the revision they were read at, all as of
-	// one moment: one read transaction. Options that name no range are
-	// refused with an error wrapping ErrInvalidRange.
+	// one moment: one read transaction; with Known, whether they changed
+	// after it (Range.Unchanged). Options that name no range are refused
+	// with an error wrapping ErrInvalidRange.
 	Range(opts RangeOptions) (Range, error)
 	// State returns the counters, horizon and write leases as of the last
 	// command applied.

@@ -29,6 +29,54 @@ import (
 // collection comes to it and finds the key's record of another version.
 var tombstonePrefix = []byte("x/")
 
+// metaForgotten is the revision up to which the store may have forgotten
+// changes (8 bytes, big-endian): the newest deletion whose tombstone
+// OpCollectTombstones removed, or the revision a restore's Bump raised the
+// counters to, whichever is higher. A range whose records are all of
+// revision n or earlier, for n at or above it, is as it was at n: no
+// deletion after n left it unseen (Range.Unchanged). The first command that
+// takes a revision records it as 0 (startHistory); a database whose
+// revision is above 0 without it was written before it was kept, and may
+// have forgotten anything: until its next collection records it, no range
+// is Unchanged. Every store that applies the same commands holds the same.
+var metaForgotten = []byte("m/forgotten")
+
+// loadForgotten returns the revision up to which changes may be forgotten
+// (metaForgotten) in a store at revision rev, and whether it is known.
+func loadForgotten(tx txn, rev uint64) (uint64, bool, error) {
+	if ok, err := tx.has(metaForgotten); err != nil || !ok {
+		return 0, rev == 0, err
+	}
+	n, err := getUint(tx, metaForgotten)
+	return n, err == nil, err
+}
+
+// forget raises the revision up to which changes may be forgotten to n,
+// in a store at revision rev; if it was not known, to rev, which every
+// change forgotten before is at or below.
+func forget(tx txn, rev, n uint64) error {
+	old, known, err := loadForgotten(tx, rev)
+	switch {
+	case err != nil:
+		return err
+	case !known:
+		n = max(n, rev)
+	case n <= old:
+		return nil
+	}
+	return setUint(tx, metaForgotten, n)
+}
+
+// startHistory records, for the first command that takes a revision, that
+// nothing is forgotten yet (metaForgotten), unless something is: a
+// collection or a Bump before any revision.
+func startHistory(tx txn) error {
+	if ok, err := tx.has(metaForgotten); err != nil || ok {
+		return err
+	}
+	return setUint(tx, metaForgotten, 0)
+}
+
 // Bounds of one OpCollectTombstones: the index records it visits, and the
 // bytes of their keys. Like MaxTTLKeys, they keep its transaction small.
 const (
@@ -54,7 +102,8 @@ func noteDeletion(tx txn, rev uint64, key []byte) error {
 // if it is still the tombstone the index record names: a key written or
 // deleted again since keeps its record. It takes no revision: no key
 // changes its value. Result.More says that it stopped at a bound with
-// deletions of through or earlier left.
+// deletions of through or earlier left. It raises metaForgotten to the
+// newest deletion whose tombstone it removed.
 func collectTombstones(tx txn, ct *counters, through uint64) (Result, error) {
 	type visit struct {
 		rev uint64
@@ -83,6 +132,7 @@ func collectTombstones(tx txn, ct *counters, through uint64) (Result, error) {
 	if err != nil && !errors.Is(err, errStopScan) {
 		return Result{}, err
 	}
+	var gone uint64 // the newest deletion whose tombstone goes
 	for _, v := range visits {
 		dk := prefixed(dataPrefix, v.key)
 		r, err := getRecord(tx, dk)
@@ -94,12 +144,13 @@ func collectTombstones(tx txn, ct *counters, through uint64) (Result, error) {
 				return Result{}, err
 			}
 			ct.records--
+			gone = max(gone, v.rev)
 		}
 		if err := tx.del(tombstoneKey(v.rev, v.key)); err != nil {
 			return Result{}, err
 		}
 	}
-	return Result{More: more}, nil
+	return Result{More: more}, forget(tx, ct.rev, gone)
 }
 
 // checkTombstoneItem checks one index record of a deletion against the
