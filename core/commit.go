@@ -303,7 +303,7 @@ func (c *Core) admit(batch []job) []job {
 				continue
 			}
 			if c.cfg.Admit != nil {
-				if err := c.cfg.Admit(r.Op, r.Size()); err != nil && !c.mayBeApplied(r, through) {
+				if err := c.cfg.Admit(r.admitOp(), r.Size()); err != nil && !c.mayBeApplied(r, through) {
 					refused = append(refused, refusal{r, fmt.Errorf("%s refused: %w", r.what(), err)})
 					continue
 				}

@@ -142,7 +142,8 @@ type Config struct {
 	// which must find the stale listings it causes. Never set it otherwise.
 	UnsafeNoPrefixRecall bool
 	// Admit, if set, decides whether a write (op store.OpPut, OpDelete
-	// or OpCAS) or a write-lease acquisition (OpGrantWriteLease) of
+	// or OpCAS; a transaction is OpTxn, or OpDelete if it puts nothing in
+	// either branch) or a write-lease acquisition (OpGrantWriteLease) of
 	// bytes bytes of key and value may be written: for instance a guard
 	// of the disk's free space (package diskguard). Submit asks it with
 	// bytes 0 before the request invalidates anyone, and the committer

@@ -287,7 +287,7 @@ func (c *Core) precheck(r *Request) (done bool, err error) {
 		}
 	}
 	if admit {
-		if err := c.cfg.Admit(r.Op, 0); err != nil {
+		if err := c.cfg.Admit(r.admitOp(), 0); err != nil {
 			r.uncount()
 			return false, fmt.Errorf("%s refused: %w", r.what(), err)
 		}

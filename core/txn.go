@@ -73,6 +73,24 @@ func (r *Request) Size() int {
 	return n
 }
 
+// admitOp returns the op Config.Admit is asked about for r: its own, but
+// store.OpDelete for a transaction that puts nothing in either branch,
+// which frees room as a delete does and is let through a full disk as one
+// is.
+func (r *Request) admitOp() store.Op {
+	if r.Op != store.OpTxn || r.Txn == nil {
+		return r.Op
+	}
+	for _, ops := range [2][]store.TxnOp{r.Txn.Then, r.Txn.Else} {
+		for _, op := range ops {
+			if op.Op == store.OpPut {
+				return store.OpTxn
+			}
+		}
+	}
+	return store.OpDelete
+}
+
 // txnLeases returns the TTL leases that the puts of t attach keys to.
 func txnLeases(t *store.Txn) []uint64 {
 	var ls []uint64

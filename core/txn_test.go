@@ -2,6 +2,8 @@ package core
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -266,6 +268,32 @@ func TestTxnUnderRecalledWriteLease(t *testing.T) {
 		}
 		if rec, _, _ := c.Read(2, []byte("b")); string(rec.Value) != "other" {
 			t.Fatalf("b = %q", rec.Value)
+		}
+	})
+}
+
+// TestTxnAdmit: on a full disk, where Config.Admit lets deletes through, a
+// transaction that only deletes goes through too, and one that puts is
+// refused, nothing of it applied.
+func TestTxnAdmit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gate{allowD: true}
+		c, err := New(Config{LeaseTerm: term, Epsilon: eps, HorizonStep: time.Second, Admit: g.admit,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, newMemory(t), &notices{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.OpenSession(1)
+		submit(t, c, put(1, "a", "1")).must(t)
+		g.set(errFull)
+		if o := submit(t, c, txnReq(1, nil, []store.TxnOp{tdel("a")}, []store.TxnOp{tdel("b")})).must(t); o.Version != 2 {
+			t.Fatalf("a delete-only transaction on a full disk: %+v", o)
+		}
+		r := txnReq(1, nil, []store.TxnOp{tdel("x")}, []store.TxnOp{tput("a", "2")})
+		r.Done = func(o Outcome) { t.Errorf("a refused transaction has an outcome: %+v", o) }
+		if err := c.Submit(r); !errors.Is(err, errFull) {
+			t.Fatalf("a transaction that may put, on a full disk: %v, want the disk's error", err)
 		}
 	})
 }
