@@ -90,7 +90,7 @@ func leasedPrefix(req *protocol.List) (string, bool) {
 		return "", false
 	}
 	p := string(req.Start)
-	return p, p == "" || p[len(p)-1] == '/'
+	return p, isDir(p)
 }
 
 // cachedListing answers req, a List of prefix, from the listing the client
@@ -204,20 +204,32 @@ func (c *Client) dropListingsOf(key string) {
 	if len(c.listings) == 0 && len(c.listFetches) == 0 {
 		return
 	}
-	drop := func(p string) {
+	dirsOf(key, func(p string) bool {
 		delete(c.listings, p)
 		if f := c.listFetches[p]; f != nil {
 			f.poisoned = true
 			delete(c.listFetches, p)
 		}
+		return true
+	})
+}
+
+// dirsOf calls fn with each prefix of key that may be leased (isDir), the
+// empty one first, while fn returns true.
+func dirsOf(key string, fn func(prefix string) bool) {
+	if !fn("") {
+		return
 	}
-	drop("")
 	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			drop(key[:i+1])
+		if key[i] == '/' && !fn(key[:i+1]) {
+			return
 		}
 	}
 }
+
+// isDir reports whether prefix may be leased: it is empty or ends with '/'
+// (the server's leasetable.Leasable).
+func isDir(prefix string) bool { return prefix == "" || prefix[len(prefix)-1] == '/' }
 
 // dropPrefixes drops the listings of prefixes, keeping each as a stale
 // copy for a revalidation, and poisons the Lists of them in flight: an
@@ -256,30 +268,22 @@ func (c *Client) fromListing(key string, now time.Time) (Item, bool) {
 	if len(c.listings) == 0 {
 		return Item{}, false
 	}
-	try := func(p string) (Item, bool) {
+	var it Item
+	answered := false
+	dirsOf(key, func(p string) bool {
 		l := c.listings[p]
 		if l == nil || !now.Before(l.deadline) {
-			return Item{}, false
+			return true
 		}
 		i, found := slices.BinarySearchFunc(l.kvs, key, func(kv KV, k string) int { return strings.Compare(kv.Key, k) })
 		switch {
 		case !found:
-			return Item{Cached: true}, true
-		case l.keysOnly:
-			return Item{}, false
+			it, answered = Item{Cached: true}, true
+		case !l.keysOnly:
+			kv := l.kvs[i]
+			it, answered = Item{Value: kv.Value, Found: true, Version: kv.Version, Cached: true}, true
 		}
-		kv := l.kvs[i]
-		return Item{Value: kv.Value, Found: true, Version: kv.Version, Cached: true}, true
-	}
-	if it, ok := try(""); ok {
-		return it, true
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			if it, ok := try(key[:i+1]); ok {
-				return it, true
-			}
-		}
-	}
-	return Item{}, false
+		return !answered
+	})
+	return it, answered
 }

@@ -62,15 +62,14 @@ type prefixState struct {
 	leases  []*prefixLease // one per session at most
 	waiting map[string]struct{}
 	term    time.Duration // the last term granted on it
-	written time.Time     // when the last op under it started (zero: none since it was leased)
-	window  time.Time     // when the first of writes, the ops started within a term of it, started
+	window  time.Time     // when the first of writes, the ops started within a term of it, started (zero: none yet)
 	writes  int
 	hot     time.Time // no lease until then
 }
 
 // idle reports whether ps holds nothing that must be kept at now.
 func (ps *prefixState) idle(now time.Time) bool {
-	return len(ps.leases) == 0 && !now.Before(ps.hot) && (ps.written.IsZero() || !now.Before(ps.written.Add(ps.term)))
+	return len(ps.leases) == 0 && !now.Before(ps.hot) && (ps.window.IsZero() || !now.Before(ps.window.Add(ps.term)))
 }
 
 // pend counts an op, or a write lease, on key as pending under each of its
@@ -245,7 +244,6 @@ func (t *Table) startPrefixes(op *Op, now time.Time, eff *Effects) {
 		if ps.writes++; t.hotWrites > 0 && ps.writes >= t.hotWrites {
 			ps.hot = now.Add(ps.term) // Config.HotPrefixWrites within a term
 		}
-		ps.written = now
 		for i := 0; i < len(ps.leases); {
 			l := ps.leases[i]
 			if l.session.id == op.Session {

@@ -64,8 +64,8 @@ func (ss *session) submitTxn(m *protocol.Txn) error {
 		Client: ss.client, ID: m.ID, Acked: m.Acked})
 }
 
-// checkTxn checks the bounds and the form of m, and returns it as the
-// store's transaction, with its fencing tokens by key.
+// checkTxn checks the bounds and the form of m (store.Txn.Check), and
+// returns it as the store's transaction, with its fencing tokens by key.
 func (ss *session) checkTxn(m *protocol.Txn) (*store.Txn, map[string]uint64, error) {
 	switch {
 	case len(m.If) > MaxTxnOps || len(m.Then) > MaxTxnOps || len(m.Else) > MaxTxnOps:
@@ -80,9 +80,6 @@ func (ss *session) checkTxn(m *protocol.Txn) (*store.Txn, map[string]uint64, err
 		if err := ss.checkKey(c.Key); err != nil {
 			return nil, nil, fmt.Errorf("compare %d: %w", i, err)
 		}
-		if c.Op < protocol.CmpExists || c.Op > protocol.CmpValueNotEqual {
-			return nil, nil, fmt.Errorf("%w: compare %d on %q is of unknown kind %d", errInvalidArgument, i, c.Key, c.Op)
-		}
 		values += len(c.Value)
 		tx.If[i] = store.Compare{Key: c.Key, Op: store.CompareOp(c.Op), Version: c.Version, Value: c.Value}
 	}
@@ -90,20 +87,10 @@ func (ss *session) checkTxn(m *protocol.Txn) (*store.Txn, map[string]uint64, err
 	for b, ops := range [2][]protocol.TxnOp{m.Then, m.Else} {
 		branch := [2]string{"then", "else"}[b]
 		out := make([]store.TxnOp, len(ops))
-		seen := make(map[string]bool, len(ops))
 		for i, op := range ops {
 			if err := ss.checkKey(op.Key); err != nil {
 				return nil, nil, fmt.Errorf("%s op %d: %w", branch, i, err)
 			}
-			switch {
-			case op.Op != protocol.OpPut && op.Op != protocol.OpDelete:
-				return nil, nil, fmt.Errorf("%w: %s op %d on %q: a transaction puts and deletes (a compare-and-swap is a put under a compare)", errInvalidArgument, branch, i, op.Key)
-			case op.Op == protocol.OpDelete && (len(op.Value) > 0 || op.Lease != 0):
-				return nil, nil, fmt.Errorf("%w: %s op %d deletes %q with a value or a TTL lease", errInvalidArgument, branch, i, op.Key)
-			case seen[string(op.Key)]:
-				return nil, nil, fmt.Errorf("%w: %s writes %q twice", errInvalidArgument, branch, op.Key)
-			}
-			seen[string(op.Key)] = true
 			if op.Token != 0 {
 				if fence == nil {
 					fence = make(map[string]uint64)
@@ -124,6 +111,11 @@ func (ss *session) checkTxn(m *protocol.Txn) (*store.Txn, map[string]uint64, err
 	}
 	if values > ss.srv.cfg.MaxValueSize {
 		return nil, nil, fmt.Errorf("%w: a transaction of %d bytes of values, limit %d (MaxValueSize)", errTooLarge, values, ss.srv.cfg.MaxValueSize)
+	}
+	// Its form (kinds of compares and ops, a delete with a value or a
+	// lease, a key twice in a branch) is the store's to define.
+	if err := tx.Check(); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errInvalidArgument, err)
 	}
 	return tx, fence, nil
 }

@@ -77,7 +77,7 @@ func (f failure) err(c Command, version uint64) error {
 		return leaseFull(c.Lease)
 	case failInvalid:
 		if c.Op == OpTxn {
-			return c.Txn.Check()
+			return c.Txn.invalid()
 		}
 		return invalidTTL(c.Term)
 	}

@@ -5,6 +5,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 )
 
@@ -127,23 +128,24 @@ func (t *Txn) Keys() [][]byte {
 	return keys
 }
 
-// Check returns why t is not a transaction a store applies (wrapping
-// ErrInvalidCommand), or nil: more than MaxTxnOps compares or ops in a
+// Check returns why t is not a transaction a store applies, or nil (a
+// store refuses such a command with ErrInvalidCommand, and the core a
+// request with ErrInvalidArgument): more than MaxTxnOps compares or ops in a
 // branch, an empty key, a compare or op of no known kind, a delete with a
 // value or a lease, or a key written twice in one branch.
 func (t *Txn) Check() error {
 	if t == nil {
-		return fmt.Errorf("%w: a transaction command without its transaction", ErrInvalidCommand)
+		return errors.New("a transaction command without its transaction")
 	}
 	if len(t.If) > MaxTxnOps || len(t.Then) > MaxTxnOps || len(t.Else) > MaxTxnOps {
-		return fmt.Errorf("%w: a transaction of %d compares, %d and %d ops; at most %d of each", ErrInvalidCommand, len(t.If), len(t.Then), len(t.Else), MaxTxnOps)
+		return fmt.Errorf("a transaction of %d compares, %d and %d ops; at most %d of each", len(t.If), len(t.Then), len(t.Else), MaxTxnOps)
 	}
 	for i, c := range t.If {
 		switch {
 		case len(c.Key) == 0:
-			return fmt.Errorf("%w: compare %d has an empty key", ErrInvalidCommand, i)
+			return fmt.Errorf("compare %d has an empty key", i)
 		case c.Op < CmpExists || c.Op > CmpValueNotEqual:
-			return fmt.Errorf("%w: compare %d is of unknown kind %d", ErrInvalidCommand, i, c.Op)
+			return fmt.Errorf("compare %d is of unknown kind %d", i, c.Op)
 		}
 	}
 	for b, ops := range [2][]TxnOp{t.Then, t.Else} {
@@ -152,16 +154,25 @@ func (t *Txn) Check() error {
 		for i, op := range ops {
 			switch {
 			case len(op.Key) == 0:
-				return fmt.Errorf("%w: %s op %d has an empty key", ErrInvalidCommand, branch, i)
+				return fmt.Errorf("%s op %d has an empty key", branch, i)
 			case op.Op != OpPut && op.Op != OpDelete:
-				return fmt.Errorf("%w: %s op %d is a %v; a transaction puts and deletes", ErrInvalidCommand, branch, i, op.Op)
+				return fmt.Errorf("%s op %d is a %v; a transaction puts and deletes (a compare-and-swap is a put under a compare)", branch, i, op.Op)
 			case op.Op == OpDelete && (len(op.Value) > 0 || op.Lease != 0):
-				return fmt.Errorf("%w: %s op %d deletes %q with a value or a lease", ErrInvalidCommand, branch, i, op.Key)
+				return fmt.Errorf("%s op %d deletes %q with a value or a lease", branch, i, op.Key)
 			case seen[string(op.Key)]:
-				return fmt.Errorf("%w: %s writes %q twice", ErrInvalidCommand, branch, op.Key)
+				return fmt.Errorf("%s writes %q twice", branch, op.Key)
 			}
 			seen[string(op.Key)] = true
 		}
+	}
+	return nil
+}
+
+// invalid returns Check's error as the outcome of an OpTxn: wrapping
+// ErrInvalidCommand; nil if t is valid.
+func (t *Txn) invalid() error {
+	if err := t.Check(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidCommand, err)
 	}
 	return nil
 }
@@ -176,7 +187,7 @@ func (t *Txn) Check() error {
 // which branch it chose.
 func execTxn(tx txn, ct *counters, c Command) (Result, error) {
 	t := c.Txn
-	if err := t.Check(); err != nil {
+	if err := t.invalid(); err != nil {
 		return Result{Err: err}, nil
 	}
 	succeeded := true
