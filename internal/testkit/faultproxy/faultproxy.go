@@ -17,19 +17,23 @@ import (
 // Proxy forwards the connections it accepts on 127.0.0.1 to one target
 // address, byte for byte in both directions. Cut drops every connection and
 // refuses new ones until Heal; Delay holds back the data of new and open
-// connections. All methods are safe for concurrent use. Close stops the
+// connections; HoldReplies holds back what the target sends until Heal or
+// Cut. All methods are safe for concurrent use. Close stops the
 // proxy and returns after every goroutine it started has ended.
 type Proxy struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup // the accept loop and every connection's pumps
 
-	mu     sync.Mutex // guards the fields below
-	conns  map[*link]struct{}
-	cut    bool
-	delay  time.Duration
-	closed bool
-	stats  Stats
+	mu    sync.Mutex // guards the fields below
+	conns map[*link]struct{}
+	cut   bool
+	delay time.Duration
+	// replies, while HoldReplies lasts, is closed when it ends: the
+	// pumps from the target wait for it before they write. Nil: no hold.
+	replies chan struct{}
+	closed  bool
+	stats   Stats
 }
 
 // Stats counts what a Proxy did, for tests that check that traffic went
@@ -87,9 +91,16 @@ func (p *Proxy) Cut() {
 	p.cut = true
 	conns := p.takeConns()
 	p.stats.Dropped += len(conns)
+	held := p.replies
+	p.replies = nil
 	p.mu.Unlock()
 	for _, l := range conns {
 		l.close()
+	}
+	// Only now: a held reply must not slip through before its connection
+	// is closed.
+	if held != nil {
+		close(held)
 	}
 }
 
@@ -98,7 +109,29 @@ func (p *Proxy) Cut() {
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.cut = false
+	p.releaseReplies()
 	p.mu.Unlock()
+}
+
+// HoldReplies makes the proxy forward what the dialler sends but hold back
+// what the target sends on every connection, open or new, until Heal or
+// Cut: a link whose one direction went silent. Between raft peers, the
+// follower behind the proxy receives and stores the leader's entries,
+// and the leader never hears that it did.
+func (p *Proxy) HoldReplies() {
+	p.mu.Lock()
+	if p.replies == nil {
+		p.replies = make(chan struct{})
+	}
+	p.mu.Unlock()
+}
+
+// releaseReplies ends HoldReplies. The caller holds p.mu.
+func (p *Proxy) releaseReplies() {
+	if p.replies != nil {
+		close(p.replies)
+		p.replies = nil
+	}
 }
 
 // IsCut reports whether the proxy is cut.
@@ -137,10 +170,15 @@ func (p *Proxy) Close() error {
 	}
 	p.closed = true
 	conns := p.takeConns()
+	held := p.replies
+	p.replies = nil
 	p.mu.Unlock()
 	err := p.ln.Close()
 	for _, l := range conns {
 		l.close()
+	}
+	if held != nil {
+		close(held)
 	}
 	p.wg.Wait()
 	return err
@@ -218,26 +256,30 @@ func (p *Proxy) forward(in net.Conn) {
 
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go func() { defer pumps.Done(); p.pump(out, in); l.close() }()
-	go func() { defer pumps.Done(); p.pump(in, out); l.close() }()
+	go func() { defer pumps.Done(); p.pump(out, in, false); l.close() }()
+	go func() { defer pumps.Done(); p.pump(in, out, true); l.close() }()
 	pumps.Wait()
 	p.mu.Lock()
 	delete(p.conns, l)
 	p.mu.Unlock()
 }
 
-// pump copies from src to dst, each chunk after the proxy's delay, until
-// either fails.
-func (p *Proxy) pump(dst io.Writer, src io.Reader) {
+// pump copies from src to dst, each chunk after the proxy's delay, and,
+// for the target's side (reply), after HoldReplies ends, until either
+// fails.
+func (p *Proxy) pump(dst io.Writer, src io.Reader, reply bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			d := p.delay
+			d, held := p.delay, p.replies
 			p.mu.Unlock()
 			if d > 0 {
 				time.Sleep(d)
+			}
+			if reply && held != nil {
+				<-held
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

@@ -159,6 +159,76 @@ func TestDelay(t *testing.T) {
 	}
 }
 
+// TestHoldReplies: while replies are held, what the dialler sends reaches
+// the target and the target's answers do not come back; Heal lets them
+// through in order, and Cut ends the held connection.
+func TestHoldReplies(t *testing.T) {
+	leaktest.Check(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			got <- line
+			if _, err := io.WriteString(c, "re "+line); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	p := newProxy(t, ln.Addr().String())
+	c, r := dial(t, p)
+	if line, err := roundTrip(c, r, "one"); err != nil || line != "re one" {
+		t.Fatalf("before the hold: %q, %v", line, err)
+	}
+	<-got
+	p.HoldReplies()
+	if _, err := io.WriteString(c, "two\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case line := <-got:
+		if line != "two\n" {
+			t.Fatalf("the target received %q, want two", line)
+		}
+	case <-time.After(ioTimeout):
+		t.Fatal("the target received nothing while its replies were held")
+	}
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("a reply came back while replies were held: %q", line)
+	}
+	p.Heal()
+	c.SetReadDeadline(time.Now().Add(ioTimeout))
+	if line, err := r.ReadString('\n'); err != nil || line != "re two\n" {
+		t.Fatalf("after Heal: %q, %v", line, err)
+	}
+	p.HoldReplies()
+	if _, err := io.WriteString(c, "three\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	p.Cut()
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("a held reply came back after Cut: %q", line)
+	}
+}
+
 // TestUnreachableTarget: a connection to a target that is down is closed.
 func TestUnreachableTarget(t *testing.T) {
 	leaktest.Check(t)
