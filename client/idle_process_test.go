@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -146,6 +147,13 @@ func TestIdleHelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
+// deafFor is how long the paused client drops the server's packets before
+// it is stopped: longer than QUIC's keep-alive interval (IdleTimeout/4,
+// and IdleTimeout/3 before the watchdog), so that its PING is out
+// unanswered, and short enough that the silence the watchdog counts
+// before the stop, plus at most a late look, stays under IdleTimeout.
+const deafFor = 400 * time.Millisecond
+
 // TestIdlePausedHelperProcess is not a test: it is the body of the client
 // that TestIdlePausedClientKeepsSession stops with SIGSTOP. It dials the
 // server with the default IdleTimeout and prints "ready" and its session's
@@ -153,7 +161,11 @@ func TestIdleHelperProcess(t *testing.T) {
 // line: "busy" starts writing a key over and over (so that a pause catches
 // a write in flight: the client has sent since it last heard the server);
 // "idle" stops those writes and waits for the last to end (so that nothing
-// is in flight, and the server has nothing to send); "woken" writes another
+// is in flight, and the server has nothing to send); "deaf" does too, then
+// drops every packet from the server (deafConn) for deafFor, so that the
+// client's keep-alive PING is unanswered when it stops, and its answer,
+// lost, is not waiting in the socket when it wakes; "woken" hears again,
+// writes another
 // key (a round trip to the server) and prints "result", the disconnects it
 // saw and its session's id.
 func TestIdlePausedHelperProcess(t *testing.T) {
@@ -164,8 +176,14 @@ func TestIdlePausedHelperProcess(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
 		defer cancel()
 		var disconnects atomic.Int64
+		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		pc := &deafConn{PacketConn: udp}
+		defer pc.Close()
 		c, err := client.Dial(ctx, os.Getenv(helperAddr), client.Config{
-			CAFile: os.Getenv(helperCA), Name: "paused", Logger: testkit.Discard(),
+			CAFile: os.Getenv(helperCA), Name: "paused", Logger: testkit.Discard(), PacketConn: pc,
 			OnEvent: func(e client.Event) {
 				if e.Kind == client.EventDisconnected {
 					disconnects.Add(1)
@@ -220,7 +238,15 @@ func TestIdlePausedHelperProcess(t *testing.T) {
 					return err
 				}
 				fmt.Println("idle")
+			case "deaf":
+				if err := idle(); err != nil {
+					return err
+				}
+				pc.deaf.Store(true)
+				time.Sleep(deafFor)
+				fmt.Println("deaf")
 			case "woken":
+				pc.deaf.Store(false)
 				if _, err := c.Put(ctx, "paused/after", []byte("v")); err != nil {
 					return err
 				}
@@ -240,11 +266,19 @@ func TestIdlePausedHelperProcess(t *testing.T) {
 }
 
 // TestIdlePausedClientKeepsSession: a client whose process is stopped,
-// four times, for three times its IdleTimeout (SIGSTOP, as a long GC
+// six times, for three times its IdleTimeout (SIGSTOP, as a long GC
 // pause, a debugger or a starved virtual machine would) keeps its session
 // when it wakes: it does not count the time it did not run as the
 // server's silence, and the server, to which it offers a longer QUIC idle
 // timeout as a backstop, kept the session meanwhile.
+//
+// Two of the pauses find the client deaf, its keep-alive unanswered: QUIC's
+// idle timer alone, which counts wall time, then drops the session as soon
+// as the process wakes, every time (before the watchdog, QUIC's idle
+// timeout was the IdleTimeout, and the test failed so); the watchdog counts
+// the time before the stop and at most a late look of the stop itself, and
+// the client hears the server again before the silence reaches its
+// IdleTimeout.
 //
 // Two of the pauses find the client idle: nothing in flight, so no packet
 // from the server waits in its socket when it wakes, and a detection that
@@ -305,7 +339,7 @@ func TestIdlePausedClientKeepsSession(t *testing.T) {
 	} else if _, err := fmt.Sscanf(l, "ready session=%d", &before); err != nil {
 		t.Fatalf("paused client: %q: %v", l, err)
 	}
-	for i, mode := range []string{"idle", "busy", "idle", "busy"} {
+	for i, mode := range []string{"deaf", "idle", "busy", "deaf", "idle", "busy"} {
 		say(mode)
 		if l := next(); l != mode {
 			t.Fatalf("paused client: %q, want %q", l, mode)
