@@ -151,3 +151,42 @@ func TestAdoptClient(t *testing.T) {
 		}
 	})
 }
+
+// TestAdoptClientRestoredWriteLeases: a client that comes back after a
+// restart or a failover takes over, at hello, the write leases restored
+// for it: the recall a writer sent while nobody answered for them reaches
+// its new session at once, and it renews and releases them. A lease
+// restored for another client stays where it is.
+func TestAdoptClientRestoredWriteLeases(t *testing.T) {
+	const client, other = 41, 42
+	h := newHarness(t, sA, sB)
+	expiry := t0.Add(10 * time.Second)
+	h.tab.RestoreWriteLease("k", 7, client, expiry)
+	h.tab.RestoreWriteLease("j", 8, client, expiry)
+	h.tab.RestoreWriteLease("o", 9, other, expiry)
+	h.tab.SetClient(sB, other+1)
+	write, eff := h.write(sB, "k")
+	h.wantReady(write, false)
+	if got := sessionsOf(eff.Recall); !slices.Equal(got, []SessionID{RestoredSession}) {
+		t.Fatalf("recalls %+v, want one to the restored session, which nobody reads", eff.Recall)
+	}
+	h.tab.SetClient(sA, client)
+	eff, superseded := h.tab.AdoptClient(sA, h.now)
+	h.record(eff)
+	checkInvariants(t, h.tab)
+	if superseded != 0 {
+		t.Errorf("superseded %d; there was no earlier session", superseded)
+	}
+	if !slices.Equal(eff.Recall, []Notice{{Session: sA, Key: "k", Token: 7}}) {
+		t.Fatalf("adoption recalls %+v, want k's again, to sA", eff.Recall)
+	}
+	for key, want := range map[string]SessionID{"k": sA, "j": sA, "o": RestoredSession} {
+		if _, holder, _ := h.tab.WriteLease(key); holder != want {
+			t.Errorf("write lease on %s held by %d, want %d", key, holder, want)
+		}
+	}
+	if _, err := h.release(sA, "k", 7); err != nil {
+		t.Fatalf("release of the adopted lease: %v", err)
+	}
+	h.wantReady(write, true)
+}

@@ -528,12 +528,19 @@ func (t *Table) AdoptSession(from, to SessionID, now time.Time) Effects {
 // renews and releases them. A lease that a write has invalidated, or a
 // write lease recalled, is invalidated or recalled again, on to: the
 // notice to the earlier session may have been lost. A session with no
-// client identity adopts nothing. The caller calls it once, after
-// SetClient and before to submits anything.
+// client identity adopts nothing. The write leases restored for the same
+// client (RestoreWriteLease, after a restart or a failover) move to to as
+// well, recalled again if a writer waits for them, so that the recall
+// reaches their holder at once rather than at its next renewal or write.
+// The caller calls it once, after SetClient and before to submits
+// anything.
 func (t *Table) AdoptClient(to SessionID, now time.Time) (eff Effects, superseded SessionID) {
 	s := t.openSession(to)
 	if s == nil || s.client == 0 {
 		return eff, 0
+	}
+	if r := t.sessions[RestoredSession]; r != nil {
+		t.adoptWrites(r, s, &eff)
 	}
 	p := t.byClient[s.client]
 	t.byClient[s.client] = s
@@ -546,17 +553,25 @@ func (t *Table) AdoptClient(to SessionID, now time.Time) (eff Effects, supersede
 	}
 	t.mergeReads(p, s, &eff)
 	t.mergePrefixes(p, s, &eff)
-	for _, l := range p.wrlses {
+	t.adoptWrites(p, s, &eff)
+	t.gcSession(p)
+	return eff, superseded
+}
+
+// adoptWrites moves to open session s the write leases of f that s may use
+// (mayUse: its client's), but those that ended, which wait in place for
+// EndWriteLease, and recalls again, on s, those recalled: the notice to f
+// may have been lost (AdoptClient).
+func (t *Table) adoptWrites(f, s *session, eff *Effects) {
+	for _, l := range f.wrlses {
 		if l.ending || !mayUse(l, s) {
-			continue // an ended lease waits in place for EndWriteLease
+			continue
 		}
 		t.adopt(l, s)
 		if l.recalled {
 			eff.Recall = append(eff.Recall, Notice{Session: s.id, Key: l.key.name, Token: l.token})
 		}
 	}
-	t.gcSession(p)
-	return eff, superseded
 }
 
 // mergeReads moves the read leases of closed session f to open session s
