@@ -11,7 +11,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/helperproc"
 )
 
 const (
@@ -288,50 +288,13 @@ func TestIdlePausedHelperProcess(t *testing.T) {
 // other two catch a write in flight, whose answer waits in the socket.
 func TestIdlePausedClientKeepsSession(t *testing.T) {
 	srv := clitest.StartServer(t, linBinaries(t), t.TempDir(), t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestIdlePausedHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"="+idlePausedHelper, helperAddr+"="+srv.Addr, helperCA+"="+srv.CA)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	lines := make(chan string, 2)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	// The whole exchange, pauses included, is bounded by one deadline.
+	deadline := time.Now().Add(4 * testTimeout)
+	p := helperproc.Start(t, "TestIdlePausedHelperProcess", helperEnv+"="+idlePausedHelper, helperAddr+"="+srv.Addr, helperCA+"="+srv.CA)
+	p.Name = "paused client"
 	next := func() string {
 		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok || strings.HasPrefix(l, "error") {
-				t.Fatalf("paused client: %q", l)
-			}
-			return l
-		case <-ctx.Done():
-			t.Fatal("the paused client said nothing")
-		}
-		return ""
-	}
-	say := func(cmd string) {
-		t.Helper()
-		if _, err := io.WriteString(stdin, cmd+"\n"); err != nil {
-			t.Fatal(err)
-		}
+		return p.Next(time.Until(deadline))
 	}
 	var before int64
 	if l := next(); !strings.HasPrefix(l, "ready") {
@@ -340,21 +303,21 @@ func TestIdlePausedClientKeepsSession(t *testing.T) {
 		t.Fatalf("paused client: %q: %v", l, err)
 	}
 	for i, mode := range []string{"deaf", "idle", "busy", "deaf", "idle", "busy"} {
-		say(mode)
+		p.Say(mode)
 		if l := next(); l != mode {
 			t.Fatalf("paused client: %q, want %q", l, mode)
 		}
-		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		clitest.WaitStopped(t, cmd.Process.Pid, testTimeout)
+		clitest.WaitStopped(t, p.Cmd.Process.Pid, testTimeout)
 		// The pause itself: real time, in which the client's process
 		// does not run while the server's does.
 		time.Sleep(3 * client.DefaultIdleTimeout)
-		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
-		say("woken")
+		p.Say("woken")
 		var disconnects, after int64
 		l := next()
 		if _, err := fmt.Sscanf(l, "result disconnects=%d session=%d", &disconnects, &after); err != nil {
@@ -366,7 +329,7 @@ func TestIdlePausedClientKeepsSession(t *testing.T) {
 				i, mode, 3*client.DefaultIdleTimeout, disconnects, after, before)
 		}
 	}
-	stdin.Close()
+	p.CloseStdin()
 }
 
 // TestIdleSaturatedClientKeepsSession: a client whose process keeps both

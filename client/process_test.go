@@ -7,12 +7,10 @@ package client_test
 // was paused past its lease"), with the real client library on both sides.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/helperproc"
 	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/server"
 )
@@ -76,63 +75,21 @@ func TestHelperProcess(t *testing.T) {
 // was granted its lease before then. The process is killed in t.Cleanup.
 func startHolderProcess(t *testing.T, srv *testServer, key string) (*os.Process, time.Time) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(),
+	p := helperproc.Start(t, "TestHelperProcess",
 		helperEnv+"="+helperHolder,
 		helperAddr+"="+srv.Addr().String(),
 		helperCA+"="+srv.CA(),
 		helperKey+"="+key)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1)
-	readDone := make(chan struct{})
-	t.Cleanup(func() {
-		// SIGKILL ends a stopped process too. The stdout reader ends when
-		// the process is gone; Wait reaps it once the reader is done.
-		cmd.Process.Kill()
-		stdin.Close()
-		select {
-		case <-readDone:
-		case <-time.After(testTimeout): // a killed process closes its stdout at once
-			t.Error("the holder process's stdout did not close after SIGKILL")
-		}
-		cmd.Wait()
-	})
-	go func() {
-		defer close(readDone)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, "ready") || strings.HasPrefix(l, "error") {
-				lines <- l
-				break
-			}
-		}
-		io.Copy(io.Discard, stdout) // until the process ends
-		close(lines)
-	}()
+	p.Name = "holder process"
 	// Starting a race-instrumented binary, its QUIC handshake and one read
 	// take well under a second; the bound only turns a broken helper into a
 	// failure.
-	select {
-	case l, ok := <-lines:
-		if !ok || !strings.HasPrefix(l, "ready") || !strings.Contains(l, "cached=true") {
-			t.Fatalf("holder process: %q", l)
-		}
-		t.Logf("holder process says %q", l)
-	case <-time.After(2 * testTimeout):
-		t.Fatal("holder process did not become ready")
+	l := p.Next(2 * testTimeout)
+	if !strings.HasPrefix(l, "ready") || !strings.Contains(l, "cached=true") {
+		t.Fatalf("holder process: %q", l)
 	}
-	return cmd.Process, time.Now()
+	t.Logf("holder process says %q", l)
+	return p.Cmd.Process, time.Now()
 }
 
 func TestE2EStoppedHolderProcess(t *testing.T) {

@@ -13,12 +13,10 @@ package client_test
 // restarted.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +26,7 @@ import (
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/helperproc"
 	"github.com/leased/leased/internal/testkit/proccluster"
 	"github.com/leased/leased/internal/testkit/wait"
 )
@@ -105,7 +104,7 @@ func TestHelperTTLHolder(t *testing.T) {
 
 // ttlHolder is a running holder process.
 type ttlHolder struct {
-	cmd   *exec.Cmd
+	proc  *helperproc.Proc
 	lease client.LeaseID
 	mu    sync.Mutex
 	// sent and acked are the times of the last renewal acknowledged;
@@ -119,37 +118,23 @@ type ttlHolder struct {
 // the endpoints addr, and waits for it to be ready.
 func startTTLHolder(t *testing.T, addr, ca string, ttl time.Duration, keys ...string) *ttlHolder {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperTTLHolder$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"="+helperTTLHolder, helperAddr+"="+addr, helperCA+"="+ca,
+	p := helperproc.Start(t, "TestHelperTTLHolder", helperEnv+"="+helperTTLHolder, helperAddr+"="+addr, helperCA+"="+ca,
 		helperTTL+"="+ttl.String(), helperKeys+"="+strings.Join(keys, ","))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+	p.Name = "holder process"
+	h := &ttlHolder{proc: p, done: make(chan struct{})}
+	l := p.Next(2 * testTimeout)
+	id, ok := strings.CutPrefix(l, "ready lease=")
+	if !ok {
+		t.Fatalf("holder process: %q", l)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	var err error
+	if h.lease, err = client.ParseLeaseID(id); err != nil {
+		t.Fatalf("holder process: %q: %v", l, err)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &ttlHolder{cmd: cmd, done: make(chan struct{})}
-	ready := make(chan string, 1)
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		stdin.Close()
-		<-h.done
-		cmd.Wait()
-	})
 	go func() {
 		defer close(h.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			l := sc.Text()
+		for l := range p.Lines() {
 			switch {
-			case strings.HasPrefix(l, "ready"), strings.HasPrefix(l, "error"):
-				ready <- l
 			case strings.HasPrefix(l, "renewed"):
 				var sent, acked int64
 				if _, err := fmt.Sscanf(l, "renewed sent=%d acked=%d", &sent, &acked); err == nil {
@@ -165,18 +150,12 @@ func startTTLHolder(t *testing.T, addr, ca string, ttl time.Duration, keys ...st
 			}
 		}
 	}()
-	select {
-	case l := <-ready:
-		id, ok := strings.CutPrefix(l, "ready lease=")
-		if !ok {
-			t.Fatalf("holder process: %q", l)
-		}
-		if h.lease, err = client.ParseLeaseID(id); err != nil {
-			t.Fatalf("holder process: %q: %v", l, err)
-		}
-	case <-time.After(2 * testTimeout):
-		t.Fatal("holder process did not become ready")
-	}
+	// Before the process's own cleanup: the reader above ends with its
+	// stdout.
+	t.Cleanup(func() {
+		p.Cmd.Process.Kill()
+		<-h.done
+	})
 	return h
 }
 
@@ -198,7 +177,7 @@ func (h *ttlHolder) waitRenewals(t *testing.T, n int, within time.Duration) {
 // renewal acknowledged: sent and acknowledged.
 func (h *ttlHolder) kill(t *testing.T) (sent, acked time.Time) {
 	t.Helper()
-	if err := h.cmd.Process.Kill(); err != nil {
+	if err := h.proc.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-h.done

@@ -21,7 +21,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/leased/leased/client"
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/internal/testkit/helperproc"
 	"github.com/leased/leased/internal/testkit/wait"
 )
 
@@ -143,11 +143,9 @@ func runHolder(stdin io.Reader, stdout, stderr io.Writer) int {
 
 // holder is a lease holder in a process of its own.
 type holder struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	reports chan holderReport // closed when the process's stdout ends
-	stderr  *clitest.SyncBuffer
-	ready   holderReport
+	proc   *helperproc.Proc
+	stderr *clitest.SyncBuffer
+	ready  holderReport
 }
 
 // startHolder starts a holder process that reads key from srv, and waits
@@ -155,7 +153,6 @@ type holder struct {
 // timeout (0: the default). The process is killed in t.Cleanup.
 func startHolder(t *testing.T, srv *clitest.Server, key string, idle time.Duration) *holder {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHolderProcess$", "-test.count=1")
 	env := []string{
 		clitest.HelperEnv + "=" + helperHolder,
 		holderAddrEnv + "=" + srv.Addr,
@@ -165,46 +162,18 @@ func startHolder(t *testing.T, srv *clitest.Server, key string, idle time.Durati
 	if idle > 0 {
 		env = append(env, holderIdleEnv+"="+idle.String())
 	}
-	cmd.Env = clitest.Env(env...)
-	h := &holder{cmd: cmd, reports: make(chan holderReport, 16), stderr: &clitest.SyncBuffer{}}
-	cmd.Stderr = h.stderr
-	var err error
-	if h.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		defer close(h.reports)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var r holderReport
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Event != "" {
-				h.reports <- r
-			}
-		}
-	}()
+	h := &holder{proc: helperproc.Command("TestHelperHolderProcess"), stderr: &clitest.SyncBuffer{}}
+	h.proc.Name = "holder process"
+	h.proc.Cmd.Env = clitest.Env(env...)
+	h.proc.Cmd.Stderr = h.stderr
+	// Registered first, so that it runs after the process is killed and
+	// reaped.
 	t.Cleanup(func() {
-		// SIGKILL ends a stopped process too; its stdout then closes at once.
-		cmd.Process.Kill()
-		h.stdin.Close()
-		select {
-		case <-readDone:
-		case <-time.After(stepTimeout):
-			t.Error("the holder process's stdout did not close after SIGKILL")
-		}
-		cmd.Wait()
 		if t.Failed() {
 			t.Logf("holder process stderr:\n%s", h.stderr.String())
 		}
 	})
+	h.proc.Start(t)
 	h.ready = h.next(t, "ready")
 	if !h.ready.Cached {
 		t.Fatalf("holder process: its second read did not come from its cache: %+v", h.ready)
@@ -217,27 +186,32 @@ func startHolder(t *testing.T, srv *clitest.Server, key string, idle time.Durati
 // under a second; the bound only turns a broken helper into a failure.
 func (h *holder) next(t *testing.T, event string) holderReport {
 	t.Helper()
-	select {
-	case r, ok := <-h.reports:
-		if !ok {
-			t.Fatalf("holder process exited before it reported %q\nstderr: %s", event, h.stderr.String())
+	timeout := time.NewTimer(2 * stepTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case l, ok := <-h.proc.Lines():
+			if !ok {
+				t.Fatalf("holder process exited before it reported %q\nstderr: %s", event, h.stderr.String())
+			}
+			var r holderReport
+			if json.Unmarshal([]byte(l), &r) != nil || r.Event == "" {
+				continue
+			}
+			if r.Event != event {
+				t.Fatalf("holder process reported %+v, want %q", r, event)
+			}
+			return r
+		case <-timeout.C:
+			t.Fatalf("holder process did not report %q within %v\nstderr: %s", event, 2*stepTimeout, h.stderr.String())
 		}
-		if r.Event != event {
-			t.Fatalf("holder process reported %+v, want %q", r, event)
-		}
-		return r
-	case <-time.After(2 * stepTimeout):
-		t.Fatalf("holder process did not report %q within %v\nstderr: %s", event, 2*stepTimeout, h.stderr.String())
 	}
-	return holderReport{}
 }
 
 // do sends a command to the holder and waits for its report.
 func (h *holder) do(t *testing.T, command, event string) holderReport {
 	t.Helper()
-	if _, err := io.WriteString(h.stdin, command+"\n"); err != nil {
-		t.Fatalf("holder %s: %v", command, err)
-	}
+	h.proc.Say(command)
 	return h.next(t, event)
 }
 
@@ -249,16 +223,16 @@ func (h *holder) repliedAt() time.Time { return time.Unix(0, h.ready.Replied) }
 // waits until every thread of it has stopped.
 func (h *holder) stop(t *testing.T) {
 	t.Helper()
-	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := h.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	clitest.WaitStopped(t, h.cmd.Process.Pid, stepTimeout)
+	clitest.WaitStopped(t, h.proc.Cmd.Process.Pid, stepTimeout)
 }
 
 // resume lets a stopped holder run again.
 func (h *holder) resume(t *testing.T) {
 	t.Helper()
-	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := h.proc.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 }
