@@ -163,7 +163,8 @@ func put(s SessionID, key, value string) *Request {
 
 // TestWriteLeaseSurvivesRestart: a write lease is persisted with its
 // token and its holder's client identity. After a restart its holder's
-// client, on a new session, writes under it at once, before the write
+// client, on a new session, takes it over at its hello, and writes under
+// it at once, before the write
 // barrier; another client's session that presents the token is fenced,
 // and may not release it; other sessions get no read lease on the key,
 // and their writes wait until the holder releases it and the barrier has
@@ -205,8 +206,9 @@ func TestWriteLeaseSurvivesRestart(t *testing.T) {
 		if err := b.ReleaseWriteLease(12, "k", acq.Token, nil); !errors.Is(err, leasetable.ErrNotFound) {
 			t.Fatalf("another client's release with the live token: %v, want ErrNotFound", err)
 		}
-		if tok, holder, ok := b.table.WriteLease("k"); !ok || tok != acq.Token || holder != leasetable.RestoredSession {
-			t.Fatalf("write lease %d held by %d (%v) after another client's attempts; want %d, still restored", tok, holder, ok, acq.Token)
+		// The holder's client took it over at its hello (SetClient).
+		if tok, holder, ok := b.table.WriteLease("k"); !ok || tok != acq.Token || holder != 11 {
+			t.Fatalf("write lease %d held by %d (%v) after another client's attempts; want %d, held by the holder's new session 11", tok, holder, ok, acq.Token)
 		}
 		other := submit(t, b, put(12, "k", "other"))
 		fenced := put(11, "k", "holder")
@@ -218,10 +220,9 @@ func TestWriteLeaseSurvivesRestart(t *testing.T) {
 		if _, ok := other.outcome(); ok {
 			t.Fatal("another session's write committed while the restored write lease was held")
 		}
-		// The recall went to the restored session, which nobody answers
-		// for; it goes again to the session that took the lease over.
-		if len(n.recalls) != 2 || n.recalls[0].Session != leasetable.RestoredSession || n.recalls[1] != (leasetable.Notice{Session: 11, Key: "k", Token: acq.Token}) {
-			t.Fatalf("recalls %+v, want one to the restored session, then one to session 11", n.recalls)
+		// The recall went to session 11, which took the lease over.
+		if len(n.recalls) != 1 || n.recalls[0] != (leasetable.Notice{Session: 11, Key: "k", Token: acq.Token}) {
+			t.Fatalf("recalls %+v, want one to session 11", n.recalls)
 		}
 		if err := b.ReleaseWriteLease(11, "k", acq.Token, nil); err != nil {
 			t.Fatalf("the new session releases the restored lease: %v", err)
