@@ -532,6 +532,11 @@ func (n *Node) Get(key []byte) (store.Record, error) { return n.db.Get(key) }
 // in key order, and the revision they were read at (store.Store.Range).
 func (n *Node) Range(opts store.RangeOptions) (store.Range, error) { return n.db.Range(opts) }
 
+// History reads a page of the event history of this node's applied state.
+func (n *Node) History(opts store.HistoryOptions) (store.HistoryPage, error) {
+	return n.db.History(opts)
+}
+
 // Kept returns the kept outcome of the write c in this node's applied
 // state.
 func (n *Node) Kept(c store.Command) (store.Result, bool, error) { return n.db.Kept(c) }

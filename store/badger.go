@@ -161,6 +161,27 @@ func (b *Badger) Range(opts RangeOptions) (Range, error) {
 	return r, err
 }
 
+// History reads a page of the event history, as of one moment. See
+// Store.
+func (b *Badger) History(opts HistoryOptions) (HistoryPage, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.usable(); err != nil {
+		return HistoryPage{}, err
+	}
+	var p HistoryPage
+	err := b.view(func(t *badger.Txn) error {
+		tx := badgerTxn{t}
+		ct, err := loadCounters(tx)
+		if err != nil {
+			return err
+		}
+		p, err = readHistory(tx, ct, opts)
+		return err
+	})
+	return p, err
+}
+
 // State returns the counters, horizon and write leases.
 func (b *Badger) State() (State, error) {
 	b.amu.Lock()
@@ -170,7 +191,7 @@ func (b *Badger) State() (State, error) {
 	if err := b.usable(); err != nil {
 		return State{}, err
 	}
-	st := State{Revision: b.ct.rev, Fence: b.ct.fence, TTLLeaseID: b.ct.ttl}
+	st := State{Revision: b.ct.rev, Fence: b.ct.fence, TTLLeaseID: b.ct.ttl, History: b.ct.historyState()}
 	err := b.view(func(t *badger.Txn) error {
 		if err := loadMeta(badgerTxn{t}, &st); err != nil {
 			return err

@@ -82,6 +82,9 @@ func (b *Badger) Check() error {
 				if err := checkTombstoneItem(key, v, ct); err != nil {
 					return err
 				}
+				if err := checkHistoryItem(key, v, ct); err != nil {
+					return err
+				}
 				return checkTTLItem(badgerTxn{t}, key, v, ct)
 			})
 			if err != nil {

@@ -109,6 +109,15 @@ const (
 	// Request). A Txn that Txn.Check refuses is ErrInvalidCommand, and
 	// nothing changes.
 	OpTxn
+	// OpCompact drops the events of the history (history.go) of the
+	// revisions up to Through, oldest first, whole revisions at a time,
+	// and stops once the history holds at most KeepBytes bytes (0: no
+	// such bound), or after MaxCompactEvents events; Result.More says
+	// that it stopped there with revisions up to Through left. The
+	// compaction point moves to the last revision dropped, and a read of
+	// the history from it or below fails with ErrCompacted. It takes no
+	// revision. A Through above the revision counts as the revision.
+	OpCompact
 )
 
 // Bounds of the alarms recorded (OpSetAlarm): a cluster has a few
@@ -168,6 +177,8 @@ func (o Op) String() string {
 		return "set alarm"
 	case OpTxn:
 		return "transaction"
+	case OpCompact:
+		return "compact"
 	}
 	return fmt.Sprintf("op %d", uint8(o))
 }
@@ -226,6 +237,12 @@ type Command struct {
 	Through uint64 `msgpack:",omitempty"`
 	// Txn is the transaction of an OpTxn.
 	Txn *Txn `msgpack:",omitempty"`
+	// Expired says that an OpRevokeTTL revokes a lease that expired: the
+	// events of its keys are EventExpire, not EventDelete.
+	Expired bool `msgpack:",omitempty"`
+	// KeepBytes bounds an OpCompact: it stops once the history holds at
+	// most that many bytes (0: no bound but Through).
+	KeepBytes uint64 `msgpack:",omitempty"`
 }
 
 // WrittenKeys returns the keys that c may change the value of: a write's

@@ -93,8 +93,13 @@ func (g commandGen) batch(t *testing.T, s store.Store, n int) []store.Command {
 			c = horizon(time.Unix(1_900_000_000, g.rng.Int64N(1e12)), time.Duration(g.rng.Int64N(int64(time.Hour)))-time.Minute)
 		case p < 98:
 			c = store.Command{Op: store.OpForgetClients, Clients: []uint64{1, 2, 3}, At: time.Unix(1_900_000_000, g.rng.Int64N(1e12))}
-		default:
+		case p < 99:
 			c = store.Command{Op: store.OpCollectTombstones, Through: g.rng.Uint64N(st.Revision + 2)}
+		default:
+			c = store.Command{Op: store.OpCompact, Through: g.rng.Uint64N(st.Revision + 2)}
+			if g.rng.IntN(2) == 0 {
+				c.KeepBytes = g.rng.Uint64N(st.History.Bytes + 1)
+			}
 		}
 		// Most writes come from one of three clients, with request IDs
 		// that repeat now and then: retries.
@@ -163,7 +168,7 @@ func (g commandGen) ttlCommand(last uint64, holding []store.TTLLease) store.Comm
 	case p < 50:
 		if len(holding) > 0 && g.rng.IntN(3) > 0 {
 			l := holding[g.rng.IntN(len(holding))]
-			return store.Command{Op: store.OpRevokeTTL, Lease: l.ID, Expect: l.Gen - g.rng.Uint64N(min(l.Gen, 3))}
+			return store.Command{Op: store.OpRevokeTTL, Lease: l.ID, Expect: l.Gen - g.rng.Uint64N(min(l.Gen, 3)), Expired: g.rng.IntN(2) == 0}
 		}
 		return store.Command{Op: store.OpRevokeTTL, Lease: g.lease(last), Expect: g.rng.Uint64N(3)}
 	case p < 75:

@@ -58,9 +58,12 @@ type txn interface {
 }
 
 // counters are the revision, the fencing-token counter, the number of
-// records (metaRecords) and the TTL lease counter (metaTTL) as a step
-// moves them.
-type counters struct{ rev, fence, records, ttl uint64 }
+// records (metaRecords), the TTL lease counter (metaTTL) and the
+// history's counters (history.go) as a step moves them.
+type counters struct {
+	rev, fence, records, ttl uint64
+	history                  history
+}
 
 // exec applies c within tx, moving ct, and returns its result. This one
 // function defines what every command does, for every Store. An error is a
@@ -135,6 +138,8 @@ func execCommand(tx txn, ct *counters, c Command) (Result, error) {
 		return execTTL(tx, ct, c)
 	case OpCollectTombstones:
 		return collectTombstones(tx, ct, c.Through)
+	case OpCompact:
+		return compactHistory(tx, ct, c.Through, c.KeepBytes)
 	case OpSetAlarm:
 		return setAlarm(tx, c)
 	case OpTxn:
@@ -191,6 +196,13 @@ func execWrite(tx txn, ct *counters, c Command) (Result, error) {
 		ct.records++
 	}
 	r := Record{Version: ct.rev + 1, Found: c.Op != OpDelete, Value: c.Value}
+	kind := EventPut
+	if c.Op == OpDelete {
+		kind = EventDelete
+	}
+	if err := recordEvent(tx, ct, r.Version, kind, c.Key, r.Value, lease); err != nil {
+		return Result{}, err
+	}
 	if err := tx.set(dk, encodeRecord(r)); err != nil {
 		return Result{}, err
 	}
@@ -230,6 +242,9 @@ func saveCounters(tx txn, was, ct counters) error {
 			return err
 		}
 	}
+	if err := saveHistory(tx, was.history, ct.history); err != nil {
+		return err
+	}
 	if ct.fence != was.fence {
 		return setUint(tx, metaFence, ct.fence)
 	}
@@ -247,6 +262,9 @@ func loadCounters(tx txn) (counters, error) {
 		return ct, err
 	}
 	if ct.ttl, err = getUint(tx, metaTTL); err != nil {
+		return ct, err
+	}
+	if ct.history, err = loadHistory(tx, ct.rev); err != nil {
 		return ct, err
 	}
 	ct.fence, err = getUint(tx, metaFence)

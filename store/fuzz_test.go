@@ -8,8 +8,8 @@ import (
 )
 
 // FuzzRecords: the decoders of the records the store keeps for clients,
-// for a handoff, for a write lease, for a TTL lease and for a key's TTL
-// lease take any bytes without panicking, and what they accept encodes
+// for a handoff, for a write lease, for a TTL lease, for a key's TTL
+// lease and for an event of the history take any bytes without panicking, and what they accept encodes
 // back to the same bytes.
 func FuzzRecords(f *testing.F) {
 	rec := clientRecord{last: time.Unix(100, 0).UnixNano()}
@@ -34,6 +34,9 @@ func FuzzRecords(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 33))
 	f.Add(append(make([]byte, 24), 0x80, 0x00)) // a key length in two bytes where one does
+	f.Add(encodeEvent(EventPut, 3, 2, []byte("v")))
+	f.Add(encodeEvent(EventExpire, 3, 0, nil))
+	f.Add([]byte{byte(EventDelete), 0x80, 0x00, 0x00}) // a lease of 0 in two bytes
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := decodeClientRecord(b); err == nil {
 			if got := r.encode(); !bytes.Equal(got, b) {
@@ -60,6 +63,11 @@ func FuzzRecords(f *testing.F) {
 		if id, err := decodeLeaseID([]byte("k"), b); err == nil {
 			if got := binary.BigEndian.AppendUint64(nil, id); !bytes.Equal(got, b) {
 				t.Errorf("lease of a key %x decodes to %d, which encodes to %x", b, id, got)
+			}
+		}
+		if e, prev, err := decodeEvent(5, []byte("k"), b); err == nil {
+			if got := encodeEvent(e.Kind, e.Lease, prev, e.Value); !bytes.Equal(got, b) || prev >= 5 {
+				t.Errorf("event %x decodes to %+v (previous %d), which encodes to %x", b, e, prev, got)
 			}
 		}
 		if ls, err := decodeHandoff(b); err == nil {

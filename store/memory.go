@@ -84,6 +84,16 @@ func (m *Memory) Range(opts RangeOptions) (Range, error) {
 	return readRange(memTxn{m: m}, opts)
 }
 
+// History reads a page of the event history. See Store.
+func (m *Memory) History(opts HistoryOptions) (HistoryPage, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return HistoryPage{}, ErrClosed
+	}
+	return readHistory(memTxn{m: m}, m.ct, opts)
+}
+
 // State returns the counters, horizon and write leases.
 func (m *Memory) State() (State, error) {
 	m.mu.RLock()
@@ -91,7 +101,7 @@ func (m *Memory) State() (State, error) {
 	if m.closed {
 		return State{}, ErrClosed
 	}
-	st := State{Revision: m.ct.rev, Fence: m.ct.fence, TTLLeaseID: m.ct.ttl}
+	st := State{Revision: m.ct.rev, Fence: m.ct.fence, TTLLeaseID: m.ct.ttl, History: m.ct.historyState()}
 	if err := loadMeta(memTxn{m: m}, &st); err != nil {
 		return st, err
 	}

@@ -314,7 +314,8 @@ var ErrBumpTooLarge = errors.New("bump would overflow a counter")
 // id, more than n above any the database holds, so that none handed out
 // after the snapshot and lost with it is handed out again. Changes up to
 // the new revision count as forgotten (metaForgotten): a copy of a range
-// read before the restore is never found Unchanged.
+// read before the restore is never found Unchanged, and a read of the
+// history from it or below fails with ErrCompacted (metaHistoryFloor).
 // Only a restore (replica.Restore) calls it, before any node serves from
 // the database: every node restored from one snapshot must get the same n.
 func (b *Badger) Bump(n uint64) error {
@@ -330,6 +331,9 @@ func (b *Badger) Bump(n uint64) error {
 	ct.rev += n
 	ct.fence += n
 	ct.ttl += n
+	if n > 0 {
+		ct.history.floor = ct.rev
+	}
 	err = b.db.Update(func(t *badger.Txn) error {
 		tx := badgerTxn{t}
 		if err := saveCounters(tx, b.ct, ct); err != nil || n == 0 {

@@ -110,6 +110,16 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 	wantRecord(t, dst, "old", nil, 0)
 	wantRecord(t, dst, "late", nil, 0)
+	// The history came with it, previous values included.
+	hist := readAll(t, dst, 1, store.HistoryOptions{Prev: true})
+	wantHist := []store.Event{
+		{Kind: store.EventPut, Key: []byte("a"), Revision: 1, Value: []byte("1")},
+		{Kind: store.EventPut, Key: []byte("b"), Revision: 2, Value: bigValue(1, 100<<10)},
+		{Kind: store.EventDelete, Key: []byte("a"), Revision: 3, PrevFound: true, PrevValue: []byte("1"), PrevRevision: 1},
+	}
+	if !eventsEqual(hist, wantHist) {
+		t.Errorf("history after restore: %+v, want %+v", hist, wantHist)
+	}
 	// The counters go on from the snapshot's.
 	rs := mustApplyEntry(t, dst, 3, put("c", "z"), grant("c", 1, time.Second))
 	if rs[0].Version != 4 || rs[1].Token != 2 {

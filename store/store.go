@@ -167,6 +167,19 @@ type State struct {
 	Alarms []MemberAlarm
 	// WriteLeases are the write leases granted and not ended, by key.
 	WriteLeases []WriteLease
+	// History describes the event history.
+	History HistoryState
+}
+
+// HistoryState describes the event history (history.go).
+type HistoryState struct {
+	// Compacted is the compaction point: the history holds every event
+	// of the revisions above it, and a read from it or below fails with
+	// ErrCompacted.
+	Compacted uint64
+	// Bytes and Events are the bytes (keys and values of its records)
+	// and the events the history holds.
+	Bytes, Events uint64
 }
 
 // Errors of a store.
@@ -251,6 +264,11 @@ type Store interface {
 	Apply(cmds []Command) ([]Result, error)
 	// Get returns the committed record of key.
 	Get(key []byte) (Record, error)
+	// History returns a page of the event history (history.go) that opts
+	// asks for, as of one moment. A read from a revision at or below the
+	// compaction point fails with a CompactedError, which wraps
+	// ErrCompacted.
+	History(opts HistoryOptions) (HistoryPage, error)
 	// Range returns the live keys (not deleted: no tombstone) the options
 	// name, in key order, with the revision they were read at, all as of
 	// one moment: one read transaction; with Known, whether they changed

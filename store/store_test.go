@@ -252,6 +252,11 @@ var contract = []struct {
 			{Key: "a", Token: 3, Session: 12, Term: term},
 			{Key: "b", Token: 2, Session: 11, Term: 2 * term},
 		}}
+		// The put of x is the history's one event; write leases are none.
+		want.History = mustState(t, s).History
+		if h := want.History; h.Events != 1 || h.Bytes == 0 || h.Compacted != 0 {
+			t.Errorf("history %+v, want one event and no compaction", h)
+		}
 		if st := mustState(t, s); !reflect.DeepEqual(st, want) {
 			t.Errorf("State = %+v\nwant    %+v", st, want)
 		}

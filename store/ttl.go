@@ -232,7 +232,7 @@ func execTTL(tx txn, ct *counters, c Command) (Result, error) {
 		l := TTLLease{ID: ct.ttl, TTL: c.Term, Remaining: c.Term, Gen: 1, Owner: c.Owner}
 		return Result{Lease: l.ID}, tx.set(ttlKey(l.ID), encodeTTLLease(l))
 	case OpRevokeTTL:
-		return revokeTTL(tx, ct, c.Lease, c.Expect)
+		return revokeTTL(tx, ct, c.Lease, c.Expect, c.Expired)
 	case OpCheckpointTTL:
 		if len(c.Checkpoints) > MaxTTLLeasesPerCommand {
 			return Result{Err: fmt.Errorf("%w: %d checkpoints, at most %d", ErrInvalidCommand, len(c.Checkpoints), MaxTTLLeasesPerCommand)}, nil
@@ -277,8 +277,9 @@ func updateTTL(tx txn, id uint64, fn func(*TTLLease)) error {
 }
 
 // revokeTTL deletes the keys attached to lease id at one revision, and
-// the lease, if its attachment generation is expect (0: whatever it is).
-func revokeTTL(tx txn, ct *counters, id, expect uint64) (Result, error) {
+// the lease, if its attachment generation is expect (0: whatever it is);
+// their events say that the lease expired if expired says so.
+func revokeTTL(tx txn, ct *counters, id, expect uint64, expired bool) (Result, error) {
 	l, ok, err := getTTLLease(tx, id)
 	if err != nil {
 		return Result{}, err
@@ -299,8 +300,15 @@ func revokeTTL(tx txn, ct *counters, id, expect uint64) (Result, error) {
 	// Every attached key holds a value (a deletion detaches): each
 	// deletion replaces a record, and the count of records stays.
 	del := encodeRecord(Record{Version: ct.rev + 1})
+	kind := EventDelete
+	if expired {
+		kind = EventExpire
+	}
 	for _, k := range keys {
 		key := []byte(k)
+		if err := recordEvent(tx, ct, ct.rev+1, kind, key, nil, id); err != nil {
+			return Result{}, err
+		}
 		for _, err := range []error{
 			tx.set(prefixed(dataPrefix, key), del),
 			noteDeletion(tx, ct.rev+1, key),

@@ -243,12 +243,15 @@ func execTxn(tx txn, ct *counters, c Command) (Result, error) {
 			ct.records++
 		}
 		r := Record{Version: rev, Found: op.Op == OpPut, Value: op.Value}
-		if err := tx.set(dk, encodeRecord(r)); err != nil {
+		lease, kind := op.Lease, EventPut
+		if op.Op == OpDelete {
+			lease, kind = 0, EventDelete
+		}
+		if err := recordEvent(tx, ct, rev, kind, op.Key, r.Value, lease); err != nil {
 			return Result{}, err
 		}
-		lease := op.Lease
-		if op.Op == OpDelete {
-			lease = 0
+		if err := tx.set(dk, encodeRecord(r)); err != nil {
+			return Result{}, err
 		}
 		if err := attach(tx, op.Key, lease); err != nil {
 			return Result{}, err

@@ -103,6 +103,11 @@ func (s *Store) Get(key []byte) (store.Record, error) { return s.inner.Get(key) 
 // Range passes through to the inner store.
 func (s *Store) Range(opts store.RangeOptions) (store.Range, error) { return s.inner.Range(opts) }
 
+// History passes through to the inner store.
+func (s *Store) History(opts store.HistoryOptions) (store.HistoryPage, error) {
+	return s.inner.History(opts)
+}
+
 // State passes through to the inner store.
 func (s *Store) State() (store.State, error) { return s.inner.State() }
 
