@@ -143,6 +143,30 @@ func (a *Admin) TransferLead(ctx context.Context, to string) error {
 	return a.callOK(ctx, &protocol.MemberTransfer{To: to})
 }
 
+// HistoryState is the event history's state (DESIGN §16), as
+// Admin.Compact returns it: its compaction point (a watch may start from
+// the revision after it, and no earlier), and the bytes and events it
+// holds.
+type HistoryState struct {
+	Compacted, Bytes, Events uint64
+}
+
+// Compact asks the leader to compact the event history through revision
+// rev at once, and returns its state after. A revision at or below the
+// compaction point changes nothing; one above the current revision is
+// refused with ErrInvalidArgument. It needs the admin right.
+func (a *Admin) Compact(ctx context.Context, rev uint64) (HistoryState, error) {
+	m, err := a.call(ctx, &protocol.Compact{Revision: rev})
+	if err != nil {
+		return HistoryState{}, err
+	}
+	r, ok := m.(*protocol.CompactReply)
+	if !ok {
+		return HistoryState{}, adminError(m)
+	}
+	return HistoryState{Compacted: r.Compacted, Bytes: r.Bytes, Events: r.Events}, nil
+}
+
 func (a *Admin) callOK(ctx context.Context, req protocol.Message) error {
 	m, err := a.call(ctx, req)
 	if err != nil {

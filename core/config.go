@@ -170,6 +170,8 @@ type Config struct {
 	Admit func(op store.Op, bytes int) error
 	// TTL bounds and paces TTL leases (DESIGN §14).
 	TTL TTLConfig
+	// History bounds the event history the leader keeps (DESIGN §16).
+	History HistoryRetention
 	// Clock reads time for every lease decision. Nil means the system
 	// clock.
 	Clock clock.Clock
@@ -217,10 +219,12 @@ func (c Config) Validate() error {
 }
 
 // withDefaults returns c with its nil and zero fields that have a
-// default set to it: Clock, Logger and TTL's fields. New calls it.
+// default set to it: Clock, Logger, TTL's fields and History's. New
+// calls it.
 func (c Config) withDefaults() Config {
 	c.Clock = clock.OrReal(c.Clock)
 	c.TTL = c.TTL.WithDefaults()
+	c.History = c.History.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

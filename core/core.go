@@ -138,6 +138,10 @@ type Core struct {
 	// revision is the revision of the last committed change, as the store
 	// reported it.
 	revision atomic.Uint64
+	// compactMu serializes the compactions of the history (compact.go),
+	// the loop's and Compact's; history is its state as last read.
+	compactMu sync.Mutex
+	history   historyStats
 
 	// ttl tracks the TTL leases (ttl.go).
 	ttl ttlState
@@ -192,6 +196,13 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 	}
 	if err := c.newTTL(); err != nil {
 		return nil, err
+	}
+	if st, err := c.store.State(); err == nil {
+		c.history.set(st.History)
+	}
+	if cfg.History.Interval > 0 {
+		c.loops.Add(1)
+		go c.compactLoop()
 	}
 	c.loops.Add(4)
 	go c.timerLoop()
@@ -431,6 +442,9 @@ type Stats struct {
 	Uptime time.Duration
 	// TTL are the counters of TTL leases.
 	TTL TTLStats
+	// History is the event history's state, as the core last read it
+	// (within HistoryRetention.Interval, and after each compaction).
+	History store.HistoryState
 }
 
 // Stats returns the core's counters. It holds the lease table's lock only
@@ -445,6 +459,7 @@ func (c *Core) Stats() Stats {
 	st.Uptime = now.Sub(c.started)
 	st.WritesAllowedIn = c.writesAllowedIn(now)
 	st.TTL = c.TTLStats()
+	st.History = c.history.get()
 	return st
 }
 

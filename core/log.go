@@ -53,6 +53,11 @@ import (
 //     collectLoop's goroutine, for the same reasons: it reads each
 //     command's outcome before the next, no request waits for it, and it
 //     changes no key's value.
+//   - compactThrough (compact.go), store.OpCompact, on compactLoop's
+//     goroutine or Compact's caller's (an operator's compaction), one at a
+//     time (compactMu), for the same reasons: it reads each command's
+//     outcome before the next, no request waits for it, and it changes
+//     no key's value.
 //   - SetAlarm (alarm.go), store.OpSetAlarm, on its caller's goroutine
 //     (node.Node's alarm watch), for the same reasons: it touches no key,
 //     no request waits for it, and its caller needs the outcome to know
@@ -69,9 +74,10 @@ import (
 //     OpEndWriteLease: the write leases an earlier run or leader left
 //     that live no longer, ended before the core serves.
 //
-// So Store.Apply may run on five goroutines at once: the committer's,
+// So Store.Apply may run on six goroutines at once: the committer's,
 // the one holding horizonMu (setHorizon or HandOff; the committer's own
-// at times), forgetLoop's, collectLoop's and SetAlarm's caller's. The
+// at times), forgetLoop's, collectLoop's, the compactor's and SetAlarm's
+// caller's. The
 // store serializes them (Store). Every caller but the committer applies
 // one command a call, so that none depends on a batch of another being
 // applied with nothing in between.

@@ -41,18 +41,27 @@ type Status struct {
 	// Leader names the leader this node knows, and LeaderAddr is the
 	// address it serves clients at, if known.
 	Leader, LeaderAddr string
+	// Revision is the revision of this node's applied state, and
+	// Compacted the compaction point of its event history; 0 if its
+	// store cannot be read.
+	Revision, Compacted uint64
 }
 
 // Status returns this node's role, raft term and indexes, and the leader
 // it knows. A node alone reports itself as the leader of a cluster of one.
 func (n *Node) Status() Status {
 	self := n.host.ClientAddr()
+	var rev, compacted uint64
+	if s, err := n.st.State(); err == nil {
+		rev, compacted = s.Revision, s.History.Compacted
+	}
 	if n.cfg.Cluster == nil {
-		return Status{Name: soloName, Role: replica.RoleLeader, Leader: soloName, LeaderAddr: self}
+		return Status{Name: soloName, Role: replica.RoleLeader, Leader: soloName, LeaderAddr: self, Revision: rev, Compacted: compacted}
 	}
 	rs := n.rep.Status()
 	st := Status{Name: n.cfg.Cluster.Name, PeerAddr: n.cfg.Cluster.PeerAddr, Role: rs.Role,
-		RaftTerm: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex, Leader: rs.Leader}
+		RaftTerm: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex, Leader: rs.Leader,
+		Revision: rev, Compacted: compacted}
 	switch {
 	case st.Leader == st.Name:
 		st.LeaderAddr = self

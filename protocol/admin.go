@@ -114,6 +114,11 @@ type EndpointStatusReply struct {
 	// applied the log and recorded itself as the leader. Older servers
 	// never set it.
 	Serving bool `msgpack:"sg,omitempty"`
+	// Revision is the revision of this node's applied state, and
+	// Compacted the compaction point of its event history (DESIGN §16):
+	// a watch from Compacted or below fails. Older servers never set them.
+	Revision  uint64 `msgpack:"rv,omitempty"`
+	Compacted uint64 `msgpack:"cp,omitempty"`
 }
 
 // SnapshotSave asks the leader for a snapshot of its applied state: a

@@ -119,6 +119,9 @@ var registry = [...]entry{
 
 	TypeTxn:      withID("txn", func(m *Txn) *uint64 { return &m.ID }),
 	TypeTxnReply: withID("txn_reply", func(m *TxnReply) *uint64 { return &m.ID }),
+
+	TypeCompact:      withID("compact", func(m *Compact) *uint64 { return &m.ID }),
+	TypeCompactReply: withID("compact_reply", func(m *CompactReply) *uint64 { return &m.ID }),
 }
 
 // entry is a message type's row in the registry. The zero entry, at the
@@ -405,6 +408,13 @@ type StatsReply struct {
 	// PrefixLeases counts the outstanding prefix leases (DESIGN §3.9),
 	// which Leases does not. Omitted when zero.
 	PrefixLeases int `msgpack:"pl,omitempty"`
+	// HistoryCompacted is the compaction point of the event history
+	// (DESIGN §16): it holds the revisions above it; HistoryBytes and
+	// HistoryEvents are what it holds, as the leader last read them (within
+	// its compaction interval). Omitted when zero, and by older servers.
+	HistoryCompacted uint64 `msgpack:"hc,omitempty"`
+	HistoryBytes     uint64 `msgpack:"hb,omitempty"`
+	HistoryEvents    uint64 `msgpack:"he,omitempty"`
 }
 
 // Goodbye ends a session gracefully: the server frees all of its leases at

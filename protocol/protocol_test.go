@@ -214,6 +214,8 @@ func samples() []sample {
 		{name: "txn/empty", msg: &protocol.Txn{ID: 86}},
 		{name: "txn_reply", msg: &protocol.TxnReply{ID: 87, Succeeded: true, Revision: 12, Waited: time.Millisecond, Holders: 3}},
 		{name: "txn_reply/else, duplicate", msg: &protocol.TxnReply{ID: 88, Revision: math.MaxUint64, Duplicate: true}},
+		{name: "compact", msg: &protocol.Compact{ID: 89, Revision: 12}},
+		{name: "compact_reply", msg: &protocol.CompactReply{ID: 89, Compacted: 12, Bytes: 4096, Events: 3}},
 	}
 }
 
@@ -354,8 +356,8 @@ func TestStream(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
-	if protocol.NumTypes != 45 {
-		t.Errorf("NumTypes = %d, want 45", protocol.NumTypes)
+	if protocol.NumTypes != 47 {
+		t.Errorf("NumTypes = %d, want 47", protocol.NumTypes)
 	}
 	names := make(map[string]protocol.Type)
 	for i := 1; i < protocol.NumTypes; i++ {

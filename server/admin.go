@@ -100,6 +100,8 @@ func (ss *session) serveAdmin(fr *protocol.FrameReader) {
 			reply = okOrError(m.ID, s.node.TransferLead(ctx, m.To))
 		case *protocol.SnapshotSave:
 			reply = ss.saveSnapshot(m)
+		case *protocol.Compact:
+			reply = s.compact(m)
 		case *protocol.Stats:
 			st := s.Stats()
 			st.ID = m.ID
@@ -113,6 +115,20 @@ func (ss *session) serveAdmin(fr *protocol.FrameReader) {
 		}
 		ss.replies.send(reply)
 	}
+}
+
+// compact compacts the event history through m.Revision, on the leader
+// (core.Core.Compact), and answers with its state after.
+func (s *Server) compact(m *protocol.Compact) protocol.Message {
+	c := s.node.Core()
+	if c == nil {
+		return okOrError(m.ID, s.node.NotLeader())
+	}
+	h, err := c.Compact(m.Revision)
+	if err != nil {
+		return errorReply(m.ID, err)
+	}
+	return &protocol.CompactReply{ID: m.ID, Compacted: h.Compacted, Bytes: h.Bytes, Events: h.Events}
 }
 
 // okOrError is OK for request id, or the Error reply for err.
@@ -136,7 +152,7 @@ func (s *Server) Status() *protocol.EndpointStatusReply {
 	ns := s.node.Status()
 	st := &protocol.EndpointStatusReply{ClientAddr: s.Addr().String(), Alarm: s.node.Alarm(), DiskAlarm: s.node.NoSpace(), Version: version.String(),
 		Name: ns.Name, PeerAddr: ns.PeerAddr, Role: ns.Role, RaftTerm: ns.RaftTerm, CommitIndex: ns.CommitIndex,
-		AppliedIndex: ns.AppliedIndex, Leader: ns.Leader, LeaderAddr: ns.LeaderAddr}
+		AppliedIndex: ns.AppliedIndex, Leader: ns.Leader, LeaderAddr: ns.LeaderAddr, Revision: ns.Revision, Compacted: ns.Compacted}
 	if p := s.Policy(); p != nil {
 		st.Policy = p.Digest()
 	}

@@ -153,7 +153,7 @@ func (ss *session) authorize(m protocol.Message) error {
 		return ss.allowed(m.Key, auth.Read|auth.WriteLease)
 	case *protocol.LeaseGrant, *protocol.LeaseList, *protocol.LeaseKeepAlive, *protocol.LeaseTimeToLive, *protocol.LeaseRevoke:
 		return ss.allowedAny(auth.TTLLease)
-	case *protocol.MemberAdd, *protocol.MemberRemove, *protocol.MemberTransfer, *protocol.SnapshotSave:
+	case *protocol.MemberAdd, *protocol.MemberRemove, *protocol.MemberTransfer, *protocol.SnapshotSave, *protocol.Compact:
 		return ss.allowed(nil, auth.Admin)
 	}
 	return nil

@@ -244,6 +244,10 @@ type Config struct {
 	// Zero means DefaultRetryHandshakes; negative means every connection
 	// attempt must prove its address.
 	RetryHandshakes int
+	// History bounds the event history the leader keeps (DESIGN §16;
+	// core.HistoryRetention): for each of its fields, zero means the
+	// default and a negative value no bound.
+	History core.HistoryRetention
 	// QuotaBytes is the most bytes the data folder's database, raft log
 	// and snapshots may occupy on disk; past it, writes are refused with
 	// a resource-exhausted error (the NOSPACE alarm) until they occupy
@@ -565,6 +569,8 @@ func (c Config) coreConfig() core.Config {
 		MaxWriteLeasesPerSession: c.MaxWriteLeasesPerSession,
 
 		TTL: c.TTL,
+
+		History: c.History,
 
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
 		UnsafeNoPrefixRecall:  c.UnsafeNoPrefixRecall,

@@ -72,6 +72,7 @@ func TestConfigDefaults(t *testing.T) {
 		"Logger":                   {logger, slog.Default()},
 		"MetricsListen":            {"127.0.0.1:0", nil},
 		"MetricsPprof":             {true, nil},
+		"History":                  {core.HistoryRetention{Age: time.Minute, Revisions: -1, Bytes: 1 << 20, Interval: time.Second}, nil},
 		"TTL": {core.TTLConfig{MinTTL: time.Second, MaxTTL: time.Hour, MaxLeases: 10, CheckpointInterval: time.Minute, MaxRevokesPerSecond: 5},
 			core.TTLConfig{MinTTL: core.DefaultMinTTL, MaxTTL: core.DefaultMaxTTL, MaxLeases: core.DefaultMaxTTLLeases,
 				CheckpointInterval: lessor.DefaultCheckpointInterval, MaxRevokesPerSecond: lessor.DefaultMaxRevokesPerSecond}},

@@ -67,6 +67,7 @@ var errorCodes = []struct {
 	{core.ErrTTLOutOfRange, protocol.CodeInvalidArgument},
 	{core.ErrTTLLeaseLimit, protocol.CodeResourceExhausted},
 	{core.ErrInvalidArgument, protocol.CodeInvalidArgument},
+	{core.ErrFutureRevision, protocol.CodeInvalidArgument},
 }
 
 // codeOf returns the wire code for err.

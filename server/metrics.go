@@ -98,6 +98,9 @@ var (
 	descTTLKeys       = prometheus.NewDesc("leased_ttl_keys_deleted_total", "Keys deleted by TTL lease revocations.", nil, nil)
 	descTTLKeepAlives = prometheus.NewDesc("leased_ttl_keepalives_total", "TTL leases renewed by keep-alives.", nil, nil)
 	descRevision      = prometheus.NewDesc("leased_revision", "Revision of the last committed change.", nil, nil)
+	descCompacted     = prometheus.NewDesc("leased_history_compacted_revision", "Compaction point of the event history: a watch may start from the revision after it, and no earlier. On the leader, as last read (within its compaction interval); on a follower, as applied.", nil, nil)
+	descHistoryBytes  = prometheus.NewDesc("leased_history_bytes", "Bytes of events, keys and values, that the event history holds, as the leader last read them.", nil, nil)
+	descHistoryEvents = prometheus.NewDesc("leased_history_events", "Events the event history holds, as the leader last read them.", nil, nil)
 	descHorizonWait   = prometheus.NewDesc("leased_horizon_wait_seconds", "Time left before writes are allowed after a restart or failover.", nil, nil)
 	descInflightBytes = prometheus.NewDesc("leased_inflight_bytes", "Bytes of keys and values of the writes waiting, and of the buffers of request frames arriving.", nil, nil)
 	descFrameBytes    = prometheus.NewDesc("leased_frame_bytes", "Bytes of the buffers of request frames arriving, counted in leased_inflight_bytes too.", nil, nil)
@@ -114,7 +117,7 @@ var (
 func (serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRequests, descReplies, descErrors, descSessions, descLeases, descLeaseStorage, descWriteLeases, descPrefixLeases,
 		descWritesWaiting, descInvSent, descInvAcked, descInvExpired, descInvCancelled, descRecalls, descRenewed, descTTLLeases, descTTLRevoked,
-		descTTLExpired, descTTLKeys, descTTLKeepAlives, descRevision, descHorizonWait, descInflightBytes, descFrameBytes, descRefused,
+		descTTLExpired, descTTLKeys, descTTLKeepAlives, descRevision, descCompacted, descHistoryBytes, descHistoryEvents, descHorizonWait, descInflightBytes, descFrameBytes, descRefused,
 		descAlarm, descStoreBytes, descLeader, descTerm, descCommit, descApplied, descLeaderChanges} {
 		ch <- d
 	}
@@ -160,6 +163,13 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTTLKeys, st.TTLKeysDeleted)
 	counter(descTTLKeepAlives, st.TTLKeepAlives)
 	gauge(descRevision, float64(st.Revision))
+	if s.Leads() {
+		gauge(descCompacted, float64(st.HistoryCompacted))
+		gauge(descHistoryBytes, float64(st.HistoryBytes))
+		gauge(descHistoryEvents, float64(st.HistoryEvents))
+	} else if ns := s.node.Status(); ns.Revision > 0 {
+		gauge(descCompacted, float64(ns.Compacted))
+	}
 	gauge(descHorizonWait, st.WritesAllowedIn.Seconds())
 	gauge(descInflightBytes, float64(st.InflightBytes))
 	gauge(descFrameBytes, float64(s.frames.total.Load()))

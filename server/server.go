@@ -611,6 +611,9 @@ func (s *Server) Stats() *protocol.StatsReply {
 		TTLRevokeWaited:        cs.TTL.Waited,
 		TTLRevokeHolders:       cs.TTL.Holders,
 		TTLKeepAlives:          cs.TTL.KeepAlives,
+		HistoryCompacted:       cs.History.Compacted,
+		HistoryBytes:           cs.History.Bytes,
+		HistoryEvents:          cs.History.Events,
 	}
 	for t := range protocol.NumTypes {
 		if n := s.msgsIn[t].Load(); n > 0 {

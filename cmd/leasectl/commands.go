@@ -417,9 +417,12 @@ recalls, the NOSPACE alarm, what the bounds on memory hold and refused
 (inflight_bytes, handshakes, leases_refused, writes_refused,
 sessions_refused, retries), TTL leases (ttl_leases, ttl_revoked,
 ttl_expired, ttl_keys_deleted, ttl_revoke_waited, ttl_revoke_holders,
-ttl_keep_alives), and messages in and out by type (messages_in.<type>,
-messages_out.<type>). In the table, sizes (lease_storage_bytes,
-inflight_bytes) are in binary units with the exact figure, such as
+ttl_keep_alives), the event history (history_compacted, its compaction
+point: a watch may start from the revision after it; history_bytes and
+history_events, what it holds, as the leader last read them), and messages
+in and out by type (messages_in.<type>, messages_out.<type>). In the
+table, sizes (lease_storage_bytes, inflight_bytes, history_bytes) are in
+binary units with the exact figure, such as
 "12 MiB (12582912 bytes)"; -o json gives every number exactly.
 
 Stats names no key, so it needs no right under an access policy: any client
@@ -473,6 +476,9 @@ func (a *app) printStats(st *client.Stats) error {
 		{"ttl_revoke_waited", fmtDur(st.TTLRevokeWaited)},
 		{"ttl_revoke_holders", u(st.TTLRevokeHolders)},
 		{"ttl_keep_alives", u(st.TTLKeepAlives)},
+		{"history_compacted", u(st.HistoryCompacted)},
+		{"history_bytes", human.Bytes(int64(st.HistoryBytes))},
+		{"history_events", u(st.HistoryEvents)},
 	}
 	for _, dir := range []struct {
 		name string
@@ -520,6 +526,9 @@ func (a *app) printStats(st *client.Stats) error {
 		TTLRevokeWaitedSeconds: seconds(st.TTLRevokeWaited),
 		TTLRevokeHolders:       st.TTLRevokeHolders,
 		TTLKeepAlives:          st.TTLKeepAlives,
+		HistoryCompacted:       st.HistoryCompacted,
+		HistoryBytes:           st.HistoryBytes,
+		HistoryEvents:          st.HistoryEvents,
 	}
 	return a.emit(out, []string{"NAME", "VALUE"}, rows...)
 }
@@ -538,7 +547,9 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Print the server's status and the round-trip time of one request",
 		Long: `Print the endpoint, the server's version (its build, as "leased --version"
 prints it), this session's id, the server's clock allowance ε and
-default lease term, its revision, number of sessions and uptime, whether it
+default lease term, its revision and the compaction point of its event
+history (COMPACTED: a watch may start from the revision after it), number
+of sessions and uptime, whether it
 still holds writes after a restart (WRITES: "held for ..." until the leases
 granted before the restart have run out) or refuses them (WRITES: "refused:
 NOSPACE: ..." while its data folder is past --quota-bytes or its disk below
@@ -571,6 +582,7 @@ leader, with the role, raft term and indexes of those that --endpoints names.`,
 					DefaultTermSeconds:     seconds(st.DefaultTerm),
 					MaxValueSize:           sess.MaxValueSize,
 					Revision:               st.Revision,
+					Compacted:              st.HistoryCompacted,
 					Sessions:               st.Sessions,
 					UptimeSeconds:          seconds(st.Uptime),
 					WritesHeld:             st.WritesAllowedIn > 0,
@@ -582,9 +594,9 @@ leader, with the role, raft term and indexes of those that --endpoints names.`,
 					return err
 				}
 				if err := a.emit(out,
-					[]string{"ENDPOINT", "VERSION", "SESSION", "EPSILON", "TERM", "REVISION", "SESSIONS", "UPTIME", "WRITES", "RTT"},
+					[]string{"ENDPOINT", "VERSION", "SESSION", "EPSILON", "TERM", "REVISION", "COMPACTED", "SESSIONS", "UPTIME", "WRITES", "RTT"},
 					[]string{a.endpoint, orUnknown(sess.ServerVersion), strconv.FormatUint(sess.ID, 10), fmtDur(st.Epsilon), fmtDur(st.DefaultTerm),
-						strconv.FormatUint(st.Revision, 10), strconv.Itoa(st.Sessions), fmtDur(st.Uptime), writes, fmtDur(rtt)}); err != nil {
+						strconv.FormatUint(st.Revision, 10), strconv.FormatUint(st.HistoryCompacted, 10), strconv.Itoa(st.Sessions), fmtDur(st.Uptime), writes, fmtDur(rtt)}); err != nil {
 					return err
 				}
 				if a.output == "json" || out.Members == nil {

@@ -21,7 +21,9 @@ func TestHelpStatesRightsAndExits(t *testing.T) {
 		{"snapshot save", []string{"needs the admin right", `"admin: true"`, "Exit status: 2 if FILE.part cannot be written",
 			"3 if no endpoint leads or names the leader within --timeout", "1 for a stream that does not pass, or a refusal by the access policy",
 			"SIZE in binary units and exactly", `-o json: "bytes", an exact integer`, "a stderr that is a pipe or a file gets none"}},
-		{"stats", []string{"needs no right under an access policy", "sizes (lease_storage_bytes, inflight_bytes) are in binary units"}},
+		{"stats", []string{"needs no right under an access policy", "sizes (lease_storage_bytes, inflight_bytes, history_bytes) are in binary units"}},
+		{"compaction", []string{"needs the admin right", `"admin: true"`, "Exit status: 2 if REV is not a number or is above the current revision",
+			"3 if no endpoint leads or names the leader within --timeout", "1 for a refusal by the access policy"}},
 		{"endpoint status", []string{"exits with status 3", "with status 2 if the cause is the command line", "needs no right"}},
 		{"endpoint health", []string{"exits with status 3 if any endpoint is unhealthy", "with status 2 if the cause is the command line", "needs no right"}},
 		{"member", []string{"add, remove and transfer need the admin right", "list needs no right", "(exit status 1)",
@@ -71,7 +73,7 @@ func TestRightsUnderAPolicy(t *testing.T) {
 		"--client-ca", filepath.Join(ca, "ca.pem"), "--auth-policy", policy)
 
 	file := filepath.Join(dir, "backup.snap")
-	for _, args := range [][]string{{"snapshot", "save", file}, {"member", "add", "n2", "127.0.0.1:7410"}, {"member", "remove", "n2"}, {"member", "transfer"}} {
+	for _, args := range [][]string{{"snapshot", "save", file}, {"member", "add", "n2", "127.0.0.1:7410"}, {"member", "remove", "n2"}, {"member", "transfer"}, {"compaction", "0"}} {
 		fails(t, srv.Ctl(t, args...), exitError, `permission denied: client "app" lacks the admin right`)
 	}
 	for _, f := range []string{file, file + ".part"} {
@@ -84,5 +86,6 @@ func TestRightsUnderAPolicy(t *testing.T) {
 	}
 	ops := []string{"--cert", filepath.Join(certs, "ops.pem"), "--key", filepath.Join(certs, "ops-key.pem")}
 	ok(t, srv.Ctl(t, append(ops, "snapshot", "save", file)...))
+	ok(t, srv.Ctl(t, append(ops, "compaction", "0")...))
 	srv.Stop(t)
 }

@@ -259,6 +259,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 		a.memberCmd(),
 		a.endpointCmd(),
 		a.snapshotCmd(),
+		a.compactionCmd(),
 		versionCmd,
 	)
 	var walk func(c *cobra.Command)

@@ -139,6 +139,10 @@ type statsJSON struct {
 	TTLRevokeWaitedSeconds float64 `json:"ttl_revoke_waited_seconds"`
 	TTLRevokeHolders       uint64  `json:"ttl_revoke_holders"`
 	TTLKeepAlives          uint64  `json:"ttl_keep_alives"`
+	// The event history: its compaction point, and what it holds.
+	HistoryCompacted uint64 `json:"history_compacted"`
+	HistoryBytes     uint64 `json:"history_bytes"`
+	HistoryEvents    uint64 `json:"history_events"`
 }
 
 // statusJSON is the JSON answer of status.
@@ -153,8 +157,11 @@ type statusJSON struct {
 	DefaultTermSeconds float64 `json:"default_term_seconds"`
 	MaxValueSize       int     `json:"max_value_size"`
 	Revision           uint64  `json:"revision"`
-	Sessions           int     `json:"sessions"`
-	UptimeSeconds      float64 `json:"uptime_seconds"`
+	// Compacted is the compaction point of the event history: a watch
+	// may start from the revision after it, and no earlier.
+	Compacted     uint64  `json:"compacted_revision"`
+	Sessions      int     `json:"sessions"`
+	UptimeSeconds float64 `json:"uptime_seconds"`
 	// WritesHeld is true while a restarted server holds writes until the
 	// leases granted before the restart have run out.
 	WritesHeld             bool    `json:"writes_held"`

@@ -82,6 +82,10 @@ type options struct {
 	shutdownTimeout time.Duration
 	quotaBytes      int64
 	reserveBytes    int64
+	// The event history's retention (core.HistoryRetention); 0: no bound.
+	historyAge       time.Duration
+	historyRevisions int64
+	historyBytes     int64
 
 	// Bounds on memory (server.Config).
 	maxSessionsPerAddr    int
@@ -273,6 +277,9 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful shutdown may take before the server closes at once (at most "+maxShutdownTimeout.String()+"); leased exits within it whatever the store does")
+	f.DurationVar(&o.historyAge, "history-age", core.DefaultHistoryAge, "how long the event history keeps a revision, for watches that resume from it; older ones are compacted (0: no bound)")
+	f.Int64Var(&o.historyRevisions, "history-revisions", core.DefaultHistoryRevisions, "most revisions the event history keeps; older ones are compacted (0: no bound)")
+	f.Int64Var(&o.historyBytes, "history-bytes", core.DefaultHistoryBytes, "most bytes of events, keys and values, the event history keeps; the oldest revisions are compacted first (0: no bound)")
 	f.Int64Var(&o.quotaBytes, "quota-bytes", diskguard.DefaultQuota, "most bytes the data folder's database, raft log and snapshots may occupy; past it writes are refused (the NOSPACE alarm) until they occupy less; 0: no quota")
 	f.Int64Var(&o.reserveBytes, "reserve-bytes", diskguard.DefaultReserve, "bytes kept free on the data folder's file system for what the database and log write by themselves; below it writes are refused (NOSPACE) and leased does not start; 0: no reserve (a full disk may then crash the server)")
 	f.StringVar(&o.name, "name", "", "this node's name in a cluster (with --peer-listen)")

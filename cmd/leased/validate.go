@@ -64,6 +64,14 @@ func (o *options) validate() error {
 	if err := o.validateAuth(); err != nil {
 		return err
 	}
+	for _, f := range []struct {
+		flag     string
+		negative bool
+	}{{"--history-age", o.historyAge < 0}, {"--history-revisions", o.historyRevisions < 0}, {"--history-bytes", o.historyBytes < 0}} {
+		if f.negative {
+			return usagef("%s is negative: want a bound, or 0 for none", f.flag)
+		}
+	}
 	o.prefixTerms = nil
 	for _, t := range o.terms {
 		prefix, d, ok := strings.Cut(t, "=")
@@ -261,6 +269,8 @@ func (o *options) config(log *slog.Logger) server.Config {
 		MaxWriteLeasesPerSession: o.maxWriteLeases,
 		TTL: core.TTLConfig{MinTTL: o.ttlMin, MaxTTL: o.ttlMax, MaxLeases: o.maxTTLLeases,
 			CheckpointInterval: o.ttlCheckpoint, MaxRevokesPerSecond: o.ttlRevokeRate},
+		History: core.HistoryRetention{Age: noBoundIfZero(o.historyAge), Revisions: noneIfZero(o.historyRevisions),
+			Bytes: noneIfZero(o.historyBytes)},
 		MaxTotalInflightBytes: o.maxTotalInflightBytes,
 		MaxFrameBytesPerAddr:  o.maxFrameBytesPerAddr,
 		MetricsListen:         o.metricsListen,
@@ -277,6 +287,15 @@ func (o *options) config(log *slog.Logger) server.Config {
 		UnsafeNoPrefixRecall:  o.unsafeNoRecall,
 		HotPrefixWrites:       o.hotPrefixWrites,
 	}
+}
+
+// noBoundIfZero maps a duration flag's 0, which means no bound, to the
+// server's negative none (its zero means the default).
+func noBoundIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // noneIfZero maps a size flag's 0, which means none, to the server's
