@@ -80,3 +80,20 @@ func BenchmarkRange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBadgerPut applies puts of 100-byte values to 1,000 keys, a
+// command a step, without syncing (store.NoSync): the work of a step in
+// the store, without the disk's flush, which a put pays besides.
+func BenchmarkBadgerPut(b *testing.B) {
+	db, err := store.Open(b.TempDir(), quietLogger(), store.NoSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	val := make([]byte, 100)
+	for i := 0; b.Loop(); i++ {
+		if _, err := db.Apply([]store.Command{{Op: store.OpPut, Key: fmt.Appendf(nil, "k%04d", i%1000), Value: val}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

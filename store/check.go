@@ -44,8 +44,8 @@ func checkFiles(dir string) error {
 }
 
 // Check reads the whole database and checks it against itself: every
-// table block and value passes its checksum, the keys that hold a record
-// are as many as counted, every record decodes, no key's version is above
+// table block and value passes its checksum, the keys that hold a record,
+// and the events of the history, are as many as counted, every record decodes, no key's version is above
 // the revision, no write lease's fencing token above the fencing counter
 // and no TTL lease's id above the TTL lease counter, and the keys attached
 // to TTL leases agree with their leases: each of the two index records of
@@ -68,12 +68,15 @@ func (b *Badger) Check() error {
 	err := b.db.View(func(t *badger.Txn) error {
 		it := t.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 16})
 		defer it.Close()
-		var records uint64
+		var records, events uint64
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
 			key := item.Key()
 			if bytes.HasPrefix(key, dataPrefix) {
 				records++
+			}
+			if bytes.HasPrefix(key, eventPrefix) {
+				events++
 			}
 			err := item.Value(func(v []byte) error {
 				if err := checkItem(key, v, ct); err != nil {
@@ -93,6 +96,9 @@ func (b *Badger) Check() error {
 		}
 		if records != ct.records {
 			return fmt.Errorf("%w: %d keys hold a record, but the database counted %d: keys were lost", ErrDamaged, records, ct.records)
+		}
+		if ct.history.known && events != ct.history.events {
+			return fmt.Errorf("%w: the history holds %d events, but the database counted %d: events were lost", ErrDamaged, events, ct.history.events)
 		}
 		return nil
 	})

@@ -36,17 +36,15 @@ import (
 var (
 	eventPrefix = []byte("e/")
 	headPrefix  = []byte("h/")
-	// metaCompacted is the compaction point (8 bytes): the history holds
-	// every event of the revisions above it, and none, but bases, at or
-	// below it. Absent in a database at a revision above 0: it was
-	// written before the history was kept, and its history starts at the
-	// first revision taken since (counters.history).
-	metaCompacted = []byte("m/compacted")
-	// metaHistoryBytes and metaHistoryEvents count the bytes (keys and
-	// values of e/ and h/ records) and the events the history holds,
-	// bases included.
-	metaHistoryBytes  = []byte("m/historybytes")
-	metaHistoryEvents = []byte("m/historyevents")
+	// metaHistory holds, 8 bytes each, the compaction point (the history
+	// holds every event of the revisions above it, and none, but bases,
+	// at or below it), and the bytes (keys and values of e/ and h/
+	// records) and the events the history holds, bases included: one
+	// record, which every change rewrites. Absent in a database at a
+	// revision above 0: it was written before the history was kept, and
+	// its history starts at the first revision taken since
+	// (counters.history).
+	metaHistory = []byte("m/history")
 	// metaHistoryFloor is the revision a restore's Bump raised the
 	// counters to: a read of the history from it or below fails with
 	// ErrCompacted, as etcd's restore marks the revision compacted, so
@@ -105,7 +103,7 @@ type Event struct {
 
 // history is the part of the counters that describe the history: the
 // compaction point, the bytes and events held, whether the compaction
-// point is known (see metaCompacted), and the floor of reads
+// point is known (see metaHistory), and the floor of reads
 // (metaHistoryFloor).
 type history struct {
 	compacted, bytes, events, floor uint64
@@ -133,19 +131,24 @@ func (ct counters) readFrom() uint64 {
 // loadHistory reads the history's counters in a store at revision rev.
 func loadHistory(tx txn, rev uint64) (history, error) {
 	var h history
-	ok, err := tx.has(metaCompacted)
-	if err != nil {
+	var err error
+	if h.floor, err = getUint(tx, metaHistoryFloor); err != nil {
 		return h, err
 	}
-	h.known = ok || rev == 0
-	for _, f := range []struct {
-		key []byte
-		v   *uint64
-	}{{metaCompacted, &h.compacted}, {metaHistoryBytes, &h.bytes}, {metaHistoryEvents, &h.events}, {metaHistoryFloor, &h.floor}} {
-		if *f.v, err = getUint(tx, f.key); err != nil {
-			return h, err
-		}
+	b, ok, err := tx.get(metaHistory)
+	switch {
+	case err != nil:
+		return h, err
+	case !ok:
+		h.known = rev == 0
+		return h, nil
+	case len(b) != 24:
+		return h, fmt.Errorf("metadata %s: %d bytes, want 24", metaHistory, len(b))
 	}
+	h.known = true
+	h.compacted = binary.BigEndian.Uint64(b)
+	h.bytes = binary.BigEndian.Uint64(b[8:])
+	h.events = binary.BigEndian.Uint64(b[16:])
 	return h, nil
 }
 
@@ -159,15 +162,11 @@ func saveHistory(tx txn, was, h history) error {
 	if h == was || !h.known {
 		return nil
 	}
-	for _, f := range []struct {
-		key []byte
-		v   uint64
-	}{{metaCompacted, h.compacted}, {metaHistoryBytes, h.bytes}, {metaHistoryEvents, h.events}} {
-		if err := setUint(tx, f.key, f.v); err != nil {
-			return err
-		}
-	}
-	return nil
+	b := make([]byte, 0, 24)
+	b = binary.BigEndian.AppendUint64(b, h.compacted)
+	b = binary.BigEndian.AppendUint64(b, h.bytes)
+	b = binary.BigEndian.AppendUint64(b, h.events)
+	return tx.set(metaHistory, b)
 }
 
 // eventKey is the key of the event of key at revision rev.

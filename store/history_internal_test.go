@@ -23,7 +23,7 @@ func TestHistoryOfAnOlderDatabase(t *testing.T) {
 	}
 	mustApplyCmds(t, b, putCmd("a"), putCmd("b")) // the store at 2
 	err = b.db.Update(func(t *badger.Txn) error {
-		for _, k := range [][]byte{metaCompacted, metaHistoryBytes, metaHistoryEvents, eventKey(1, []byte("a")), eventKey(2, []byte("b")),
+		for _, k := range [][]byte{metaHistory, eventKey(1, []byte("a")), eventKey(2, []byte("b")),
 			prefixed(headPrefix, []byte("a")), prefixed(headPrefix, []byte("b"))} {
 			if err := t.Delete(k); err != nil {
 				return err
