@@ -43,6 +43,10 @@ type conn struct {
 	errOnce sync.Once
 	err     error // why; set before done is closed
 	wg      sync.WaitGroup
+
+	// watches are the watches waiting for their streams, by WatchID
+	// (watch.go); guarded by pmu.
+	watches map[uint64]chan watchStream
 }
 
 // endpointTimeout bounds one attempt to open a session with one endpoint
@@ -505,6 +509,10 @@ func (cn *conn) readNotices() {
 		cn.fail(err)
 		return
 	}
+	// The notice stream is the first the server opens; the streams of
+	// watches come after it.
+	cn.wg.Add(1)
+	go cn.acceptWatches()
 	fr := protocol.NewFrameReader(us, cn.hello.MaxFrameSize+1024)
 	for {
 		m, err := fr.ReadMessage()

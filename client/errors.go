@@ -30,6 +30,11 @@ var (
 	// Config.CertFile and KeyFile), or it does not trust the one it got
 	// (signed by another CA, or expired). Trying again does not help.
 	ErrUnauthenticated = errors.New("leased: unauthenticated")
+	// ErrCompacted: a watch asked for a revision that the server's event
+	// history no longer holds, or fell behind its compaction
+	// (WatchResponse.CompactRevision names the compaction point). List
+	// again, and watch from the listing's revision + 1 (ListWatch does).
+	ErrCompacted = errors.New("leased: required revision has been compacted")
 )
 
 // codeErrors maps wire codes to sentinels: the one table of the client.
@@ -46,6 +51,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeClosed:            ErrClosed,
 	protocol.CodeInternal:          ErrInternal,
 	protocol.CodeCanceled:          ErrCanceled,
+	protocol.CodeCompacted:         ErrCompacted,
 	// CodeNotLeader: the node does not lead its cluster. The client
 	// follows the leader itself: Dial and every reconnection find the
 	// node that leads among the endpoints given and those learned from the
@@ -70,6 +76,9 @@ type ServerError struct {
 	// leads the cluster, if the server knew it. Only the errors of Dial and
 	// of Admin carry it: a Client follows the leader itself.
 	Leader string
+	// Compacted, with CodeCompacted, is the compaction point of the
+	// server's event history.
+	Compacted uint64
 }
 
 func (e *ServerError) Error() string {
@@ -85,7 +94,7 @@ func (e *ServerError) Unwrap() error {
 }
 
 func wireError(e *protocol.Error) error {
-	return &ServerError{Code: e.Code, Message: e.Message}
+	return &ServerError{Code: e.Code, Message: e.Message, Compacted: e.Compacted}
 }
 
 // unexpected reports a reply of the wrong type.

@@ -488,6 +488,7 @@ func (d *downState) recover(c *Core, now time.Time) ([]leasetable.Notice, error)
 	}
 	if st, err := c.store.State(); err == nil {
 		c.revision.Store(st.Revision) // the failed commit may have been replayed
+		c.revisionMoved()
 	}
 	c.log.Info("storage reopened; writes and leases resume")
 	// A grant whose commit failed may have been applied: the Lessor

@@ -142,6 +142,10 @@ type Core struct {
 	// the loop's and Compact's; history is its state as last read.
 	compactMu sync.Mutex
 	history   historyStats
+	// revCh is closed, under revMu, when the revision moves (Revisions);
+	// nil until someone waits.
+	revMu sync.Mutex
+	revCh chan struct{}
 
 	// ttl tracks the TTL leases (ttl.go).
 	ttl ttlState

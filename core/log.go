@@ -83,12 +83,41 @@ import (
 // applied with nothing in between.
 func (c *Core) writeLog(cmds []store.Command) ([]store.Result, error) {
 	rs, err := c.store.Apply(cmds)
+	moved := false
 	for _, r := range rs {
 		if r.Version > c.revision.Load() && r.Err == nil {
 			c.revision.Store(r.Version)
+			moved = true
 		}
 	}
+	if moved {
+		c.revisionMoved()
+	}
 	return rs, err
+}
+
+// revisionMoved wakes whoever waits for the committed revision to move
+// (Revisions).
+func (c *Core) revisionMoved() {
+	c.revMu.Lock()
+	if c.revCh != nil {
+		close(c.revCh)
+		c.revCh = nil
+	}
+	c.revMu.Unlock()
+}
+
+// Revisions returns the revision committed now, and a channel that is
+// closed once a later one is committed (or the store is reopened after a
+// failure that may have committed one): a watcher reads the history up to
+// the revision, then waits on the channel. Any goroutine may call it.
+func (c *Core) Revisions() (uint64, <-chan struct{}) {
+	c.revMu.Lock()
+	defer c.revMu.Unlock()
+	if c.revCh == nil {
+		c.revCh = make(chan struct{})
+	}
+	return c.revision.Load(), c.revCh
 }
 
 // apply applies cmds to the store (writeLog), unless it is down and its

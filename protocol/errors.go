@@ -21,7 +21,8 @@ const (
 	CodeInternal          Code = 11 // a fault inside the server, such as a storage error
 	CodeCanceled          Code = 12 // the write was abandoned before it committed; nothing changed
 	CodeNotLeader         Code = 13 // this node does not lead its cluster; Error.Leader names the one that does, if known
-	codeLimit             Code = 14
+	CodeCompacted         Code = 14 // the history no longer holds the revision asked for; Error.Compacted names its compaction point
+	codeLimit             Code = 15
 )
 
 var codeNames = [...]string{
@@ -39,6 +40,7 @@ var codeNames = [...]string{
 	CodeInternal:          "internal error",
 	CodeCanceled:          "canceled",
 	CodeNotLeader:         "not the leader",
+	CodeCompacted:         "compacted",
 }
 
 // String returns the code's name.

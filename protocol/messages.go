@@ -122,6 +122,12 @@ var registry = [...]entry{
 
 	TypeCompact:      withID("compact", func(m *Compact) *uint64 { return &m.ID }),
 	TypeCompactReply: withID("compact_reply", func(m *CompactReply) *uint64 { return &m.ID }),
+
+	TypeWatch:         withID("watch", func(m *Watch) *uint64 { return &m.ID }),
+	TypeWatchReply:    withID("watch_reply", func(m *WatchReply) *uint64 { return &m.ID }),
+	TypeWatchEvents:   withoutID[WatchEvents]("watch_events"),
+	TypeWatchEnd:      withoutID[WatchEnd]("watch_end"),
+	TypeWatchProgress: withID("watch_progress", func(m *WatchProgress) *uint64 { return &m.ID }),
 }
 
 // entry is a message type's row in the registry. The zero entry, at the
@@ -438,6 +444,9 @@ type Error struct {
 	// Leader, with CodeNotLeader, is the client address of the node that
 	// leads the cluster, if this node knows it.
 	Leader string `msgpack:"l,omitempty"`
+	// Compacted, with CodeCompacted, is the compaction point of the event
+	// history: a watch may start from the revision after it.
+	Compacted uint64 `msgpack:"cp,omitempty"`
 }
 
 // Invalidate asks the client to drop Keys from its cache and acknowledge,

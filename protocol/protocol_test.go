@@ -216,6 +216,15 @@ func samples() []sample {
 		{name: "txn_reply/else, duplicate", msg: &protocol.TxnReply{ID: 88, Revision: math.MaxUint64, Duplicate: true}},
 		{name: "compact", msg: &protocol.Compact{ID: 89, Revision: 12}},
 		{name: "compact_reply", msg: &protocol.CompactReply{ID: 89, Compacted: 12, Bytes: 4096, Events: 3}},
+		{name: "watch", msg: &protocol.Watch{ID: 90, WatchID: 3, Start: []byte("/d/"), End: []byte("/d0"), From: 12, Prev: true, Progress: time.Second}},
+		{name: "watch/from now", msg: &protocol.Watch{ID: 91, WatchID: 4, Start: []byte("k")}},
+		{name: "watch_reply", msg: &protocol.WatchReply{ID: 90, WatchID: 3, From: 12, Compacted: 4}},
+		{name: "watch_events", msg: &protocol.WatchEvents{WatchID: 3, Events: []protocol.WatchEvent{
+			{Kind: 1, Key: []byte("/d/a"), Value: []byte("v"), Revision: 12, Lease: 7, PrevFound: true, PrevValue: []byte("u"), PrevRevision: 9},
+			{Kind: 2, Key: []byte("/d/b"), Revision: 12}}, More: true, Revision: 12}},
+		{name: "watch_events/progress", msg: &protocol.WatchEvents{WatchID: 3, Revision: 40}},
+		{name: "watch_end", msg: &protocol.WatchEnd{WatchID: 3, Code: protocol.CodeCompacted, Message: "compacted", Compacted: 20}},
+		{name: "watch_progress", msg: &protocol.WatchProgress{ID: 92, WatchID: 3}},
 	}
 }
 
@@ -356,8 +365,8 @@ func TestStream(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
-	if protocol.NumTypes != 47 {
-		t.Errorf("NumTypes = %d, want 47", protocol.NumTypes)
+	if protocol.NumTypes != 52 {
+		t.Errorf("NumTypes = %d, want 52", protocol.NumTypes)
 	}
 	names := make(map[string]protocol.Type)
 	for i := 1; i < protocol.NumTypes; i++ {
@@ -424,7 +433,7 @@ func TestTypes(t *testing.T) {
 func TestRequestID(t *testing.T) {
 	noID := map[protocol.Type]bool{
 		protocol.TypeHello: true, protocol.TypeHelloReply: true, protocol.TypeAck: true,
-		protocol.TypeInvalidate: true, protocol.TypeRecall: true,
+		protocol.TypeInvalidate: true, protocol.TypeRecall: true, protocol.TypeWatchEvents: true, protocol.TypeWatchEnd: true,
 	}
 	for i := 1; i < protocol.NumTypes; i++ {
 		typ := protocol.Type(i)
@@ -1050,6 +1059,7 @@ func TestCode(t *testing.T) {
 		{protocol.CodeInternal, "internal error"},
 		{protocol.CodeCanceled, "canceled"},
 		{protocol.CodeNotLeader, "not the leader"},
+		{protocol.CodeCompacted, "compacted"},
 	}
 	for i, w := range want {
 		if int(w.code) != i {

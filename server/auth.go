@@ -139,6 +139,13 @@ func (ss *session) authorize(m protocol.Message) error {
 			return p.CheckRange(ss.identity, m.Start, m.End, auth.Read)
 		}
 		return nil
+	case *protocol.Watch:
+		// Every key the range may hold: a watch must not tell which keys
+		// change where the client may not read.
+		if p := ss.srv.policy.Load(); p != nil {
+			return p.CheckRange(ss.identity, m.Start, m.End, auth.Read)
+		}
+		return nil
 	case *protocol.Write:
 		need := auth.Write
 		if m.Lease != 0 && m.Op != protocol.OpDelete {

@@ -27,6 +27,7 @@ var (
 	errClosed            = core.ErrClosed
 	errInternal          = core.ErrInternal
 	errUnavailable       = core.ErrUnavailable
+	errNotFound          = errors.New("not found")
 )
 
 // errorCodes maps domain errors to wire codes. Errors not listed are
@@ -44,6 +45,8 @@ var errorCodes = []struct {
 	{errTooLarge, protocol.CodeTooLarge},
 	{protocol.ErrFrameTooLarge, protocol.CodeTooLarge},
 	{errInvalidArgument, protocol.CodeInvalidArgument},
+	{errNotFound, protocol.CodeNotFound},
+	{store.ErrCompacted, protocol.CodeCompacted},
 	{errResourceExhausted, protocol.CodeResourceExhausted},
 	{core.ErrLeaseLimit, protocol.CodeResourceExhausted},
 	{leasetable.ErrWriteLeaseLimit, protocol.CodeResourceExhausted},

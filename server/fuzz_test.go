@@ -874,6 +874,12 @@ func (c *memConn) OpenUniStreamSync(ctx context.Context) (io.WriteCloser, error)
 	return nil, c.waitClosed(ctx)
 }
 
+// OpenWatchStream has no streams of watches to give: the watch's
+// goroutine ends at once.
+func (c *memConn) OpenWatchStream(ctx context.Context) (watchStream, error) {
+	return nil, errors.New("no watch streams over an in-memory connection")
+}
+
 // Identity is the CommonName of the certificate the client presented.
 func (c *memConn) Identity() string { return c.identity }
 

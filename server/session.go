@@ -74,6 +74,12 @@ type session struct {
 	opsBytes int                   // the sum of the sizes of ops
 	admin    bool                  // an admin session (serveAdmin), from its hello on
 	leaving  bool                  // goAway was called
+	// watchers are the session's watches (watch.go), by WatchID;
+	// watchersDone, once stopWatches ran: no watch starts after.
+	// watchWG counts their goroutines.
+	watchers     map[uint64]*watcher
+	watchersDone bool
+	watchWG      sync.WaitGroup
 }
 
 func newSession(s *Server, c conn, id leasetable.SessionID, cr *core.Core) *session {
@@ -127,8 +133,9 @@ func (ss *session) run() {
 		return
 	}
 	// The senders close, and then their goroutines end, before the session
-	// ends in its core.
+	// ends in its core; its watches end before them.
 	defer ss.stopSenders()
+	defer ss.stopWatches()
 	if ss.greet(fr) {
 		ss.serve(fr)
 	}
@@ -395,6 +402,10 @@ func (ss *session) handle(m protocol.Message) bool {
 		start := time.Now()
 		ss.replies.send(ss.list(m))
 		s.metrics.read.Observe(time.Since(start).Seconds())
+	case *protocol.Watch:
+		ss.replies.send(ss.watch(m))
+	case *protocol.WatchProgress:
+		ss.replies.send(ss.watchProgress(m))
 	case *protocol.Write:
 		if err := ss.submitWrite(m); err != nil {
 			ss.replies.send(errorReply(m.ID, err))

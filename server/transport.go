@@ -25,6 +25,8 @@ type conn interface {
 	AcceptStream(ctx context.Context) (requestStream, error)
 	// OpenUniStreamSync opens the stream of invalidations and recalls.
 	OpenUniStreamSync(ctx context.Context) (io.WriteCloser, error)
+	// OpenWatchStream opens the stream of a watch (watch.go).
+	OpenWatchStream(ctx context.Context) (watchStream, error)
 	// CloseWithError closes the connection with an application error code
 	// (a protocol.Code) and a message for the peer.
 	CloseWithError(code protocol.Code, msg string)
@@ -61,6 +63,21 @@ func (q quicConn) OpenUniStreamSync(ctx context.Context) (io.WriteCloser, error)
 		return nil, err
 	}
 	return st, nil
+}
+
+func (q quicConn) OpenWatchStream(ctx context.Context) (watchStream, error) {
+	st, err := q.c.OpenUniStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return quicSendStream{st}, nil
+}
+
+// quicSendStream is a QUIC send stream as a watchStream.
+type quicSendStream struct{ *quic.SendStream }
+
+func (s quicSendStream) CancelWrite(code protocol.Code) {
+	s.SendStream.CancelWrite(quic.StreamErrorCode(code))
 }
 
 func (q quicConn) CloseWithError(code protocol.Code, msg string) {

@@ -1,0 +1,255 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit"
+	"github.com/leased/leased/internal/testkit/leaktest"
+	"github.com/leased/leased/server"
+)
+
+// next reads the next response of w, failing the test after a bound.
+func next(t *testing.T, w *client.Watcher) client.WatchResponse {
+	t.Helper()
+	select {
+	case r, ok := <-w.C:
+		if !ok {
+			t.Fatal("the watch's channel closed")
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch response within 10 s")
+	}
+	return client.WatchResponse{}
+}
+
+// collect reads responses of w until it has n events, and checks that
+// each response's progress covers its events and never goes back.
+func collect(t *testing.T, w *client.Watcher, n int) []client.WatchEvent {
+	t.Helper()
+	var evs []client.WatchEvent
+	var last uint64
+	for len(evs) < n {
+		r := next(t, w)
+		if r.Err != nil {
+			t.Fatalf("watch ended after %d events: %v", len(evs), r.Err)
+		}
+		if r.Revision < last {
+			t.Fatalf("progress went back from %d to %d", last, r.Revision)
+		}
+		for _, e := range r.Events {
+			if e.Revision > r.Revision {
+				t.Fatalf("event at %d in a response of progress %d", e.Revision, r.Revision)
+			}
+		}
+		last = r.Revision
+		evs = append(evs, r.Events...)
+	}
+	return evs
+}
+
+// TestWatchPrefix: a watch of a prefix from a revision delivers every
+// change under it from that revision on, in order, once: the changes made
+// before the watch began and those made after, puts, deletes and a
+// transaction's two keys at one revision together, each with the value
+// before; keys outside the prefix are not delivered.
+func TestWatchPrefix(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	c := dial(t, srv, client.Config{})
+	ctx, cancel := context.WithCancel(stepCtx(t))
+	defer cancel()
+	v1 := mustPut(t, c, "/d/a", "1")
+	mustPut(t, c, "/e", "outside")
+	w := c.Watch(ctx, "/d/", client.WithPrefix(), client.FromRevision(v1), client.WithPrevValue())
+	mustPut(t, c, "/d/a", "2")
+	if _, err := c.Delete(ctx, "/d/a"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Txn(ctx).Then(client.PutOp("/d/x", []byte("x")), client.PutOp("/d/y", []byte("y"))).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, w, 5)
+	want := []string{"PUT /d/a 1 prev:-", "PUT /d/a 2 prev:1", "DELETE /d/a  prev:2", "PUT /d/x x prev:-", "PUT /d/y y prev:-"}
+	for i, e := range evs {
+		prev := "-"
+		if e.PrevFound {
+			prev = string(e.PrevValue)
+		}
+		if got := fmt.Sprintf("%v %s %s prev:%s", e.Type, e.Key, e.Value, prev); got != want[i] {
+			t.Errorf("event %d: %s, want %s", i, got, want[i])
+		}
+	}
+	if evs[3].Revision != r.Revision || evs[4].Revision != r.Revision {
+		t.Errorf("the transaction's events at %d and %d, want both at %d", evs[3].Revision, evs[4].Revision, r.Revision)
+	}
+	cancel()
+	for resp := range w.C {
+		if resp.Err != nil && !errors.Is(resp.Err, context.Canceled) {
+			t.Errorf("the watch ended with %v, want its context's error", resp.Err)
+		}
+	}
+}
+
+// TestWatchCompacted: a watch from a revision the history no longer holds
+// ends with ErrCompacted, naming the compaction point.
+func TestWatchCompacted(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	c := dial(t, srv, client.Config{})
+	ctx := stepCtx(t)
+	for i := range 5 {
+		mustPut(t, c, "k", fmt.Sprint(i))
+	}
+	adm, err := client.DialAdmin(ctx, srv.Addr().String(), client.Config{CAFile: srv.CA()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if _, err := adm.Compact(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	w := c.Watch(ctx, "k", client.FromRevision(2))
+	r := next(t, w)
+	if !errors.Is(r.Err, client.ErrCompacted) || r.CompactRevision != 3 {
+		t.Fatalf("a watch from 2 after compaction through 3: %+v, want ErrCompacted at 3", r)
+	}
+	if _, ok := <-w.C; ok {
+		t.Fatal("the watch's channel stayed open after its error")
+	}
+	w = c.Watch(ctx, "k", client.FromRevision(4))
+	if evs := collect(t, w, 2); evs[0].Revision != 4 || evs[1].Revision != 5 {
+		t.Fatalf("a watch from 4: %+v, want revisions 4 and 5", evs)
+	}
+}
+
+// TestWatchResumesAfterRestart: a watch whose server restarts resumes on
+// the client's next session from the revision after the last one it
+// delivered: the changes before and after the restart arrive once each,
+// in order.
+func TestWatchResumesAfterRestart(t *testing.T) {
+	bubble(t, nil, func(t *testing.T, srv *testkit.Server) {
+		ev := newEvents()
+		a := srv.Dial(client.Config{OnEvent: ev.on, MaxReconnectDelay: 100 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		w := a.Watch(ctx, "k", client.FromRevision(1))
+		for i := range 3 {
+			mustPut(t, a, "k", fmt.Sprint(i))
+		}
+		before := collect(t, w, 3)
+		srv.Restart(nil)
+		ev.wait(t, client.EventReconnected, testTimeout, nil)
+		for i := 3; i < 5; i++ {
+			if _, err := a.Put(ctx, "k", []byte(fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		after := collect(t, w, 2)
+		for i, e := range append(before, after...) {
+			if e.Revision != uint64(i+1) || string(e.Value) != fmt.Sprint(i) {
+				t.Errorf("event %d: %s at %d, want %d at %d", i, e.Value, e.Revision, i, i+1)
+			}
+		}
+		cancel()
+		for range w.C {
+		}
+	})
+}
+
+// TestWatchRevisionInFrames: a revision whose events are larger than a
+// frame (a TTL lease revoked with 300 keys of 10 KiB, each delete with
+// its previous value) arrives whole, in one response.
+func TestWatchRevisionInFrames(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	c := dial(t, srv, client.Config{})
+	ctx := stepCtx(t)
+	g, err := c.Grant(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := make([]byte, 10<<10)
+	const keys = 300
+	for i := range keys {
+		if _, err := c.Put(ctx, fmt.Sprintf("/t/%03d", i), val, client.WithLease(g.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := c.Watch(wctx, "/t/", client.WithPrefix(), client.WithPrevValue())
+	rr, err := c.Revoke(ctx, g.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := next(t, w)
+	if r.Err != nil || len(r.Events) != keys || r.Revision != rr.Revision {
+		t.Fatalf("the revocation's response: %d events at progress %d, %v; want %d at %d", len(r.Events), r.Revision, r.Err, keys, rr.Revision)
+	}
+	for i, e := range r.Events {
+		if e.Type != client.WatchDelete || e.Lease != g.ID || e.Revision != rr.Revision || len(e.PrevValue) != len(val) || e.Key != fmt.Sprintf("/t/%03d", i) {
+			t.Fatalf("event %d: %v %s at %d, lease %v, %d bytes before", i, e.Type, e.Key, e.Revision, e.Lease, len(e.PrevValue))
+		}
+	}
+}
+
+// TestSlowWatcherHoldsNothingBack: a watcher whose program does not read
+// its channel holds back neither the commits, nor another watcher of the
+// same keys, nor its own client's session; once it reads, it gets every
+// event, in order, once.
+func TestSlowWatcherHoldsNothingBack(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	slowClient := dial(t, srv, client.Config{})
+	fastClient := dial(t, srv, client.Config{})
+	writer := dial(t, srv, client.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	slow := slowClient.Watch(ctx, "/s/", client.WithPrefix())
+	fast := fastClient.Watch(ctx, "/s/", client.WithPrefix())
+	// Both watches have begun once a write shows on the fast one.
+	first := mustPut(t, writer, "/s/start", "x")
+	if evs := collect(t, fast, 1); evs[0].Revision != first {
+		t.Fatalf("first event at %d, want %d", evs[0].Revision, first)
+	}
+	// 200 values of 64 KiB, 12.5 MiB: more than a stream's flow-control
+	// window, so that the slow watcher's stream fills.
+	val := make([]byte, 64<<10)
+	const n = 200
+	done := make(chan error, 1)
+	go func() {
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		defer wcancel()
+		for i := range n {
+			if _, err := writer.Put(wctx, fmt.Sprintf("/s/%03d", i), val); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	got := collect(t, fast, n)
+	if err := <-done; err != nil {
+		t.Fatalf("a write while a watcher did not read: %v", err)
+	}
+	if got[n-1].Key != fmt.Sprintf("/s/%03d", n-1) {
+		t.Fatalf("the fast watcher's last event: %s", got[n-1].Key)
+	}
+	// The slow watcher's session serves its client meanwhile.
+	if _, err := slowClient.Get(stepCtx(t), "/s/000"); err != nil {
+		t.Fatalf("a read of the slow watcher's client: %v", err)
+	}
+	evs := collect(t, slow, n+1)
+	for i, e := range evs {
+		if e.Revision != first+uint64(i) {
+			t.Fatalf("slow watcher's event %d at revision %d, want %d", i, e.Revision, first+uint64(i))
+		}
+	}
+}
