@@ -253,3 +253,180 @@ func TestSlowWatcherHoldsNothingBack(t *testing.T) {
 		}
 	}
 }
+
+// applyUpdate applies a ListWatch update to state.
+func applyUpdate(state map[string]string, u client.ListWatchUpdate) {
+	if u.Listed {
+		clear(state)
+		for _, kv := range u.Snapshot {
+			state[kv.Key] = string(kv.Value)
+		}
+	}
+	for _, e := range u.Events {
+		if e.Type == client.WatchPut {
+			state[e.Key] = string(e.Value)
+		} else {
+			delete(state, e.Key)
+		}
+	}
+}
+
+// truth lists every key under prefix.
+func truth(t *testing.T, c *client.Client, prefix string) (map[string]string, uint64) {
+	t.Helper()
+	out := make(map[string]string)
+	var opts []client.ListOption
+	var rev uint64
+	for {
+		r, err := c.List(stepCtx(t), prefix, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = max(rev, r.Revision)
+		for _, kv := range r.KVs {
+			out[kv.Key] = string(kv.Value)
+		}
+		if !r.More {
+			return out, rev
+		}
+		opts = []client.ListOption{client.StartAfter(r.KVs[len(r.KVs)-1].Key)}
+	}
+}
+
+// TestListWatch: ListWatch of a prefix of more keys than a page, started
+// while a writer changes them, delivers a snapshot and then changes whose
+// sum is, once the writer stops, exactly the prefix as a listing reads it;
+// the first update is a snapshot.
+func TestListWatch(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	c := dial(t, srv, client.Config{})
+	writer := dial(t, srv, client.Config{})
+	for i := range server.MaxListKeys + 500 {
+		mustPut(t, writer, fmt.Sprintf("/lw/%04d", i), "0")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := make(chan struct{})
+	wrote := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				wrote <- nil
+				return
+			default:
+			}
+			key := fmt.Sprintf("/lw/%04d", (i*37)%(server.MaxListKeys+700))
+			var err error
+			if i%5 == 0 {
+				_, err = writer.Delete(ctx, key)
+			} else {
+				_, err = writer.Put(ctx, key, []byte(fmt.Sprint(i)))
+			}
+			if err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	updates := c.ListWatch(ctx, "/lw/")
+	state := make(map[string]string)
+	first := true
+	read := func(u client.ListWatchUpdate) uint64 {
+		t.Helper()
+		if u.Err != nil {
+			t.Fatalf("ListWatch ended: %v", u.Err)
+		}
+		if first && !u.Listed {
+			t.Fatal("the first update is not a snapshot")
+		}
+		first = false
+		applyUpdate(state, u)
+		return u.Revision
+	}
+	read(<-updates)
+	time.Sleep(200 * time.Millisecond) // changes after the snapshot
+	close(stop)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	want, rev := truth(t, writer, "/lw/")
+	for seen := uint64(0); seen < rev; {
+		select {
+		case u := <-updates:
+			seen = read(u)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("ListWatch stopped at revision %d, before %d", seen, rev)
+		}
+	}
+	if len(state) != len(want) {
+		t.Fatalf("ListWatch's state holds %d keys, the listing %d", len(state), len(want))
+	}
+	for k, v := range want {
+		if state[k] != v {
+			t.Fatalf("key %s: ListWatch has %q, the listing %q", k, state[k], v)
+		}
+	}
+}
+
+// TestListWatchRelists: a ListWatch whose reader falls so far behind that
+// the history is compacted past it lists again, says so (Relisted), and
+// goes on; its state is the prefix's once it has caught up.
+func TestListWatchRelists(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	c := dial(t, srv, client.Config{})
+	writer := dial(t, srv, client.Config{})
+	ctx, cancel := context.WithCancel(stepCtx(t))
+	defer cancel()
+	mustPut(t, writer, "/r/a", "0")
+	updates := c.ListWatch(ctx, "/r/")
+	state := make(map[string]string)
+	if u := <-updates; !u.Listed || u.Relisted || u.Err != nil {
+		t.Fatalf("first update: %+v, want a snapshot", u)
+	} else {
+		applyUpdate(state, u)
+	}
+	// 200 values of 64 KiB, more than the watch's stream holds while
+	// nobody reads it, and the history compacted past them.
+	val := make([]byte, 64<<10)
+	var last uint64
+	for i := range 200 {
+		last = mustPut(t, writer, fmt.Sprintf("/r/%03d", i%10), string(val[:len(val)-i]))
+	}
+	adm, err := client.DialAdmin(ctx, srv.Addr().String(), client.Config{CAFile: srv.CA()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if _, err := adm.Compact(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	want, rev := truth(t, writer, "/r/")
+	relisted := false
+	for seen := uint64(0); seen < rev; {
+		select {
+		case u := <-updates:
+			if u.Err != nil {
+				t.Fatalf("ListWatch ended: %v", u.Err)
+			}
+			relisted = relisted || u.Relisted
+			applyUpdate(state, u)
+			seen = u.Revision
+		case <-time.After(20 * time.Second):
+			t.Fatalf("ListWatch stopped at revision %d, before %d", seen, rev)
+		}
+	}
+	if !relisted {
+		t.Fatal("ListWatch caught up without listing again: the history was not compacted past it")
+	}
+	if len(state) != len(want) {
+		t.Fatalf("state of %d keys, the listing %d", len(state), len(want))
+	}
+	for k, v := range want {
+		if state[k] != v {
+			t.Fatalf("key %s: %d bytes, the listing %d", k, len(state[k]), len(v))
+		}
+	}
+}
