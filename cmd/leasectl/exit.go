@@ -48,7 +48,7 @@ var exitStatuses = []exitStatus{
 	{exitNotFound, `not found: get of a missing key (table output; with -o json get prints "found": false and exits 0), ` +
 		"or a lease or member that does not exist"},
 	{exitConflict, "conflict: cas saw another version, a write was fenced, or a held write lease was lost"},
-	{exitInterrupted, "interrupted by Ctrl-C or SIGTERM (lease keep-alive and write-lease --hold end with 0)"},
+	{exitInterrupted, "interrupted by Ctrl-C or SIGTERM (lease keep-alive, watch and write-lease --hold end with 0)"},
 }
 
 // exitStatusHelp returns the "Exit status:" section of the root command's

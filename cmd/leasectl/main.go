@@ -260,6 +260,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 		a.endpointCmd(),
 		a.snapshotCmd(),
 		a.compactionCmd(),
+		a.watchCmd(),
 		versionCmd,
 	)
 	var walk func(c *cobra.Command)

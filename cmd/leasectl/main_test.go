@@ -235,8 +235,8 @@ func TestCommands(t *testing.T) {
 	// status, table and JSON.
 	rows = table(t, ok(t, ctl("status")).Stdout)
 	serverVersion := binaryVersion(t, bins.Leased)
-	if strings.Join(rows[0], " ") != "ENDPOINT VERSION SESSION EPSILON TERM REVISION SESSIONS UPTIME WRITES RTT" ||
-		rows[1][0] != srv.Addr || rows[1][1] != serverVersion || rows[1][3] != "100ms" || rows[1][4] != "1s" || rows[1][8] != "allowed" {
+	if strings.Join(rows[0], " ") != "ENDPOINT VERSION SESSION EPSILON TERM REVISION COMPACTED SESSIONS UPTIME WRITES RTT" ||
+		rows[1][0] != srv.Addr || rows[1][1] != serverVersion || rows[1][3] != "100ms" || rows[1][4] != "1s" || rows[1][6] != "0" || rows[1][9] != "allowed" {
 		t.Fatalf("status table: %q, want server version %q", rows, serverVersion)
 	}
 	var st statusJSON
@@ -432,7 +432,7 @@ func TestRestartKeepsValue(t *testing.T) {
 		t.Fatalf("status after restart: %+v", st)
 	}
 	rows := table(t, ok(t, srv.Ctl(t, "status")).Stdout)
-	if !strings.HasPrefix(strings.Join(rows[1][8:], " "), "held for") {
+	if !strings.HasPrefix(strings.Join(rows[1][9:], " "), "held for") {
 		t.Fatalf("status table after restart: %q", rows)
 	}
 	srv.Stop(t)

@@ -24,10 +24,8 @@ var etcdctlElsewhere = map[string]string{
 	"role":             authElsewhere,
 	"defrag":           `leased has no defrag: its database reclaims the space of overwritten and deleted values by itself.`,
 	"alarm":            `leased has no alarm command: "leasectl status" and "leasectl endpoint health" show the NOSPACE alarm, which clears by itself once the data folder has room again.`,
-	"compaction":       `leased has no compaction: it keeps only each key's latest version, not a history of revisions.`,
 	"make-mirror":      `leased has no make-mirror: copy a cluster's keys with "leasectl snapshot save FILE" and "leased restore FILE".`,
 	"check":            `leased has no check: leasebench (cmd/leasebench) measures read and write latency against the lease term.`,
-	"watch":            `leased has no watch yet: a client of the Go library that caches a key has its copy invalidated before a write to the key commits.`,
 	"lock":             lockElsewhere,
 	"elect":            lockElsewhere,
 }
