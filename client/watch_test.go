@@ -430,3 +430,33 @@ func TestListWatchRelists(t *testing.T) {
 		}
 	}
 }
+
+// TestClosedClientEndsBlockedWatch: a client that closes while one of its
+// watches is held back by flow control (its program reads nothing) ends
+// its session on the server at once: the watch's writer is abandoned.
+func TestClosedClientEndsBlockedWatch(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	c := dial(t, srv, client.Config{})
+	writer := dial(t, srv, client.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := c.Watch(ctx, "/b/", client.WithPrefix(), client.FromRevision(1))
+	val := make([]byte, 64<<10)
+	for i := range 150 {
+		mustPut(t, writer, fmt.Sprintf("/b/%03d", i), string(val))
+	}
+	if r := next(t, w); len(r.Events) == 0 {
+		t.Fatalf("first response: %+v, want events", r)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Stats().Sessions > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions 5 s after the watching client closed, want the writer's alone", srv.Stats().Sessions)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -178,6 +178,10 @@ func (w *watcher) run(ctx context.Context) {
 	}
 	stop := context.AfterFunc(st.Context(), w.cancel) // the client stopped reading
 	defer stop()
+	// A write held back by flow control ends when the watch does: the
+	// session's end waits for the watch.
+	abandon := context.AfterFunc(ctx, func() { st.CancelWrite(protocol.CodeClosed) })
+	defer abandon()
 	out := &watchOut{st: st, limit: ss.srv.cfg.maxFrameSize() / 2, buf: make([]byte, 0, 4096)}
 	if err := out.frame(&protocol.WatchEvents{WatchID: w.id, Revision: w.next - 1}); err != nil {
 		st.CancelWrite(protocol.CodeClosed)
