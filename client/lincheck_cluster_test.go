@@ -233,7 +233,7 @@ func findViolation(t *testing.T, cs clusterScenario, seed uint64) {
 			if res.err != nil {
 				t.Fatalf("seed %d: %v", seed+uint64(i), res.err)
 			}
-			if res.verdict == porcupine.Illegal {
+			if res.verdict == porcupine.Illegal && res.watch == nil {
 				if st, err := os.Stat(res.viz); err != nil || st.Size() == 0 {
 					t.Fatalf("visualisation %q: %v", res.viz, err)
 				}
@@ -286,6 +286,7 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 	flags = append(flags, cs.flags...)
 	c := proccluster.Start(t, proccluster.Config{Bins: linBinaries(t), Nodes: cs.nodes, Flags: flags})
 	c.Leader()
+	hw := startHistoryWatch(t, c)
 
 	res := historyResult{faults: make(map[string]int)}
 	clients := make([]*linClient, cs.clients)
@@ -308,8 +309,14 @@ func runClusterHistory(t *testing.T, cs clusterScenario, seed uint64, out string
 	served := serverSummary(clients)
 	closeClients(clients, res.faults)
 	checked := checkHistory(t, &res, rec, seed, out)
-	t.Logf("scenario %s seed %d: %s: %s, checked in %v; listings: %s; faults: %s; TTL: %s; leader since its last start: %s",
-		cs.name, seed, res.verdict, res.summary, checked, formatListings(res.listings), formatCounts(res.faults), formatTTL(res.ttl), served)
+	res.watched, res.watch = hw.check(t, c, rec)
+	if res.watch != nil {
+		t.Logf("watch: %v", res.watch)
+		res.verdict = porcupine.Illegal
+	}
+	t.Logf("scenario %s seed %d: %s: %s, checked in %v; listings: %s; faults: %s; TTL: %s; leader since its last start: %s; watch: %d events, %d writes known to have taken effect, up to revision %d",
+		cs.name, seed, res.verdict, res.summary, checked, formatListings(res.listings), formatCounts(res.faults), formatTTL(res.ttl), served,
+		res.watched.events, res.watched.writesOK, res.watched.revision)
 	return res
 }
 

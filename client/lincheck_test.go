@@ -524,6 +524,11 @@ type historyResult struct {
 	// (countListings).
 	listings map[string]listingCount
 	err      error // the harness failed: no verdict
+	// watch is the first broken promise the watch checker found
+	// (lincheck_watch_test.go), which makes the verdict Illegal; and
+	// watched what it checked.
+	watch   error
+	watched watchSummary
 }
 
 // listingCount counts the listings of one directory in a history: those

@@ -153,6 +153,13 @@ type Config struct {
 	// a prefix written that often makes every write under it wait for its
 	// holders for little gain. Zero means 2; negative, never.
 	HotPrefixWrites int
+	// UnsafeWatchFault makes the watches of the server break their
+	// promise: "skip" leaves out one event of every fifth frame of events
+	// a watch sends, "repeat" sends the last event of every fifth such
+	// frame twice. Only the
+	// negative controls of the watch checker in the linearizability tests
+	// set it; empty, the default, keeps the promise.
+	UnsafeWatchFault string
 	// UnsafeNoPrefixRecall makes the server grant prefix leases that no
 	// write recalls (core.Config.UnsafeNoPrefixRecall). Only the negative
 	// control of the linearizability tests sets it.
@@ -450,6 +457,11 @@ func (c Config) validate() error {
 	// this Config does: withDefaults derives HorizonStep from the terms.
 	if err := c.coreConfig().Validate(); err != nil {
 		return err
+	}
+	switch c.UnsafeWatchFault {
+	case "", "skip", "repeat":
+	default:
+		return fmt.Errorf("UnsafeWatchFault %q is not skip, repeat or empty", c.UnsafeWatchFault)
 	}
 	seen := make(map[string]bool)
 	for _, p := range c.PrefixTerms {

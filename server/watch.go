@@ -182,7 +182,7 @@ func (w *watcher) run(ctx context.Context) {
 	// session's end waits for the watch.
 	abandon := context.AfterFunc(ctx, func() { st.CancelWrite(protocol.CodeClosed) })
 	defer abandon()
-	out := &watchOut{st: st, limit: ss.srv.cfg.maxFrameSize() / 2, buf: make([]byte, 0, 4096)}
+	out := &watchOut{st: st, limit: ss.srv.cfg.maxFrameSize() / 2, buf: make([]byte, 0, 4096), fault: ss.srv.cfg.UnsafeWatchFault}
 	if err := out.frame(&protocol.WatchEvents{WatchID: w.id, Revision: w.next - 1}); err != nil {
 		st.CancelWrite(protocol.CodeClosed)
 		return
@@ -261,6 +261,10 @@ type watchOut struct {
 	st    watchStream
 	limit int // the bytes of events a frame carries at most, but one
 	buf   []byte
+	// fault and frames break the promise for the negative controls
+	// (Config.UnsafeWatchFault): frames counts the frames of events.
+	fault  string
+	frames int
 }
 
 // frame writes m as one frame.
@@ -283,7 +287,16 @@ func (o *watchOut) events(id uint64, events []store.Event, progress uint64) erro
 	var batch []protocol.WatchEvent
 	size := 0
 	flush := func(more bool, rev uint64) error {
-		err := o.frame(&protocol.WatchEvents{WatchID: id, Events: batch, More: more, Revision: rev})
+		m := &protocol.WatchEvents{WatchID: id, Events: batch, More: more, Revision: rev}
+		o.frames++
+		unsafe := o.fault != "" && o.frames%5 == 0
+		switch {
+		case unsafe && o.fault == "skip" && len(m.Events) > 0:
+			m.Events = m.Events[1:]
+		case unsafe && o.fault == "repeat" && len(m.Events) > 0:
+			m.Events = append(m.Events, m.Events[len(m.Events)-1])
+		}
+		err := o.frame(m)
 		batch, size = batch[:0], 0
 		return err
 	}

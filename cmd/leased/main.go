@@ -71,8 +71,9 @@ type options struct {
 	maxValueSize    int
 	maxSessions     int
 	retryWindow     time.Duration
-	unsafeSkipWait  bool // hidden: the negative control of the linearizability tests
-	unsafeNoRecall  bool // hidden: likewise, for prefix leases
+	unsafeSkipWait  bool   // hidden: the negative control of the linearizability tests
+	unsafeNoRecall  bool   // hidden: likewise, for prefix leases
+	unsafeWatch     string // hidden: likewise, for watches
 	hotPrefixWrites int
 	tlsHosts        []string
 	terms           []string // PREFIX=DURATION
@@ -271,6 +272,8 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.IntVar(&o.hotPrefixWrites, "prefix-hot-writes", 2, "writes under a directory within its term that stop caching its listing for a term (-1: never)")
 	f.BoolVar(&o.unsafeNoRecall, "unsafe-no-prefix-recall", false, "UNSAFE, for tests of the linearizability checker only: grant prefix leases that no write recalls, breaking their promise")
 	f.MarkHidden("unsafe-no-prefix-recall")
+	f.StringVar(&o.unsafeWatch, "unsafe-watch-fault", "", "UNSAFE, for tests of the watch checker only: skip (an event of every fifth frame) or repeat (the last event of every fifth frame), breaking the promise of watches")
+	f.MarkHidden("unsafe-watch-fault")
 	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once (at most "+server.MaxRetryWindow.String()+"; 0: the default)")
 	f.StringArrayVar(&o.terms, "term", nil, "lease term for keys under a prefix, as PREFIX=DURATION (repeatable; the longest prefix wins; 0 means never cached; at most "+server.MaxLeaseTerm.String()+"), e.g. --term /hot/=1s")
 	f.StringSliceVar(&o.tlsHosts, "tls-host", nil, "extra host name or IP for the server certificate (repeatable; localhost, 127.0.0.1 and ::1 are always included; a wildcard only as *.DOMAIN under a domain you own, not *.com)")

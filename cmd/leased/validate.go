@@ -163,6 +163,7 @@ var configFlags = map[string]string{
 	"ReserveBytes":             "--reserve-bytes",
 	"UnsafeSkipHorizonWait":    "--unsafe-skip-horizon-wait",
 	"UnsafeNoPrefixRecall":     "--unsafe-no-prefix-recall",
+	"UnsafeWatchFault":         "--unsafe-watch-fault",
 	"HotPrefixWrites":          "--prefix-hot-writes",
 	"PolicyFile":               "--auth-policy",
 	"ClientCAs":                "--client-ca",
@@ -285,6 +286,7 @@ func (o *options) config(log *slog.Logger) server.Config {
 
 		UnsafeSkipHorizonWait: o.unsafeSkipWait,
 		UnsafeNoPrefixRecall:  o.unsafeNoRecall,
+		UnsafeWatchFault:      o.unsafeWatch,
 		HotPrefixWrites:       o.hotPrefixWrites,
 	}
 }
