@@ -549,7 +549,7 @@ var answers = map[protocol.Type][]protocol.Type{
 	protocol.TypeRenewReply:   {protocol.TypeRenew},
 	protocol.TypeAcquireReply: {protocol.TypeAcquire},
 	protocol.TypeStatsReply:   {protocol.TypeStats},
-	protocol.TypeOK:           {protocol.TypeRelease, protocol.TypeReleaseWrite, protocol.TypeGoodbye},
+	protocol.TypeOK:           {protocol.TypeRelease, protocol.TypeReleaseWrite, protocol.TypeGoodbye, protocol.TypeWatchProgress},
 
 	protocol.TypeLeaseGrantReply:      {protocol.TypeLeaseGrant},
 	protocol.TypeLeaseRevokeReply:     {protocol.TypeLeaseRevoke},
@@ -559,6 +559,8 @@ var answers = map[protocol.Type][]protocol.Type{
 
 	protocol.TypeListReply: {protocol.TypeList},
 	protocol.TypeTxnReply:  {protocol.TypeTxn},
+
+	protocol.TypeWatchReply: {protocol.TypeWatch},
 }
 
 // checkReplies checks the replies of a session against the requests sent:
@@ -1051,6 +1053,17 @@ func sessionSeeds(tb testing.TB) []sessionSeed {
 			&protocol.List{ID: 10, Start: []byte("a/")},
 			&protocol.List{ID: 11, Start: []byte("b"), End: a},
 			&protocol.List{ID: 12, Start: bytes.Repeat([]byte{'x'}, MaxKeySize+1)})},
+		// Watches: from a revision, of a prefix, a compacted start, one
+		// past the next revision, an empty range, a watch id used twice,
+		// progress of a watch and of none.
+		{data: seq(put(1, a, "v1"), put(2, []byte("a/b"), "v2"), barrier,
+			&protocol.Watch{ID: 3, WatchID: 1, Start: a, From: 1, Prev: true},
+			&protocol.Watch{ID: 4, WatchID: 2, Start: []byte("a/"), End: []byte("a0"), Progress: time.Millisecond},
+			&protocol.Watch{ID: 5, WatchID: 3, Start: a, From: 99},
+			&protocol.Watch{ID: 6, WatchID: 4, Start: []byte("b"), End: a},
+			&protocol.Watch{ID: 7, WatchID: 1, Start: a},
+			&protocol.WatchProgress{ID: 8, WatchID: 2}, &protocol.WatchProgress{ID: 9, WatchID: 77},
+			&protocol.Watch{ID: 10, WatchID: 5, Start: bytes.Repeat([]byte{'x'}, MaxKeySize+1)}, put(11, a, "v3"))},
 		// Transactions: a rename, its failed repeat, fenced and refused
 		// ones (a key twice, a compare of no kind, too many ops, a
 		// wrong token), and one with nothing to write.
