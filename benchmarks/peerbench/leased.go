@@ -235,6 +235,9 @@ func leasedTests() {
 	if name := fmt.Sprintf("leased.create.prefixholders%d", *flagWatchers); wanted(tname(name)) {
 		leasedPrefixHolders(ctx, name, *flagWatchers) // prefix.go
 	}
+	if name := fmt.Sprintf("leased.put.prefixwatch%d", *flagWatchers); wanted(tname(name)) {
+		leasedPrefixWatch(ctx, name, *flagWatchers) // prefix.go
+	}
 
 	// (e) lease renewals over raw sessions: Renew messages of 1 and of
 	// -renewbatch keys the session holds.

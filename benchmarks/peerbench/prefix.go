@@ -5,6 +5,7 @@
 //
 //	etcd.put.prefixwatch<N>          N watchers on /pfx/ (WithPrefix); a Put of a new key /pfx/<n>
 //	leased.create.prefixholders<N>   N clients hold a leased listing of /pfx<n>/; a Put of /pfx<n>/k
+//	leased.put.prefixwatch<N>        N watchers on /wpfx/ (client.Watch WithPrefix); a Put of a new key /wpfx/<n>
 //
 // N is -watchers (100); -puts writes per run.
 
@@ -254,4 +255,59 @@ func leasedPrefixHolders(ctx context.Context, name string, n int) {
 		}
 	}
 	writer.Close()
+}
+
+// leasedPrefixWatch is etcdPrefixWatch for leased's watch (issue 28): n
+// client instances, each its own connection, watch the prefix /wpfx/
+// (client.Watch with WithPrefix); write i Puts the new key
+// /wpfx/<base+i>. As in etcd, the Put is acknowledged without waiting for
+// the watchers: last_* is the time to the n-th watcher's event. A watch
+// has begun once its first event, of a put made before the run, arrived.
+func leasedPrefixWatch(ctx context.Context, name string, n int) {
+	const warmPuts = 20
+	const prefix = "/wpfx/"
+	writer, err := leasedDial(ctx, client.Config{Name: "writer"})
+	must(err)
+	defer writer.Close()
+	st, err := writer.ServerStats(ctx)
+	must(err)
+	base := st.Revision
+	f := newFanout(warmPuts+*flagRuns**flagPuts, n)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var started sync.WaitGroup
+	var watchers []*client.Client
+	for w := 0; w < n; w++ {
+		c, err := leasedDial(ctx, client.Config{Name: fmt.Sprintf("watcher-%d", w)})
+		must(err)
+		watchers = append(watchers, c)
+		started.Add(1)
+		wch := c.Watch(wctx, prefix, client.WithPrefix(), client.FromRevision(base+1))
+		go func(w int) {
+			first := true
+			for resp := range wch.C {
+				for _, ev := range resp.Events {
+					if first {
+						first = false
+						started.Done()
+					}
+					f.got(idxOf(ev.Value), w)
+				}
+			}
+		}(w)
+	}
+	write := func(i int) error {
+		_, err := writer.Put(ctx, fmt.Sprintf("%s%d", prefix, base+uint64(i)), value(i))
+		return err
+	}
+	must(write(0))
+	started.Wait()
+	f.measure(1, warmPuts-1, write, nil)
+	runTest(name, func(run int) runResult {
+		return f.measure(warmPuts+run**flagPuts, *flagPuts, write, nil)
+	})
+	cancel()
+	for _, c := range watchers {
+		c.Close()
+	}
 }
