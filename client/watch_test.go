@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leased/leased/client"
+	"github.com/leased/leased/core"
 	"github.com/leased/leased/internal/testkit"
 	"github.com/leased/leased/internal/testkit/leaktest"
 	"github.com/leased/leased/server"
@@ -29,7 +31,9 @@ func next(t *testing.T, w *client.Watcher) client.WatchResponse {
 }
 
 // collect reads responses of w until it has n events, and checks that
-// each response's progress covers its events and never goes back.
+// each response's progress covers its events and never goes back, and
+// that no event comes at or below a progress already delivered (the
+// progress is the watch's own, etcd #15220).
 func collect(t *testing.T, w *client.Watcher, n int) []client.WatchEvent {
 	t.Helper()
 	var evs []client.WatchEvent
@@ -45,6 +49,9 @@ func collect(t *testing.T, w *client.Watcher, n int) []client.WatchEvent {
 		for _, e := range r.Events {
 			if e.Revision > r.Revision {
 				t.Fatalf("event at %d in a response of progress %d", e.Revision, r.Revision)
+			}
+			if e.Revision <= last {
+				t.Fatalf("event at %d after progress %d was delivered", e.Revision, last)
 			}
 		}
 		last = r.Revision
@@ -458,5 +465,113 @@ func TestClosedClientEndsBlockedWatch(t *testing.T) {
 			t.Fatalf("%d sessions 5 s after the watching client closed, want the writer's alone", srv.Stats().Sessions)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWatchProgressIsTheWatchers: a watch asked for its progress while a
+// burst of writes under another prefix and its own commit reports a
+// revision up to which it has delivered every event of its keys, never one
+// past events it still owes (etcd #15220), and an idle watch reports the
+// store's revision.
+func TestWatchProgressIsTheWatchers(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	c := dial(t, srv, client.Config{})
+	writer := dial(t, srv, client.Config{})
+	ctx, cancel := context.WithCancel(stepCtx(t))
+	defer cancel()
+	mine := mustPut(t, writer, "/p/mine", "1")
+	for i := range 50 {
+		mustPut(t, writer, fmt.Sprintf("/q/%d", i), "x")
+	}
+	w := c.Watch(ctx, "/p/", client.WithPrefix(), client.FromRevision(1), client.WithProgressNotify(-1))
+	w.RequestProgress()
+	seen := false
+	for {
+		r := next(t, w)
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		for _, e := range r.Events {
+			if e.Revision == mine {
+				seen = true
+			}
+		}
+		if !seen && r.Revision >= mine {
+			t.Fatalf("progress %d before the event at %d was delivered", r.Revision, mine)
+		}
+		if len(r.Events) == 0 {
+			if st := srv.Stats(); r.Revision != st.Revision {
+				t.Fatalf("an idle watch's progress %d, want the store's revision %d", r.Revision, st.Revision)
+			}
+			return
+		}
+	}
+}
+
+// TestWatchUnderCompaction: a leader that keeps only the newest 20
+// revisions of its history (compacting every 20 ms) while writers write:
+// a ListWatch whose reader is slow now and then lists again as often as
+// it falls behind, and ends with the state a listing reads; a watch from
+// a compacted revision gets ErrCompacted and the compaction point.
+func TestWatchUnderCompaction(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute,
+		History: core.HistoryRetention{Revisions: 20, Interval: 20 * time.Millisecond}})
+	c := dial(t, srv, client.Config{})
+	writer := dial(t, srv, client.Config{})
+	ctx, cancel := context.WithCancel(stepCtx(t))
+	defer cancel()
+	updates := c.ListWatch(ctx, "/u/")
+	state := make(map[string]string)
+	var relists int
+	readOne := func() uint64 {
+		t.Helper()
+		select {
+		case u := <-updates:
+			if u.Err != nil {
+				t.Fatalf("ListWatch ended: %v", u.Err)
+			}
+			if u.Relisted {
+				relists++
+			}
+			applyUpdate(state, u)
+			return u.Revision
+		case <-time.After(20 * time.Second):
+			t.Fatal("no update within 20 s")
+		}
+		return 0
+	}
+	readOne()
+	// 400 values of 32 KiB, 12.5 MiB, which the reader does not read
+	// meanwhile: more than its watch's stream holds, so that the server's
+	// watcher waits, and the history is compacted past it.
+	pad := strings.Repeat("x", 32<<10)
+	for i := range 400 {
+		mustPut(t, writer, fmt.Sprintf("/u/%d", i%30), fmt.Sprint(i)+pad)
+	}
+	want, rev := truth(t, writer, "/u/")
+	for seen := uint64(0); seen < rev; {
+		seen = readOne()
+	}
+	if len(state) != len(want) {
+		t.Fatalf("state of %d keys, the listing %d", len(state), len(want))
+	}
+	for k, v := range want {
+		if state[k] != v {
+			t.Fatalf("key %s: %q, the listing %q", k, state[k], v)
+		}
+	}
+	t.Logf("%d revisions, %d relistings", rev, relists)
+	if relists == 0 {
+		t.Fatal("the reader caught up without listing again: the history was not compacted past it")
+	}
+	compacted := srv.Stats().HistoryCompacted
+	if compacted == 0 {
+		t.Fatal("no compaction")
+	}
+	w := c.Watch(ctx, "/u/", client.WithPrefix(), client.FromRevision(compacted))
+	if r := next(t, w); !errors.Is(r.Err, client.ErrCompacted) || r.CompactRevision < compacted {
+		t.Fatalf("a watch from the compaction point %d: %+v", compacted, r)
 	}
 }
