@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -404,4 +406,65 @@ func BenchmarkCachedListGet(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkIdleWatches opens b.N watches of distinct keys on one session
+// and reports the memory each costs while idle (watch-bytes: the heap
+// and stacks in use of this process, which holds the server and the
+// client, over the watches), once every watch has reported its start.
+func BenchmarkIdleWatches(b *testing.B) {
+	env := benchServer(b)
+	c := dial(b, env, client.Config{})
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	inUse := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse + m.StackInuse
+	}
+	n := min(b.N, server.MaxWatchesPerSession)
+	before := inUse()
+	b.ResetTimer()
+	ws := make([]*client.Watcher, n)
+	for i := range n {
+		ws[i] = c.Watch(ctx, fmt.Sprintf("idle/%d", i), client.WithProgressNotify(-1))
+	}
+	// Each watch has begun once it answers a request for progress.
+	for _, w := range ws {
+		w.RequestProgress()
+		select {
+		case r := <-w.C:
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		case <-time.After(time.Minute):
+			b.Fatal("a watch did not start within a minute")
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(inUse()-min(before, inUse()))/float64(n), "watch-bytes")
+}
+
+// BenchmarkHistoryBytes puts b.N values of 100 bytes to 1,000 keys and
+// reports the bytes the event history holds for each event
+// (history-bytes/event: its key and value, the previous revision, and the
+// key's head).
+func BenchmarkHistoryBytes(b *testing.B) {
+	env := benchServer(b)
+	c := dial(b, env, client.Config{})
+	val := make([]byte, 100)
+	for i := 0; b.Loop(); i++ {
+		if _, err := c.Put(b.Context(), fmt.Sprintf("h/%04d", i%1000), val); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 100 {
+		if st := env.Stats(); st.HistoryEvents > 0 {
+			b.ReportMetric(float64(st.HistoryBytes)/float64(st.HistoryEvents), "history-bytes/event")
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // the leader reads its history's state every few seconds
+	}
+	b.Fatal("the history's state was never read")
 }

@@ -244,7 +244,9 @@ func handshakeIdle(idle time.Duration) time.Duration {
 func openStream(ctx context.Context, tr *quic.Transport, tlsConf *tls.Config, idle time.Duration, addr string) (*quic.Conn, *quic.Stream, error) {
 	qidle, keepAlive := quicIdle(idle)
 	hsIdle := handshakeIdle(idle)
-	qconf := &quic.Config{MaxIdleTimeout: qidle, KeepAlivePeriod: keepAlive, HandshakeIdleTimeout: hsIdle}
+	// The server opens the notice stream, and a stream for each watch.
+	qconf := &quic.Config{MaxIdleTimeout: qidle, KeepAlivePeriod: keepAlive, HandshakeIdleTimeout: hsIdle,
+		MaxIncomingUniStreams: protocol.MaxWatchesPerSession + 8}
 	if tlsConf.ServerName == "" {
 		tlsConf = tlsConf.Clone()
 		tlsConf.ServerName, _, _ = net.SplitHostPort(addr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -123,8 +124,13 @@ func WithProgressNotify(d time.Duration) WatchOption {
 type Watcher struct {
 	C <-chan WatchResponse
 
-	c     *Client
-	asked chan struct{} // RequestProgress; capacity 1
+	c  *Client
+	mu sync.Mutex // guards the fields below
+	// cn and id are the session and the id of the watch while its stream
+	// is live; asked, that RequestProgress was called while it was not.
+	cn    *conn
+	id    uint64
+	asked bool
 }
 
 // watchIDs numbers the watches of every client of the process.
@@ -153,18 +159,45 @@ func (c *Client) Watch(ctx context.Context, key string, opts ...WatchOption) *Wa
 		s.end = append([]byte(key), 0)
 	}
 	out := make(chan WatchResponse)
-	w := &Watcher{C: out, c: c, asked: make(chan struct{}, 1)}
+	w := &Watcher{C: out, c: c}
 	go w.run(ctx, s, out)
 	return w
 }
 
 // RequestProgress asks the watch to deliver its progress as soon as it has
 // delivered every change up to the server's current revision. It returns
-// at once.
+// at once; a watch between sessions asks once the next one is live.
 func (w *Watcher) RequestProgress() {
-	select {
-	case w.asked <- struct{}{}:
-	default:
+	w.mu.Lock()
+	cn, id := w.cn, w.id
+	w.asked = cn == nil
+	w.mu.Unlock()
+	if cn != nil {
+		go w.askProgress(cn, id)
+	}
+}
+
+// askProgress sends the request for progress of watch id on session cn.
+// A session that ends meanwhile makes it moot: the next one starts with
+// progress.
+func (w *Watcher) askProgress(cn *conn, id uint64) {
+	ctx, cancel := context.WithTimeout(w.c.ctx, 10*time.Second)
+	defer cancel()
+	cn.call(ctx, &protocol.WatchProgress{WatchID: id})
+}
+
+// live records that watch id's stream on session cn is live (cn not nil)
+// or not, and sends a request for progress that waited for it.
+func (w *Watcher) live(cn *conn, id uint64) {
+	w.mu.Lock()
+	w.cn, w.id = cn, id
+	asked := w.asked && cn != nil
+	if asked {
+		w.asked = false
+	}
+	w.mu.Unlock()
+	if asked {
+		go w.askProgress(cn, id)
 	}
 }
 
@@ -283,19 +316,8 @@ func (w *Watcher) once(ctx context.Context, cn *conn, s *watchSpec, from uint64,
 	defer ws.st.CancelRead(quic.StreamErrorCode(protocol.CodeClosed))
 	stop := context.AfterFunc(ctx, func() { ws.st.CancelRead(quic.StreamErrorCode(protocol.CodeCanceled)) })
 	defer stop()
-	// RequestProgress, for this session's watch.
-	asking := make(chan struct{})
-	defer close(asking)
-	go func() {
-		for {
-			select {
-			case <-w.asked:
-				cn.call(ctx, &protocol.WatchProgress{WatchID: id})
-			case <-asking:
-				return
-			}
-		}
-	}()
+	w.live(cn, id)
+	defer w.live(nil, 0)
 	var pending []WatchEvent
 	first := true
 	for {

@@ -575,3 +575,28 @@ func TestWatchUnderCompaction(t *testing.T) {
 		t.Fatalf("a watch from the compaction point %d: %+v", compacted, r)
 	}
 }
+
+// TestWatchesPerSession: a session holds MaxWatchesPerSession watches at
+// once, each on a stream of its own (the client lets the server open that
+// many), and one more is refused with ErrResourceExhausted.
+func TestWatchesPerSession(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Minute})
+	c := dial(t, srv, client.Config{})
+	ctx, cancel := context.WithCancel(stepCtx(t))
+	defer cancel()
+	ws := make([]*client.Watcher, server.MaxWatchesPerSession)
+	for i := range ws {
+		ws[i] = c.Watch(ctx, fmt.Sprintf("many/%d", i), client.WithProgressNotify(-1))
+	}
+	for i, w := range ws {
+		w.RequestProgress()
+		if r := next(t, w); r.Err != nil {
+			t.Fatalf("watch %d: %v", i, r.Err)
+		}
+	}
+	extra := c.Watch(ctx, "many/extra")
+	if r := next(t, extra); !errors.Is(r.Err, client.ErrResourceExhausted) {
+		t.Fatalf("watch %d of a session: %+v, want ErrResourceExhausted", server.MaxWatchesPerSession+1, r)
+	}
+}

@@ -20,6 +20,11 @@ const (
 	TypeWatchProgress Type = 51 // ask a watch for its progress now; reply OK
 )
 
+// MaxWatchesPerSession bounds the watches one session holds at once: the
+// server refuses one more with CodeResourceExhausted, and the client lets
+// the server open that many streams beside the notice stream.
+const MaxWatchesPerSession = 1000
+
 // Watch asks for the events of the keys in [Start, End) (an empty End: no
 // upper bound; End = Start + "\x00": the key Start alone) from revision
 // From on (0: from the revision after the current one), with each event's

@@ -24,8 +24,9 @@ import (
 
 // Bounds of watches.
 const (
-	// MaxWatchesPerSession bounds the watches one session holds at once.
-	MaxWatchesPerSession = 1000
+	// MaxWatchesPerSession bounds the watches one session holds at once
+	// (protocol.MaxWatchesPerSession).
+	MaxWatchesPerSession = protocol.MaxWatchesPerSession
 	// DefaultWatchProgress is how often an idle watch reports its
 	// progress when its client asks for no other interval.
 	DefaultWatchProgress = 10 * time.Second
@@ -182,7 +183,7 @@ func (w *watcher) run(ctx context.Context) {
 	// session's end waits for the watch.
 	abandon := context.AfterFunc(ctx, func() { st.CancelWrite(protocol.CodeClosed) })
 	defer abandon()
-	out := &watchOut{st: st, limit: ss.srv.cfg.maxFrameSize() / 2, buf: make([]byte, 0, 4096), fault: ss.srv.cfg.UnsafeWatchFault}
+	out := &watchOut{st: st, limit: ss.srv.cfg.maxFrameSize() / 2, fault: ss.srv.cfg.UnsafeWatchFault}
 	if err := out.frame(&protocol.WatchEvents{WatchID: w.id, Revision: w.next - 1}); err != nil {
 		st.CancelWrite(protocol.CodeClosed)
 		return
