@@ -238,6 +238,11 @@ func leasedTests() {
 	if name := fmt.Sprintf("leased.put.prefixwatch%d", *flagWatchers); wanted(tname(name)) {
 		leasedPrefixWatch(ctx, name, *flagWatchers) // prefix.go
 	}
+	for _, n := range []int{1, *flagWatchers} {
+		if name := fmt.Sprintf("leased.watch.events%d", n); wanted(tname(name)) {
+			leasedWatchEvents(ctx, name, n) // watch.go
+		}
+	}
 
 	// (e) lease renewals over raw sessions: Renew messages of 1 and of
 	// -renewbatch keys the session holds.

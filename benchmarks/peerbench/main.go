@@ -648,6 +648,11 @@ func etcdTests() {
 	if name := fmt.Sprintf("etcd.put.prefixwatch%d", *flagWatchers); wanted(tname(name)) {
 		etcdPrefixWatch(ctx, name, c0, *flagWatchers) // prefix.go
 	}
+	for _, n := range []int{1, *flagWatchers} {
+		if name := fmt.Sprintf("etcd.watch.events%d", n); wanted(tname(name)) {
+			etcdWatchEvents(ctx, name, c0, n) // watch.go
+		}
+	}
 
 	// (h) local cache kept current by an etcd watch; reads are a map lookup under a mutex.
 	if name := "etcd.watchcache.read"; wanted(tname(name)) {
