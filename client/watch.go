@@ -229,7 +229,14 @@ func (w *Watcher) run(ctx context.Context, s watchSpec, out chan<- WatchResponse
 		var se *ServerError
 		switch {
 		case err == nil:
-			continue // the session ended: resume on the next
+			// The session ended, or the server ended the watch for now:
+			// resume, on the next session or, in a moment, on this one.
+			select {
+			case <-cn.done:
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
 		case ctx.Err() != nil:
 			deliver(WatchResponse{Err: ctx.Err()})
 			return

@@ -217,7 +217,9 @@ func (w *watcher) run(ctx context.Context) {
 				end(protocol.CodeCompacted, ce.Compacted, ce.Error())
 				return
 			case err != nil:
-				end(codeOf(err), 0, err.Error())
+				// The store cannot be read now (a failed commit not yet
+				// settled): the client resumes the watch in a moment.
+				end(protocol.CodeUnavailable, 0, err.Error())
 				return
 			}
 			if len(p.Events) > 0 {
