@@ -296,8 +296,15 @@ func (w *Watcher) once(ctx context.Context, cn *conn, s *watchSpec, from uint64,
 	cn.watches[id] = ch
 	cn.pmu.Unlock()
 	defer func() {
+		// A stream that came after the watch stopped waiting for it is
+		// refused: its server side ends.
 		cn.pmu.Lock()
 		delete(cn.watches, id)
+		select {
+		case late := <-ch:
+			late.st.CancelRead(quic.StreamErrorCode(protocol.CodeCanceled))
+		default:
+		}
 		cn.pmu.Unlock()
 	}()
 	m, err := cn.call(ctx, &protocol.Watch{WatchID: id, Start: s.start, End: s.end, From: from, Prev: s.prev, Progress: s.progress})
@@ -391,14 +398,22 @@ func (cn *conn) acceptWatches() {
 			st.CancelRead(quic.StreamErrorCode(protocol.CodeProtocol))
 			continue
 		}
+		// Handed over under pmu, so that a watch that stops waiting
+		// (once) finds the stream in its channel, or the stream finds no
+		// watch. The channel holds the one stream of its watch.
 		cn.pmu.Lock()
-		ch := cn.watches[ev.WatchID]
-		cn.pmu.Unlock()
-		if ch == nil {
-			st.CancelRead(quic.StreamErrorCode(protocol.CodeCanceled))
-			continue
+		handed := false
+		if ch := cn.watches[ev.WatchID]; ch != nil {
+			// The first frame is the watch's start; its reader skips it.
+			select {
+			case ch <- watchStream{st: st, fr: &replayReader{first: ev, fr: fr}}:
+				handed = true
+			default: // a second stream for one watch
+			}
 		}
-		// The first frame is the watch's start; its reader skips it.
-		ch <- watchStream{st: st, fr: &replayReader{first: ev, fr: fr}}
+		cn.pmu.Unlock()
+		if !handed {
+			st.CancelRead(quic.StreamErrorCode(protocol.CodeCanceled))
+		}
 	}
 }
