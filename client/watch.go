@@ -173,17 +173,18 @@ func (w *Watcher) RequestProgress() {
 	w.asked = cn == nil
 	w.mu.Unlock()
 	if cn != nil {
-		go w.askProgress(cn, id)
+		askProgress(cn, id)
 	}
 }
 
-// askProgress sends the request for progress of watch id on session cn.
-// A session that ends meanwhile makes it moot: the next one starts with
-// progress.
-func (w *Watcher) askProgress(cn *conn, id uint64) {
-	ctx, cancel := context.WithTimeout(w.c.ctx, 10*time.Second)
-	defer cancel()
-	cn.call(ctx, &protocol.WatchProgress{WatchID: id})
+// askProgress sends the request for progress of watch id on session cn,
+// and does not wait for its reply: the progress comes on the watch's
+// stream. A session that ends meanwhile makes it moot: the next one starts
+// with progress.
+func askProgress(cn *conn, id uint64) {
+	if rid, _, err := cn.start(&protocol.WatchProgress{WatchID: id}); err == nil {
+		cn.forget(rid)
+	}
 }
 
 // live records that watch id's stream on session cn is live (cn not nil)
@@ -197,7 +198,7 @@ func (w *Watcher) live(cn *conn, id uint64) {
 	}
 	w.mu.Unlock()
 	if asked {
-		go w.askProgress(cn, id)
+		askProgress(cn, id)
 	}
 }
 
@@ -229,14 +230,7 @@ func (w *Watcher) run(ctx context.Context, s watchSpec, out chan<- WatchResponse
 		var se *ServerError
 		switch {
 		case err == nil:
-			// The session ended, or the server ended the watch for now:
-			// resume, on the next session or, in a moment, on this one.
-			select {
-			case <-cn.done:
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-			continue
+			// The session ended, or the server ended the watch for now.
 		case ctx.Err() != nil:
 			deliver(WatchResponse{Err: ctx.Err()})
 			return
@@ -247,11 +241,12 @@ func (w *Watcher) run(ctx context.Context, s watchSpec, out chan<- WatchResponse
 			deliver(WatchResponse{Err: err})
 			return
 		}
-		// Not served now: wait for the session to end, and resume.
+		// Not served now: resume, on the next session or, in a moment,
+		// on this one.
 		select {
 		case <-cn.done:
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

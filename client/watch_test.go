@@ -289,6 +289,62 @@ func applyUpdate(state map[string]string, u client.ListWatchUpdate) {
 	}
 }
 
+// listWatched is what a program that follows a ListWatch holds: its
+// updates applied, and how many were snapshots after a relisting.
+type listWatched struct {
+	updates <-chan client.ListWatchUpdate
+	state   map[string]string
+	seen    uint64 // the revision of the last update
+	read    int
+	relists int
+}
+
+func newListWatched(updates <-chan client.ListWatchUpdate) *listWatched {
+	return &listWatched{updates: updates, state: make(map[string]string)}
+}
+
+// next applies the next update, within 20 s; the first must be a
+// snapshot, and none may end the ListWatch.
+func (lw *listWatched) next(t *testing.T) client.ListWatchUpdate {
+	t.Helper()
+	select {
+	case u := <-lw.updates:
+		switch {
+		case u.Err != nil:
+			t.Fatalf("ListWatch ended: %v", u.Err)
+		case lw.read == 0 && (!u.Listed || u.Relisted):
+			t.Fatalf("first update: %+v, want a snapshot", u)
+		}
+		lw.read++
+		if u.Relisted {
+			lw.relists++
+		}
+		applyUpdate(lw.state, u)
+		lw.seen = u.Revision
+		return u
+	case <-time.After(20 * time.Second):
+		t.Fatalf("ListWatch stopped at revision %d", lw.seen)
+	}
+	return client.ListWatchUpdate{}
+}
+
+// catchUp applies updates until the ListWatch has come to revision rev,
+// and checks that it holds want then.
+func (lw *listWatched) catchUp(t *testing.T, rev uint64, want map[string]string) {
+	t.Helper()
+	for lw.seen < rev {
+		lw.next(t)
+	}
+	if len(lw.state) != len(want) {
+		t.Fatalf("ListWatch's state holds %d keys, the listing %d", len(lw.state), len(want))
+	}
+	for k, v := range want {
+		if lw.state[k] != v {
+			t.Fatalf("key %s: ListWatch has %d bytes, the listing %d", k, len(lw.state[k]), len(v))
+		}
+	}
+}
+
 // truth lists every key under prefix.
 func truth(t *testing.T, c *client.Client, prefix string) (map[string]string, uint64) {
 	t.Helper()
@@ -348,44 +404,15 @@ func TestListWatch(t *testing.T) {
 			}
 		}
 	}()
-	updates := c.ListWatch(ctx, "/lw/")
-	state := make(map[string]string)
-	first := true
-	read := func(u client.ListWatchUpdate) uint64 {
-		t.Helper()
-		if u.Err != nil {
-			t.Fatalf("ListWatch ended: %v", u.Err)
-		}
-		if first && !u.Listed {
-			t.Fatal("the first update is not a snapshot")
-		}
-		first = false
-		applyUpdate(state, u)
-		return u.Revision
-	}
-	read(<-updates)
-	time.Sleep(200 * time.Millisecond) // changes after the snapshot
+	lw := newListWatched(c.ListWatch(ctx, "/lw/"))
+	lw.next(t)
+	time.Sleep(200 * time.Millisecond) // the writer's changes after the snapshot
 	close(stop)
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
 	want, rev := truth(t, writer, "/lw/")
-	for seen := uint64(0); seen < rev; {
-		select {
-		case u := <-updates:
-			seen = read(u)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("ListWatch stopped at revision %d, before %d", seen, rev)
-		}
-	}
-	if len(state) != len(want) {
-		t.Fatalf("ListWatch's state holds %d keys, the listing %d", len(state), len(want))
-	}
-	for k, v := range want {
-		if state[k] != v {
-			t.Fatalf("key %s: ListWatch has %q, the listing %q", k, state[k], v)
-		}
-	}
+	lw.catchUp(t, rev, want)
 }
 
 // TestListWatchRelists: a ListWatch whose reader falls so far behind that
@@ -399,13 +426,8 @@ func TestListWatchRelists(t *testing.T) {
 	ctx, cancel := context.WithCancel(stepCtx(t))
 	defer cancel()
 	mustPut(t, writer, "/r/a", "0")
-	updates := c.ListWatch(ctx, "/r/")
-	state := make(map[string]string)
-	if u := <-updates; !u.Listed || u.Relisted || u.Err != nil {
-		t.Fatalf("first update: %+v, want a snapshot", u)
-	} else {
-		applyUpdate(state, u)
-	}
+	lw := newListWatched(c.ListWatch(ctx, "/r/"))
+	lw.next(t)
 	// 200 values of 64 KiB, more than the watch's stream holds while
 	// nobody reads it, and the history compacted past them.
 	val := make([]byte, 64<<10)
@@ -422,30 +444,9 @@ func TestListWatchRelists(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, rev := truth(t, writer, "/r/")
-	relisted := false
-	for seen := uint64(0); seen < rev; {
-		select {
-		case u := <-updates:
-			if u.Err != nil {
-				t.Fatalf("ListWatch ended: %v", u.Err)
-			}
-			relisted = relisted || u.Relisted
-			applyUpdate(state, u)
-			seen = u.Revision
-		case <-time.After(20 * time.Second):
-			t.Fatalf("ListWatch stopped at revision %d, before %d", seen, rev)
-		}
-	}
-	if !relisted {
+	lw.catchUp(t, rev, want)
+	if lw.relists == 0 {
 		t.Fatal("ListWatch caught up without listing again: the history was not compacted past it")
-	}
-	if len(state) != len(want) {
-		t.Fatalf("state of %d keys, the listing %d", len(state), len(want))
-	}
-	for k, v := range want {
-		if state[k] != v {
-			t.Fatalf("key %s: %d bytes, the listing %d", k, len(state[k]), len(v))
-		}
 	}
 }
 
@@ -533,27 +534,8 @@ func TestWatchUnderCompaction(t *testing.T) {
 	writer := dial(t, srv, client.Config{})
 	ctx, cancel := context.WithCancel(stepCtx(t))
 	defer cancel()
-	updates := c.ListWatch(ctx, "/u/")
-	state := make(map[string]string)
-	var relists int
-	readOne := func() uint64 {
-		t.Helper()
-		select {
-		case u := <-updates:
-			if u.Err != nil {
-				t.Fatalf("ListWatch ended: %v", u.Err)
-			}
-			if u.Relisted {
-				relists++
-			}
-			applyUpdate(state, u)
-			return u.Revision
-		case <-time.After(20 * time.Second):
-			t.Fatal("no update within 20 s")
-		}
-		return 0
-	}
-	readOne()
+	lw := newListWatched(c.ListWatch(ctx, "/u/"))
+	lw.next(t)
 	// 400 values of 32 KiB, 12.5 MiB, which the reader does not read
 	// meanwhile: more than its watch's stream holds, so that the server's
 	// watcher waits, and the history is compacted past it.
@@ -562,19 +544,9 @@ func TestWatchUnderCompaction(t *testing.T) {
 		mustPut(t, writer, fmt.Sprintf("/u/%d", i%30), fmt.Sprint(i)+pad)
 	}
 	want, rev := truth(t, writer, "/u/")
-	for seen := uint64(0); seen < rev; {
-		seen = readOne()
-	}
-	if len(state) != len(want) {
-		t.Fatalf("state of %d keys, the listing %d", len(state), len(want))
-	}
-	for k, v := range want {
-		if state[k] != v {
-			t.Fatalf("key %s: %q, the listing %q", k, state[k], v)
-		}
-	}
-	t.Logf("%d revisions, %d relistings", rev, relists)
-	if relists == 0 {
+	lw.catchUp(t, rev, want)
+	t.Logf("%d revisions, %d relistings", rev, lw.relists)
+	if lw.relists == 0 {
 		t.Fatal("the reader caught up without listing again: the history was not compacted past it")
 	}
 	compacted := srv.Stats().HistoryCompacted

@@ -91,17 +91,14 @@ func (p *Proxy) Cut() {
 	p.cut = true
 	conns := p.takeConns()
 	p.stats.Dropped += len(conns)
-	held := p.replies
-	p.replies = nil
+	held := p.takeReplies()
 	p.mu.Unlock()
 	for _, l := range conns {
 		l.close()
 	}
 	// Only now: a held reply must not slip through before its connection
 	// is closed.
-	if held != nil {
-		close(held)
-	}
+	release(held)
 }
 
 // Heal undoes Cut: new connections are forwarded again. The connections
@@ -109,8 +106,9 @@ func (p *Proxy) Cut() {
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.cut = false
-	p.releaseReplies()
+	held := p.takeReplies()
 	p.mu.Unlock()
+	release(held)
 }
 
 // HoldReplies makes the proxy forward what the dialler sends but hold back
@@ -126,11 +124,19 @@ func (p *Proxy) HoldReplies() {
 	p.mu.Unlock()
 }
 
-// releaseReplies ends HoldReplies. The caller holds p.mu.
-func (p *Proxy) releaseReplies() {
-	if p.replies != nil {
-		close(p.replies)
-		p.replies = nil
+// takeReplies ends HoldReplies and returns the channel to close, which
+// lets the held replies go (release), nil if none were held. The caller
+// holds p.mu.
+func (p *Proxy) takeReplies() chan struct{} {
+	held := p.replies
+	p.replies = nil
+	return held
+}
+
+// release lets the replies held on held go, if any.
+func release(held chan struct{}) {
+	if held != nil {
+		close(held)
 	}
 }
 
@@ -170,16 +176,13 @@ func (p *Proxy) Close() error {
 	}
 	p.closed = true
 	conns := p.takeConns()
-	held := p.replies
-	p.replies = nil
+	held := p.takeReplies()
 	p.mu.Unlock()
 	err := p.ln.Close()
 	for _, l := range conns {
 		l.close()
 	}
-	if held != nil {
-		close(held)
-	}
+	release(held)
 	p.wg.Wait()
 	return err
 }
