@@ -2,10 +2,9 @@ package client_test
 
 // Linearizability of a cluster whose leader inherits writes (DESIGN §13,
 // "Inherited keys" and "Writes of unknown outcome"), in the harness of
-// lincheck_cluster_test.go. The leader's peers go silent to it while the
-// workers write, and then it is cut off from them (muteThenCut), so that
-// writes it appended are committed by the next leader, and its own
-// commits fail with an unknown outcome; then, inside
+// lincheck_cluster_test.go. The leader is cut off from its peers while the
+// workers write, so that writes it appended may be committed by the next
+// leader, and its own commits fail with an unknown outcome; then, inside
 // the old leader's horizon, the next leader is replaced by a node that
 // knows of those writes only from its database:
 //
@@ -81,7 +80,7 @@ func cutRestart(t *testing.T, cs clusterScenario, rng *rand.Rand, c *proccluster
 	others := c.Others(lead.Name)
 	faults["leader-cuts"]++
 	cut := time.Now()
-	muteThenCut(c, lead, rng, wait)
+	c.CutOff(lead.Name)
 	c.Leader(others...)
 	for _, nd := range others {
 		c.Kill(nd.Name)
@@ -107,7 +106,7 @@ func cutSnapshot(t *testing.T, cs clusterScenario, rng *rand.Rand, c *proccluste
 	fill(t, c, lead)
 	faults["leader-cuts"]++
 	cut := time.Now()
-	muteThenCut(c, lead, rng, wait)
+	c.CutOff(lead.Name)
 	next := c.Leader(c.Others(lead.Name, lag.Name)...)
 	// Its first entries, the leader and the holds, make it snapshot and
 	// drop the log before them (holdScenarios' flags).
@@ -123,16 +122,6 @@ func cutSnapshot(t *testing.T, cs clusterScenario, rng *rand.Rand, c *proccluste
 	}
 	wait(cs.term)
 	c.Heal(lead.Name)
-}
-
-// muteThenCut mutes the leader's peers for 100–300 ms (Cluster.Mute) and
-// then cuts it off: the entries it appends meanwhile reach the followers,
-// but it never hears that they did, so the writes it takes for failed are
-// committed by the next leader, which inherits them.
-func muteThenCut(c *proccluster.Cluster, lead *proccluster.Node, rng *rand.Rand, wait func(time.Duration) bool) {
-	c.Mute(lead.Name)
-	wait(time.Duration(100+rng.IntN(200)) * time.Millisecond)
-	c.CutOff(lead.Name)
 }
 
 // noteHolds logs whether lead, which took the lead after its node

@@ -17,23 +17,19 @@ import (
 // Proxy forwards the connections it accepts on 127.0.0.1 to one target
 // address, byte for byte in both directions. Cut drops every connection and
 // refuses new ones until Heal; Delay holds back the data of new and open
-// connections; HoldReplies holds back what the target sends until Heal or
-// Cut. All methods are safe for concurrent use. Close stops the
+// connections. All methods are safe for concurrent use. Close stops the
 // proxy and returns after every goroutine it started has ended.
 type Proxy struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup // the accept loop and every connection's pumps
 
-	mu    sync.Mutex // guards the fields below
-	conns map[*link]struct{}
-	cut   bool
-	delay time.Duration
-	// replies, while HoldReplies lasts, is closed when it ends: the
-	// pumps from the target wait for it before they write. Nil: no hold.
-	replies chan struct{}
-	closed  bool
-	stats   Stats
+	mu     sync.Mutex // guards the fields below
+	conns  map[*link]struct{}
+	cut    bool
+	delay  time.Duration
+	closed bool
+	stats  Stats
 }
 
 // Stats counts what a Proxy did, for tests that check that traffic went
@@ -91,14 +87,10 @@ func (p *Proxy) Cut() {
 	p.cut = true
 	conns := p.takeConns()
 	p.stats.Dropped += len(conns)
-	held := p.takeReplies()
 	p.mu.Unlock()
 	for _, l := range conns {
 		l.close()
 	}
-	// Only now: a held reply must not slip through before its connection
-	// is closed.
-	release(held)
 }
 
 // Heal undoes Cut: new connections are forwarded again. The connections
@@ -106,38 +98,7 @@ func (p *Proxy) Cut() {
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.cut = false
-	held := p.takeReplies()
 	p.mu.Unlock()
-	release(held)
-}
-
-// HoldReplies makes the proxy forward what the dialler sends but hold back
-// what the target sends on every connection, open or new, until Heal or
-// Cut: a link whose one direction went silent. Between raft peers, the
-// follower behind the proxy receives and stores the leader's entries,
-// and the leader never hears that it did.
-func (p *Proxy) HoldReplies() {
-	p.mu.Lock()
-	if p.replies == nil {
-		p.replies = make(chan struct{})
-	}
-	p.mu.Unlock()
-}
-
-// takeReplies ends HoldReplies and returns the channel to close, which
-// lets the held replies go (release), nil if none were held. The caller
-// holds p.mu.
-func (p *Proxy) takeReplies() chan struct{} {
-	held := p.replies
-	p.replies = nil
-	return held
-}
-
-// release lets the replies held on held go, if any.
-func release(held chan struct{}) {
-	if held != nil {
-		close(held)
-	}
 }
 
 // IsCut reports whether the proxy is cut.
@@ -176,13 +137,11 @@ func (p *Proxy) Close() error {
 	}
 	p.closed = true
 	conns := p.takeConns()
-	held := p.takeReplies()
 	p.mu.Unlock()
 	err := p.ln.Close()
 	for _, l := range conns {
 		l.close()
 	}
-	release(held)
 	p.wg.Wait()
 	return err
 }
@@ -259,30 +218,26 @@ func (p *Proxy) forward(in net.Conn) {
 
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go func() { defer pumps.Done(); p.pump(out, in, false); l.close() }()
-	go func() { defer pumps.Done(); p.pump(in, out, true); l.close() }()
+	go func() { defer pumps.Done(); p.pump(out, in); l.close() }()
+	go func() { defer pumps.Done(); p.pump(in, out); l.close() }()
 	pumps.Wait()
 	p.mu.Lock()
 	delete(p.conns, l)
 	p.mu.Unlock()
 }
 
-// pump copies from src to dst, each chunk after the proxy's delay, and,
-// for the target's side (reply), after HoldReplies ends, until either
-// fails.
-func (p *Proxy) pump(dst io.Writer, src io.Reader, reply bool) {
+// pump copies from src to dst, each chunk after the proxy's delay, until
+// either fails.
+func (p *Proxy) pump(dst io.Writer, src io.Reader) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			d, held := p.delay, p.replies
+			d := p.delay
 			p.mu.Unlock()
 			if d > 0 {
 				time.Sleep(d)
-			}
-			if reply && held != nil {
-				<-held
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

@@ -406,22 +406,6 @@ func (c *Cluster) CutOff(name string) {
 	}
 }
 
-// Mute makes node name's peers go silent to it: what it sends them on the
-// connections it dials (a leader's appends and heartbeats) still reaches
-// them, but their answers are held back, until CutOff or Heal. A leader
-// muted so appends entries that its followers store, and never learns
-// that they did: a write it took for failed may be committed by the next
-// leader.
-func (c *Cluster) Mute(name string) {
-	c.t.Helper()
-	c.Node(name)
-	for k, p := range c.proxies {
-		if k[0] == name {
-			p.HoldReplies()
-		}
-	}
-}
-
 // Heal undoes CutOff: node name reaches its peers again, and they it.
 func (c *Cluster) Heal(name string) {
 	c.t.Helper()
