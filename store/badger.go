@@ -227,7 +227,10 @@ func (b *Badger) TTLLease(id uint64) (l TTLLease, keys []string, ok bool, err er
 		if l, ok, err = getTTLLease(tx, id); err != nil || !ok {
 			return err
 		}
-		keys, err = ttlKeys(tx, id)
+		if keys, err = ttlKeys(tx, id); err != nil {
+			return err
+		}
+		l.Locks, err = boundLocks(tx, id)
 		return err
 	})
 	return l, keys, ok, err

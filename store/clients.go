@@ -42,6 +42,7 @@ const (
 	deletedNothing         // a delete that found no key (Result.Unchanged): version is the key's
 	txnThen                // a transaction that applied its Then branch: version is its revision
 	txnElse                // one that applied its Else branch
+	failFenced             // its guard failed (ErrFenced): version is the lock's token, 0 if not held
 	failures               // the number of flags
 )
 
@@ -56,6 +57,8 @@ func failureOf(err error) failure {
 		return failLeaseFull
 	case errors.Is(err, ErrInvalidCommand):
 		return failInvalid
+	case errors.Is(err, ErrFenced):
+		return failFenced
 	}
 	return failMismatch
 }
@@ -75,6 +78,12 @@ func (f failure) err(c Command, version uint64) error {
 			return leaseFull(version)
 		}
 		return leaseFull(c.Lease)
+	case failFenced:
+		g := c.Guard
+		if g == nil {
+			g = &Guard{}
+		}
+		return fenced(g, version, version != 0)
 	case failInvalid:
 		if c.Op == OpTxn {
 			return c.Txn.invalid()

@@ -23,7 +23,10 @@ const (
 	OpCAS
 	// OpGrantWriteLease issues the next fencing token and records the write
 	// lease of Session on Key with Term, and the identity of the session's
-	// client, Client (0: none), replacing the key's earlier one.
+	// client, Client (0: none), replacing the key's earlier one. With a
+	// Lease, the write lease is bound to that TTL lease (lock.go), and
+	// ends with it; a Lease that does not exist is ErrLeaseNotFound, one
+	// that binds MaxTTLLocks locks ErrLeaseFull, and nothing changes.
 	OpGrantWriteLease
 	// OpEndWriteLease ends the write lease on Key if its token is Token: a
 	// release, a graceful close, or its expiry. Otherwise it changes
@@ -73,6 +76,9 @@ const (
 	// acted on the keys it read at generation Expect (invalidated their
 	// readers) thus never deletes a key attached since. Expect 0 revokes
 	// whatever is attached.
+	//
+	// It also ends the write leases bound to the lease (Result.Locks),
+	// whether or not keys are attached to it.
 	OpRevokeTTL
 	// OpCheckpointTTL records the remaining TTL of each lease of
 	// Checkpoints, and clears its KeptAlive, so that the next leader
@@ -237,6 +243,10 @@ type Command struct {
 	Through uint64 `msgpack:",omitempty"`
 	// Txn is the transaction of an OpTxn.
 	Txn *Txn `msgpack:",omitempty"`
+	// Guard, on an OpPut, OpDelete, OpCAS or OpTxn, makes it apply only
+	// if the lock it names is held with its token (lock.go); else the
+	// outcome is ErrFenced, and nothing changes.
+	Guard *Guard `msgpack:",omitempty"`
 	// Expired says that an OpRevokeTTL revokes a lease that expired: the
 	// events of its keys are EventExpire, not EventDelete.
 	Expired bool `msgpack:",omitempty"`
@@ -376,7 +386,8 @@ type Result struct {
 	// Token is the fencing token OpGrantWriteLease issued.
 	Token uint64
 	// Err is ErrVersionMismatch for a compare-and-swap that did not match,
-	// and ErrAnswered for a stale copy of a client's write. It is part of
+	// ErrFenced for a write whose Guard failed, and ErrAnswered for a
+	// stale copy of a client's write. It is part of
 	// the command's deterministic outcome, not a failure of the store.
 	Err error
 	// Duplicate says that the write was applied before, under the same
@@ -386,8 +397,10 @@ type Result struct {
 	// Lease is the id of the TTL lease that OpGrantTTL granted (also for
 	// a Duplicate).
 	Lease uint64
-	// Keys are the keys that OpRevokeTTL deleted, sorted.
-	Keys []string
+	// Keys are the keys that OpRevokeTTL deleted, sorted, and Locks the
+	// write leases it ended, by key.
+	Keys  []string
+	Locks []BoundLock
 	// More says that OpCollectTombstones stopped at its bounds with
 	// tombstones of its revision left to collect.
 	More bool

@@ -87,26 +87,9 @@ func execCommand(tx txn, ct *counters, c Command) (Result, error) {
 		}
 		return execWrite(tx, ct, c)
 	case OpGrantWriteLease:
-		ct.fence++
-		wl := WriteLease{Key: string(c.Key), Token: ct.fence, Session: c.Session, Term: c.Term, Client: c.Client}
-		if err := tx.set(prefixed(wleasPrefix, c.Key), encodeWriteLease(wl)); err != nil {
-			return Result{}, err
-		}
-		return Result{Token: ct.fence}, nil
+		return grantWriteLease(tx, ct, c)
 	case OpEndWriteLease:
-		wk := prefixed(wleasPrefix, c.Key)
-		b, ok, err := tx.get(wk)
-		if err != nil || !ok {
-			return Result{}, err
-		}
-		wl, err := decodeWriteLease(c.Key, b)
-		if err != nil {
-			return Result{}, err
-		}
-		if wl.Token == c.Token {
-			return Result{}, tx.del(wk)
-		}
-		return Result{}, nil
+		return endWriteLease(tx, c)
 	case OpSetHorizon:
 		if err := tx.del(metaHandoff); err != nil {
 			return Result{}, err
@@ -154,6 +137,9 @@ func execCommand(tx txn, ct *counters, c Command) (Result, error) {
 // execWrite applies the write c (OpPut, OpDelete or OpCAS), and attaches
 // its key to c.Lease, or detaches it.
 func execWrite(tx txn, ct *counters, c Command) (Result, error) {
+	if r, err := checkGuard(tx, c.Guard); err != nil || r.Err != nil {
+		return r, err
+	}
 	lease := c.Lease
 	if c.Op == OpDelete {
 		lease = 0
@@ -555,22 +541,35 @@ func decodeRecord(b []byte) (Record, error) {
 }
 
 // encodeWriteLease lays a write lease out as its token, session and term,
-// 8 bytes each, then its client, 8 bytes, if it has one. A lease without a
-// client has the layout of the records written before leases had one.
+// 8 bytes each, then its client, 8 bytes, if it has one or is bound to a
+// TTL lease, and then that lease's id, 8 bytes, if it is bound. A lease
+// without a client nor a TTL lease has the layout of the records written
+// before leases had one.
 func encodeWriteLease(wl WriteLease) []byte {
-	b := make([]byte, 0, 32)
+	b := make([]byte, 0, 40)
 	b = binary.BigEndian.AppendUint64(b, wl.Token)
 	b = binary.BigEndian.AppendUint64(b, wl.Session)
 	b = binary.BigEndian.AppendUint64(b, uint64(wl.Term))
-	if wl.Client != 0 {
+	if wl.Client != 0 || wl.Lease != 0 {
 		b = binary.BigEndian.AppendUint64(b, wl.Client)
+	}
+	if wl.Lease != 0 {
+		b = binary.BigEndian.AppendUint64(b, wl.Lease)
 	}
 	return b
 }
 
 func decodeWriteLease(key, b []byte) (WriteLease, error) {
-	if len(b) != 24 && len(b) != 32 {
+	if len(b) != 24 && len(b) != 32 && len(b) != 40 {
 		return WriteLease{}, fmt.Errorf("corrupt write lease of %d bytes on %q", len(b), key)
+	}
+	if len(b) == 40 {
+		wl, err := decodeWriteLease(key, b[:24])
+		wl.Client, wl.Lease = binary.BigEndian.Uint64(b[24:]), binary.BigEndian.Uint64(b[32:])
+		if err == nil && wl.Lease == 0 {
+			err = fmt.Errorf("corrupt write lease on %q: TTL lease 0 written out", key)
+		}
+		return wl, err
 	}
 	wl := WriteLease{
 		Key:     string(key),

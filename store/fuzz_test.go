@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -84,7 +85,7 @@ func FuzzRecords(f *testing.F) {
 // grant writes, does not.
 func TestTTLLeaseDecode(t *testing.T) {
 	big := TTLLease{ID: 9, TTL: time.Minute, Remaining: time.Second, Keys: 2 * MaxTTLKeys, KeyBytes: 2 * MaxTTLKeyBytes, Gen: 5}
-	if l, err := decodeTTLLease(9, encodeTTLLease(big)); err != nil || l != big {
+	if l, err := decodeTTLLease(9, encodeTTLLease(big)); err != nil || !reflect.DeepEqual(l, big) {
 		t.Errorf("lease above the limits decodes to %+v, %v; want %+v", l, err, big)
 	}
 	big.Gen = 0
@@ -110,7 +111,7 @@ func TestTTLLeaseOwnerDecode(t *testing.T) {
 	}
 	want := TTLLease{ID: 9, TTL: time.Minute, Remaining: 20 * time.Second, Keys: 2, KeyBytes: 7, Gen: 3, KeptAlive: true}
 	l, err := decodeTTLLease(9, old)
-	if err != nil || l != want {
+	if err != nil || !reflect.DeepEqual(l, want) {
 		t.Fatalf("old record decodes to %+v, %v; want %+v", l, err, want)
 	}
 	if b := encodeTTLLease(l); !bytes.Equal(b, old) {
@@ -118,7 +119,7 @@ func TestTTLLeaseOwnerDecode(t *testing.T) {
 	}
 	want.Owner = 0xfeed
 	b := encodeTTLLease(want)
-	if l, err := decodeTTLLease(9, b); err != nil || l != want {
+	if l, err := decodeTTLLease(9, b); err != nil || !reflect.DeepEqual(l, want) {
 		t.Errorf("owned lease decodes to %+v, %v; want %+v", l, err, want)
 	}
 	if l, err := decodeTTLLease(9, append(old, make([]byte, 8)...)); err == nil {

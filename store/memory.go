@@ -175,6 +175,10 @@ func (m *Memory) TTLLease(id uint64) (TTLLease, []string, bool, error) {
 		return l, nil, ok, err
 	}
 	keys, err := ttlKeys(tx, id)
+	if err != nil {
+		return l, nil, true, err
+	}
+	l.Locks, err = boundLocks(tx, id)
 	return l, keys, true, err
 }
 

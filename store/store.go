@@ -53,6 +53,9 @@ type TTLLease struct {
 	// its other requests on the lease to. 0: none, for a lease granted
 	// without an identity or before leases recorded one.
 	Owner uint64
+	// Locks are the write leases bound to it (DESIGN §5.1), by key, which
+	// its revocation ends. Store.TTLLease fills it; TTLLeases does not.
+	Locks []BoundLock
 }
 
 // Record is the committed state of one key. A missing key has Version 0,
@@ -119,6 +122,9 @@ type WriteLease struct {
 	// is gone; 0 if it gave none, or if the lease was recorded before
 	// leases kept it: then no other session may.
 	Client uint64
+	// Lease is the TTL lease the write lease is bound to (DESIGN §5.1):
+	// it has no term, and ends with that lease. 0: none.
+	Lease uint64
 }
 
 // State is what a store holds besides the values: its counters, the lease

@@ -626,7 +626,7 @@ func wantSameState(t *testing.T, got, want store.State) {
 
 func TestContract(t *testing.T) {
 	for _, im := range impls {
-		for _, c := range slices.Concat(contract, onceContract, handoffContract, ttlContract, rangeContract) {
+		for _, c := range slices.Concat(contract, onceContract, handoffContract, ttlContract, rangeContract, lockContract) {
 			t.Run(im.name+"/"+c.name, func(t *testing.T) { c.run(t, im.open(t)) })
 		}
 	}

@@ -270,8 +270,8 @@ func updateTTL(tx txn, id uint64, fn func(*TTLLease)) error {
 		return err
 	}
 	was := l
-	if fn(&l); l == was {
-		return nil
+	if fn(&l); l.Remaining == was.Remaining && l.KeptAlive == was.KeptAlive {
+		return nil // what fn may change (a checkpoint, a mark) is as it was
 	}
 	return tx.set(ttlKey(id), encodeTTLLease(l))
 }
@@ -320,14 +320,18 @@ func revokeTTL(tx txn, ct *counters, id, expect uint64, expired bool) (Result, e
 			}
 		}
 	}
+	locks, err := endBoundLocks(tx, id)
+	if err != nil {
+		return Result{}, err
+	}
 	if err := tx.del(ttlKey(id)); err != nil {
 		return Result{}, err
 	}
 	if len(keys) == 0 {
-		return Result{}, nil
+		return Result{Locks: locks}, nil
 	}
 	ct.rev++
-	return Result{Version: ct.rev, Keys: keys}, nil
+	return Result{Version: ct.rev, Keys: keys, Locks: locks}, nil
 }
 
 // errStopScan ends a scan early; it is no failure.

@@ -55,7 +55,7 @@ func wantTTL(t *testing.T, s store.Store, want store.TTLLease, keys ...string) {
 	if want.Gen == 0 {
 		want.Gen = l.Gen
 	}
-	if l != want || !slices.Equal(ks, keys) {
+	if !reflect.DeepEqual(l, want) || !slices.Equal(ks, keys) {
 		t.Errorf("TTLLease(%d) = %+v, keys %q\nwant           %+v, keys %q", want.ID, l, ks, want, keys)
 	}
 }
@@ -433,7 +433,7 @@ var ttlContract = []struct {
 			if l.ID == 3 {
 				want.Keys, want.KeyBytes, want.Gen = 1, 1, 2
 			}
-			if l != want && l.ID <= n {
+			if !reflect.DeepEqual(l, want) && l.ID <= n {
 				t.Errorf("listed %+v, want %+v", l, want)
 			}
 			ids = append(ids, l.ID)

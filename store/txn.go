@@ -190,6 +190,9 @@ func execTxn(tx txn, ct *counters, c Command) (Result, error) {
 	if err := t.invalid(); err != nil {
 		return Result{Err: err}, nil
 	}
+	if r, err := checkGuard(tx, c.Guard); err != nil || r.Err != nil {
+		return r, err
+	}
 	succeeded := true
 	for _, cmp := range t.If {
 		rec, err := getRecord(tx, prefixed(dataPrefix, cmp.Key))
