@@ -35,6 +35,10 @@ var (
 	// (WatchResponse.CompactRevision names the compaction point). List
 	// again, and watch from the listing's revision + 1 (ListWatch does).
 	ErrCompacted = errors.New("leased: required revision has been compacted")
+	// ErrLocked: an acquisition that would not wait (AcquireTry, or
+	// Mutex.TryLock) found the key held by another client, or others
+	// waiting for it.
+	ErrLocked = errors.New("leased: locked")
 )
 
 // codeErrors maps wire codes to sentinels: the one table of the client.
@@ -52,6 +56,7 @@ var codeErrors = map[protocol.Code]error{
 	protocol.CodeInternal:          ErrInternal,
 	protocol.CodeCanceled:          ErrCanceled,
 	protocol.CodeCompacted:         ErrCompacted,
+	protocol.CodeLocked:            ErrLocked,
 	// CodeNotLeader: the node does not lead its cluster. The client
 	// follows the leader itself: Dial and every reconnection find the
 	// node that leads among the endpoints given and those learned from the

@@ -177,6 +177,8 @@ func (c *Client) endSubLocked(sub *keepAliveSub) {
 	kl.subs = slices.DeleteFunc(kl.subs, func(s *keepAliveSub) bool { return s == sub })
 	if len(kl.subs) == 0 && c.kept[kl.id] == kl {
 		delete(c.kept, kl.id)
+		// Its locks can no longer be vouched for (AcquireUnder).
+		go c.loseBound(kl.id) // not under kmu: it takes wmu
 	}
 }
 

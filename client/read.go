@@ -252,6 +252,8 @@ func checkKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
+	case isLockRecord(key) && len(key) <= protocol.MaxKeySize+len(protocol.LockRecordPrefix):
+		return nil // the record of a lock on a key of at most MaxKeySize bytes (Client.Lock)
 	case len(key) > protocol.MaxKeySize:
 		return fmt.Errorf("%w: key of %d bytes, limit %d", ErrTooLarge, len(key), protocol.MaxKeySize)
 	}

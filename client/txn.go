@@ -116,6 +116,7 @@ type Txn struct {
 	ctx       context.Context
 	ifs       []Compare
 	then, els []TxnOp
+	guard     *protocol.Guard
 	sent      bool
 }
 
@@ -143,6 +144,14 @@ func (t *Txn) If(cmps ...Compare) *Txn { t.ifs = append(t.ifs, cmps...); return 
 // Then adds ops to apply if every compare holds.
 func (t *Txn) Then(ops ...TxnOp) *Txn { t.then = append(t.then, ops...); return t }
 
+// Guard makes the whole transaction apply only if the write lease on lock
+// is held with token when it commits; otherwise Commit fails with
+// ErrFenced and nothing changes (WithGuard).
+func (t *Txn) Guard(lock string, token uint64) *Txn {
+	t.guard = &protocol.Guard{Key: []byte(lock), Token: token}
+	return t
+}
+
 // Else adds ops to apply if a compare does not hold.
 func (t *Txn) Else(ops ...TxnOp) *Txn { t.els = append(t.els, ops...); return t }
 
@@ -155,7 +164,10 @@ func (t *Txn) Commit() (TxnResult, error) {
 		return TxnResult{}, fmt.Errorf("%w: a transaction is committed once; start another with Client.Txn", ErrInvalidArgument)
 	}
 	t.sent = true
-	req := &protocol.Txn{If: make([]protocol.Compare, len(t.ifs))}
+	if err := (&writeOptions{guard: t.guard}).checkGuard(); err != nil {
+		return TxnResult{}, err
+	}
+	req := &protocol.Txn{If: make([]protocol.Compare, len(t.ifs)), Guard: t.guard}
 	for i, cmp := range t.ifs {
 		if err := checkKey(cmp.key); err != nil {
 			return TxnResult{}, fmt.Errorf("compare %d: %w", i, err)

@@ -43,6 +43,33 @@ type writeOptions struct {
 	// (WithLease).
 	lease     LeaseID
 	withLease bool
+	// guard is the lock the write commits under (WithGuard), or nil.
+	guard *protocol.Guard
+}
+
+// WithGuard makes a write commit only if the write lease on lock is held
+// with token when it commits (a lock's Token, Mutex.Token): once the lock
+// has ended, or was granted again since, the write fails with ErrFenced and
+// changes nothing. It fences a key that the lock's holder does not hold,
+// as a lock fences the resource it guards (DESIGN §5.1). In a
+// transaction, the guard of its ops' options does not apply: give the
+// transaction's (Txn.Guard).
+func WithGuard(lock string, token uint64) WriteOption {
+	return func(o *writeOptions) { o.guard = &protocol.Guard{Key: []byte(lock), Token: token} }
+}
+
+// checkGuard checks a write's guard.
+func (o *writeOptions) checkGuard() error {
+	if o.guard == nil {
+		return nil
+	}
+	if err := checkKey(string(o.guard.Key)); err != nil {
+		return fmt.Errorf("guard: %w", err)
+	}
+	if o.guard.Token == 0 {
+		return fmt.Errorf("%w: guard with token 0, which no lock is held with", ErrInvalidArgument)
+	}
+	return nil
 }
 
 // Result makes a write fill r with the server's report when it commits.
@@ -137,8 +164,11 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 	if err := o.checkLease(op); err != nil {
 		return 0, false, err
 	}
+	if err := o.checkGuard(); err != nil {
+		return 0, false, err
+	}
 	value = append([]byte(nil), value...)
-	req := &protocol.Write{Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token, Lease: uint64(o.lease)}
+	req := &protocol.Write{Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token, Lease: uint64(o.lease), Guard: o.guard}
 	check := func(h *protocol.HelloReply) error {
 		if max := h.MaxValueSize; max > 0 && len(value) > max {
 			return fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), max)

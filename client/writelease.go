@@ -24,6 +24,7 @@ type WriteLease struct {
 	key   string
 	token uint64
 	term  time.Duration
+	lease LeaseID // the TTL lease it is bound to (AcquireUnder); 0: none
 
 	mu       sync.Mutex // guards deadline, lost and writes; after Client.wmu, a leaf
 	deadline time.Time
@@ -34,16 +35,25 @@ type WriteLease struct {
 
 // AcquireWriteLease acquires the write lease on key. It waits until every
 // read lease on the key has been dropped or has run out, and until another
-// holder of the write lease has released it or its lease has run out.
-func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease, error) {
+// holder of the write lease has released it or its lease has run out,
+// recalling it; opts change that (AcquireWait, AcquireTry), or bind the
+// lease to a TTL lease (AcquireUnder).
+func (c *Client) AcquireWriteLease(ctx context.Context, key string, opts ...AcquireOption) (*WriteLease, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
+	}
+	if isLockRecord(key) {
+		return nil, fmt.Errorf("%w: %q is a lock's record, which is read-only", ErrInvalidArgument, key)
+	}
+	var o acquireOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	cn, err := c.conn()
 	if err != nil {
 		return nil, err
 	}
-	req := &protocol.Acquire{Key: []byte(key)}
+	req := &protocol.Acquire{Key: []byte(key), Mode: o.mode, Lease: uint64(o.lease)}
 	if dl, ok := ctx.Deadline(); ok {
 		if req.Timeout = time.Until(dl); req.Timeout <= 0 {
 			return nil, fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)
@@ -81,7 +91,10 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string) (*WriteLease
 		}
 		return nil, err
 	}
-	wl := &WriteLease{c: c, key: key, token: r.Token, term: r.Term, deadline: sent.Add(r.Term), done: make(chan struct{})}
+	wl := &WriteLease{c: c, key: key, token: r.Token, term: r.Term, lease: o.lease, deadline: sent.Add(r.Term), done: make(chan struct{})}
+	if o.lease != 0 {
+		wl.deadline = never // it lives as long as its TTL lease (Valid)
+	}
 	if old := c.wleases[key]; old != nil {
 		old.markLost()
 	}
@@ -107,8 +120,12 @@ func (wl *WriteLease) Key() string { return wl.key }
 func (wl *WriteLease) Token() uint64 { return wl.token }
 
 // Term returns the lease's term as granted; the client renews it in the
-// background.
+// background. A lease bound to a TTL lease (AcquireUnder) has none: 0.
 func (wl *WriteLease) Term() time.Duration { return wl.term }
+
+// Lease returns the TTL lease the write lease is bound to (AcquireUnder),
+// 0 if none.
+func (wl *WriteLease) Lease() LeaseID { return wl.lease }
 
 // Done returns a channel that is closed when the lease is released,
 // recalled or lost.
@@ -117,9 +134,17 @@ func (wl *WriteLease) Done() <-chan struct{} { return wl.done }
 // Valid reports whether the lease is held and has not run out on the
 // client's clock. A suspend of the machine, which that clock does not
 // count, loses every lease the client holds (DESIGN §8): Valid checks for
-// one first.
+// one first. A lease bound to a TTL lease (AcquireUnder) is valid while
+// this client keeps that lease alive (NewSession, KeepAlive), until a
+// tenth of its TTL before it could run out: the send of its last answered
+// keep-alive plus its TTL.
 func (wl *WriteLease) Valid() bool {
 	now := wl.c.checkedNow()
+	if wl.lease != 0 {
+		if d, ok := wl.c.keptDeadline(wl.lease); !ok || !now.Before(d) {
+			return false
+		}
+	}
 	wl.mu.Lock()
 	defer wl.mu.Unlock()
 	return !wl.lost && now.Before(wl.deadline)

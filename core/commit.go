@@ -24,6 +24,9 @@ type job struct {
 	// marks, a mark's, is the keep-alive waiting for it.
 	ttl   *store.Command
 	marks *markBatch
+	// step is the op on the lock record of a grant or an end (lock.go),
+	// once the lease table has it; done with the job.
+	step *leasetable.Op
 }
 
 // command returns the store command that carries out j.
@@ -37,9 +40,9 @@ func (c *Core) command(j job) store.Command {
 	case r == nil:
 		return store.Command{Op: store.OpEndWriteLease, Key: []byte(j.end.Key), Token: j.end.Token}
 	case r.acquires():
-		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Client: r.holder, Term: c.cfg.WriteTermFor(string(r.Key))}
+		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Client: r.holder, Term: c.cfg.WriteTermFor(string(r.Key)), Lease: r.Lease}
 	case r.Op == store.OpTxn:
-		cmd := store.Command{Op: store.OpTxn, Txn: r.Txn}
+		cmd := store.Command{Op: store.OpTxn, Txn: r.Txn, Guard: r.Guard}
 		if r.Client != 0 {
 			cmd.Client, cmd.Request, cmd.Acked, cmd.At = r.Client, r.ID, r.Acked, c.clock.Now()
 		}
@@ -51,7 +54,7 @@ func (c *Core) command(j job) store.Command {
 		}
 		return cmd
 	}
-	cmd := store.Command{Op: r.Op, Key: r.Key, Value: r.Value, Expect: r.Expect, Lease: r.Lease}
+	cmd := store.Command{Op: r.Op, Key: r.Key, Value: r.Value, Expect: r.Expect, Lease: r.Lease, Guard: r.Guard}
 	if r.Client != 0 {
 		cmd.Client, cmd.Request, cmd.Acked, cmd.At = r.Client, r.ID, r.Acked, c.clock.Now()
 	}
@@ -94,6 +97,9 @@ func (c *Core) commitLoop() {
 func (c *Core) commit(batch []job) {
 	defer c.queue.done(len(batch))
 	if batch = c.admit(batch); len(batch) == 0 {
+		return
+	}
+	if batch = c.stepLocks(batch); len(batch) == 0 {
 		return
 	}
 	cmds := make([]store.Command, len(batch))
@@ -145,8 +151,10 @@ func (c *Core) commit(batch []job) {
 			}
 		case r == nil && err != nil:
 			c.down.keepEnd(j.end) // ended again once the store is back
+			effs = append(effs, c.stepDone(j, false, now))
 		case r == nil:
 			eff = c.table.EndWriteLease(j.end.Key, j.end.Token, now)
+			effs = append(effs, c.stepDone(j, true, now))
 		case r.Op == store.OpGrantTTL:
 			outs[i] = c.granted(r, res, err, now)
 		case r.Op == store.OpTxn:
@@ -158,11 +166,15 @@ func (c *Core) commit(batch []job) {
 			if err == nil && horizonErr != nil {
 				err = horizonErr
 			}
+			if err == nil && res.Err != nil {
+				err = res.Err // its TTL lease is gone or full: nothing granted
+			}
 			token := res.Token
 			if err != nil {
 				token = 0
 			}
 			eff = c.table.DoneAcquire(&r.op, token, term, now)
+			effs = append(effs, c.stepDone(j, token != 0, now))
 			if live, _, ok := c.table.WriteLease(key); res.Token != 0 && (!ok || live != res.Token) {
 				// Granted in the store, but not to anyone: the horizon
 				// failed, or the acquirer's session closed meanwhile.
@@ -170,6 +182,12 @@ func (c *Core) commit(batch []job) {
 				if err == nil {
 					err = fmt.Errorf("%w: the session closed before its write lease was granted", ErrClosed)
 				}
+			}
+			if errors.Is(err, store.ErrLeaseNotFound) || errors.Is(err, store.ErrLeaseFull) {
+				err = fmt.Errorf("write lease on %q under TTL lease %016x: %w", r.Key, r.Lease, err)
+			}
+			if r.Lease != 0 {
+				term = 0 // a lock has no term: it lives as long as its TTL lease
 			}
 			outs[i] = Outcome{Err: err, Token: token, Term: term}
 		default:
@@ -256,6 +274,8 @@ func (c *Core) doubtWrites(jobs []job, err error) {
 			for _, k := range r.writtenKeys() {
 				doubt(k)
 			}
+		case changesLock(j):
+			doubt(store.LockRecordKey(lockKey(j)))
 		}
 	}
 	if len(c.doubt) > 0 {

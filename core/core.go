@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,10 @@ var (
 	// ErrInvalidArgument: a request no server would take, such as a
 	// keep-alive of too many leases.
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrLocked: an acquisition that would not wait (leasetable.Try)
+	// found the key's write lease held by another client, or others
+	// waiting for it.
+	ErrLocked = errors.New("locked: another client holds the write lease, or acquisitions wait for it")
 	// ErrLeaseLimit: the session holds Config.MaxLeasesPerSession read
 	// leases, and a read would need another. Package server reports it as
 	// resource exhausted.
@@ -179,7 +184,8 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		notify: notify,
 		table: leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon, MaxLeasesPerSession: cfg.MaxLeasesPerSession,
 			MaxWriteLeasesPerSession: cfg.MaxWriteLeasesPerSession, MaxLeases: cfg.MaxLeases,
-			HotPrefixWrites: cfg.HotPrefixWrites, UnsafeNoPrefixRecall: cfg.UnsafeNoPrefixRecall}),
+			HotPrefixWrites: cfg.HotPrefixWrites, UnsafeNoPrefixRecall: cfg.UnsafeNoPrefixRecall,
+			Unlisted: store.ReservedPrefix}),
 		clients:     make(map[SessionID]uint64),
 		copies:      make(map[retryKey]int),
 		handed:      make(map[uint64]SessionID),
@@ -189,6 +195,7 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		wake:        make(chan struct{}, 1),
 	}
 	c.queue.init()
+	c.table.AddSession(lockSession)
 	if err := c.recordLeader(); err != nil {
 		return nil, err
 	}
@@ -348,6 +355,10 @@ func (c *Core) Read(id SessionID, key []byte) (store.Record, time.Duration, erro
 	c.mu.Unlock()
 	if term > 0 {
 		c.poke()
+	}
+	if lock, ok := strings.CutPrefix(k, store.LockRecordPrefix); ok {
+		rec, err := c.readLockRecord([]byte(lock))
+		return rec, term, err
 	}
 	rec, err := c.store.Get(key)
 	if err != nil {

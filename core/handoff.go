@@ -182,7 +182,7 @@ func (c *Core) restoreHandoff(st store.State) error {
 		}
 		c.inherited = maxTime(c.inherited, expiry)
 		if l.Token != 0 {
-			c.table.RestoreWriteLease(l.Key, l.Token, l.Client, expiry)
+			c.table.RestoreWriteLease(l.Key, l.Token, l.Client, expiry, false)
 			kept[l.Key] = l.Token
 			continue
 		}
@@ -202,6 +202,12 @@ func (c *Core) restoreHandoff(st store.State) error {
 	}
 	var ends []store.Command
 	for _, wl := range st.WriteLeases {
+		if wl.Lease != 0 {
+			// A lock is not handed over: it lives as long as its TTL
+			// lease (DESIGN §5.1).
+			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, time.Time{}, true)
+			continue
+		}
 		if kept[wl.Key] != wl.Token {
 			ends = append(ends, store.Command{Op: store.OpEndWriteLease, Key: []byte(wl.Key), Token: wl.Token})
 		}

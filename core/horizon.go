@@ -79,18 +79,23 @@ func (c *Core) restore() error {
 		// every later leader learns of before it writes (DESIGN §13).
 		barrier := c.started.Add(hold)
 		for _, wl := range st.WriteLeases {
-			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, barrier)
+			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, barrier, wl.Lease != 0)
 		}
 		c.holdWrites(maxTime(barrier, held))
 		return nil
 	}
 	c.holdWrites(held)
-	if len(st.WriteLeases) == 0 {
-		return nil
+	var ends []store.Command
+	for _, wl := range st.WriteLeases {
+		if wl.Lease != 0 {
+			// A lock lives as long as its TTL lease (DESIGN §5.1).
+			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, time.Time{}, true)
+			continue
+		}
+		ends = append(ends, store.Command{Op: store.OpEndWriteLease, Key: []byte(wl.Key), Token: wl.Token})
 	}
-	ends := make([]store.Command, len(st.WriteLeases))
-	for i, wl := range st.WriteLeases {
-		ends[i] = store.Command{Op: store.OpEndWriteLease, Key: []byte(wl.Key), Token: wl.Token}
+	if len(ends) == 0 {
+		return nil
 	}
 	if _, err := c.writeLog(ends); err != nil {
 		return fmt.Errorf("core: end the expired write leases of an earlier run: %w", err)

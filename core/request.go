@@ -34,6 +34,15 @@ type Request struct {
 	// Owner is the owner a grant records with its lease (store.TTLLease
 	// Owner, 0: none); see Core.TTLOwner.
 	Owner uint64
+	// Mode is an acquisition's: what it does if another client holds the
+	// key's write lease (DESIGN §5.1). With a Lease, an acquisition binds
+	// the write lease to that TTL lease: a lock, with no term, that ends
+	// with the TTL lease.
+	Mode leasetable.Mode
+	// Guard makes a write or transaction commit only if the lock it names
+	// is held with its token (store.Guard); else ErrFenced, and nothing
+	// changes.
+	Guard *store.Guard
 	// Txn is the transaction of an Op of store.OpTxn (Key and Value are
 	// then unused), and Fence its writes' fencing tokens, by key: a
 	// transaction's write of a key under a write lease carries its token,
@@ -72,6 +81,7 @@ type Request struct {
 	once     sync.Once
 	counted  *Core       // the core that counts r among the copies on their way (Core.track), until r ends
 	heldBy   *revocation // the revocation of r.Lease that r waits for (Core.afterRevocation); guarded by ttlState.mu
+	parked   *lockStep   // an acquisition's grant, waiting for the readers of its lock record (lock.go); guarded by c.mu
 	// copied is set when r is a retry an earlier copy of which was
 	// applied, is on its way, or may have been applied: abandoning r then
 	// does not show that nothing changed (abandon).
@@ -209,7 +219,7 @@ func (c *Core) Submit(r *Request) error {
 		return c.submitRevoke(r)
 	case r.Op == store.OpTxn:
 		return c.submitTxn(r)
-	case r.Lease != 0 && (r.Op == store.OpPut || r.Op == store.OpCAS) && c.afterRevocation(r, r.Lease):
+	case r.Lease != 0 && (r.Op == store.OpPut || r.Op == store.OpCAS || r.acquires()) && c.afterRevocation(r, r.Lease):
 		// Its lease is being revoked: it waits for the revocation to end.
 		return nil
 	}
@@ -221,6 +231,7 @@ func (c *Core) Submit(r *Request) error {
 	r.op = leasetable.Op{Kind: leasetable.OpWrite, Session: r.Session, Key: string(r.Key), Token: r.Token, Data: r}
 	if r.acquires() {
 		r.op.Kind = leasetable.OpAcquire
+		r.op.Mode, r.op.Bound = r.Mode, r.Lease != 0
 	}
 	if r.Timeout > 0 {
 		r.op.Deadline = now.Add(r.Timeout)
@@ -242,6 +253,8 @@ func (c *Core) Submit(r *Request) error {
 		switch {
 		case errors.Is(err, leasetable.ErrFenced):
 			err = fmt.Errorf("write to %q with token %d: %w", r.Key, r.Token, err)
+		case errors.Is(err, leasetable.ErrLocked):
+			err = fmt.Errorf("write lease on %q: %w", r.Key, ErrLocked)
 		case errors.Is(err, leasetable.ErrWriteLeaseLimit):
 			err = fmt.Errorf("write lease on %q: %w, %d (MaxWriteLeasesPerSession): release some", r.Key, err, c.cfg.MaxWriteLeasesPerSession)
 		}
@@ -325,6 +338,8 @@ func (c *Core) Cancel(r *Request, why error) {
 		return // queued to commit at once
 	case c.cancelHeld(r, why):
 		return
+	case r.acquires() && c.cancelParked(r, why):
+		return
 	case r.Op == store.OpTxn:
 		c.cancelTxn(r, why)
 		return
@@ -361,6 +376,8 @@ func (c *Core) enqueueReady(eff leasetable.Effects) {
 			jobs = append(jobs, job{req: d})
 		case *revocation:
 			c.opReady(d, now)
+		case *lockStep:
+			jobs = append(jobs, c.stepReady(d)...)
 		}
 	}
 	c.queue.push(jobs...)

@@ -179,6 +179,10 @@ func (c *Core) launch(rv *revocation) {
 	}
 	now := c.clock.Now()
 	rv.gen = l.Gen
+	// Its locks end with it: their records' readers let go first (lock.go).
+	for _, lk := range l.Locks {
+		keys = append(keys, store.LockRecordKey(lk.Key))
+	}
 	rv.ops = make([]leasetable.Op, len(keys))
 	var effs []leasetable.Effects
 	c.mu.Lock()
@@ -304,6 +308,13 @@ func (c *Core) revoked(rv *revocation, res store.Result, err error, now time.Tim
 	for i := range rv.ops {
 		_, effs[i] = c.table.Done(&rv.ops[i], committed, 0, now)
 		c.enqueueReady(effs[i])
+	}
+	if committed {
+		for _, l := range res.Locks {
+			eff := c.table.EndLock(l.Key, l.Token, now)
+			c.enqueueReady(eff)
+			effs = append(effs, eff)
+		}
 	}
 	return effs
 }

@@ -155,7 +155,7 @@ func newHandoffRun(t *testing.T, seed uint64, at int32) *handoffRun {
 			if r.rng.IntN(2) == 0 {
 				w.client = handoffClient
 			}
-			r.tab.RestoreWriteLease(key, w.token, w.client, w.expiry)
+			r.tab.RestoreWriteLease(key, w.token, w.client, w.expiry, false)
 			r.writes[key] = w
 			r.logf("restore write lease %s token %d client %d until %v", key, w.token, w.client, w.expiry.Sub(t0))
 		}

@@ -3,6 +3,7 @@ package leasetable
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -369,8 +370,8 @@ func checkInvariants(tb testing.TB, tab *Table) {
 		if k.bySession == nil && kr.n > holderMapAt {
 			fail("key %q has %d holders and no map of them", name, kr.n)
 		}
-		if wl := k.wlease; wl != nil && (wl.key != k || inWriteHeap(tab, wl) == wl.ending) {
-			fail("write lease of %q is neither live nor ending (ending=%v)", name, wl.ending)
+		if wl := k.wlease; wl != nil && (wl.key != k || wl.counted == wl.ending || inWriteHeap(tab, wl) != (wl.counted && !wl.bound)) {
+			fail("write lease of %q is neither live nor ending (ending=%v, bound=%v)", name, wl.ending, wl.bound)
 		}
 		for i, op := range k.queue {
 			if op.Key != name || op.holder {
@@ -443,7 +444,7 @@ func checkInvariants(tb testing.TB, tab *Table) {
 		if k.wlease != nil {
 			n++
 		}
-		if n > 0 {
+		if n > 0 && (tab.unlisted == "" || !strings.HasPrefix(name, tab.unlisted)) {
 			ancestors(name, func(p string) { pending[p] += n })
 		}
 	}
@@ -493,7 +494,7 @@ func checkInvariants(tb testing.TB, tab *Table) {
 		}
 		onSessions += n
 		for key, l := range s.wrlses {
-			if l.session != s || l.key.name != key || inWriteHeap(tab, l) == l.ending {
+			if l.session != s || l.key.name != key || l.counted == l.ending || inWriteHeap(tab, l) != (l.counted && !l.bound) {
 				fail("write lease %q of session %d is not live", key, id)
 			}
 		}

@@ -2,6 +2,7 @@ package leasetable
 
 import (
 	"container/heap"
+	"strings"
 	"time"
 )
 
@@ -75,6 +76,9 @@ func (ps *prefixState) idle(now time.Time) bool {
 // pend counts an op, or a write lease, on key as pending under each of its
 // ancestors (delta 1), or no longer (delta -1).
 func (t *Table) pend(key string, delta int32) {
+	if t.unlisted != "" && strings.HasPrefix(key, t.unlisted) {
+		return // Config.Unlisted: no listing holds it
+	}
 	ancestors(key, func(p string) {
 		n := t.pendingUnder[p] + delta
 		if n <= 0 {
@@ -230,7 +234,7 @@ func (t *Table) gcPrefix(ps *prefixState, now time.Time) {
 // session's (its library dropped the listing before it sent the op), and
 // notes the write on each prefix, for GrantPrefix's hot test.
 func (t *Table) startPrefixes(op *Op, now time.Time, eff *Effects) {
-	if len(t.prefixes) == 0 || t.noRecall {
+	if len(t.prefixes) == 0 || t.noRecall || t.unlisted != "" && strings.HasPrefix(op.Key, t.unlisted) {
 		return
 	}
 	ancestors(op.Key, func(p string) {
@@ -265,7 +269,7 @@ func (t *Table) startPrefixes(op *Op, now time.Time, eff *Effects) {
 // prefix that contains key k holds op back, and notes k as waiting for
 // that prefix's leases.
 func (t *Table) prefixHeld(k *keyState, op *Op) bool {
-	if len(t.prefixes) == 0 || t.noRecall {
+	if len(t.prefixes) == 0 || t.noRecall || t.unlisted != "" && strings.HasPrefix(k.name, t.unlisted) {
 		return false
 	}
 	held := false

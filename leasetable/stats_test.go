@@ -111,7 +111,7 @@ func newStatsRun(t *testing.T, seed uint64) *statsRun {
 		switch r.rng.IntN(4) {
 		case 0:
 			r.tokens++
-			r.tab.RestoreWriteLease(key, r.tokens, uint64(1+r.rng.IntN(3)), r.now.Add(r.pickTerm()))
+			r.tab.RestoreWriteLease(key, r.tokens, uint64(1+r.rng.IntN(3)), r.now.Add(r.pickTerm()), false)
 		case 1:
 			holder := 1<<63 + SessionID(r.rng.IntN(3))
 			r.tab.RestoreReadLease(holder, key, r.now.Add(r.pickTerm()))

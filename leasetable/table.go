@@ -33,7 +33,31 @@ var (
 	// ErrWriteLeaseLimit: an acquisition by a session that holds
 	// Config.MaxWriteLeasesPerSession write leases already.
 	ErrWriteLeaseLimit = errors.New("the session holds its maximum of write leases")
+	// ErrLocked: an acquisition of mode Try found the key's write lease
+	// held by another client, or other acquisitions waiting for it.
+	ErrLocked = errors.New("the key is locked")
 )
+
+// Mode says how an acquisition (OpAcquire) treats the key's write lease
+// if another client holds it (DESIGN §5.1).
+type Mode uint8
+
+// Modes of an acquisition.
+const (
+	// Recall asks the holder to release, as a conflicting write does, and
+	// waits for it to, or for its term to run out.
+	Recall Mode = iota
+	// Wait waits in line, first in first out, until the holder releases
+	// or its lease ends; it never recalls.
+	Wait
+	// Try fails at once with ErrLocked if the key is held by another
+	// client or acquisitions wait for it; otherwise it is Recall.
+	Try
+)
+
+// never is the expiry of a write lease bound to a TTL lease: it has no
+// term, and ends only when it is released or ended (EndLock).
+var never = time.Unix(1<<62, 0)
 
 // SessionID names a client session (one connection).
 type SessionID uint64
@@ -76,7 +100,15 @@ type Op struct {
 	// turn behind them. Its token is checked when it is submitted, and
 	// must be checked again once all the request's ops are ready
 	// (Fenced): the lease may have ended meanwhile.
-	InOrder  bool
+	InOrder bool
+	// Mode is an OpAcquire's: what it does if another client holds the
+	// key's write lease.
+	Mode Mode
+	// Bound says that an OpAcquire's write lease is bound to a TTL lease
+	// (a lock): it has no term and is never recalled; it lives until it is
+	// released or EndLock ends it, and a graceful close of its session
+	// leaves it.
+	Bound    bool
 	Deadline time.Time // abandon if not ready by then; zero means never
 	Data     any       // the server's own; the Table never reads it
 
@@ -159,6 +191,10 @@ type Config struct {
 	// nor waits for them: the negative control of the linearizability
 	// tests (core.Config.UnsafeNoPrefixRecall). Never set it otherwise.
 	UnsafeNoPrefixRecall bool
+	// Unlisted is a prefix of keys that no listing holds (the server's
+	// lock records): ops and write leases on them leave prefix leases
+	// alone. Empty: none.
+	Unlisted string
 }
 
 // Stats are the Table's counters. The Table keeps the gauges (Sessions to
@@ -200,6 +236,8 @@ type lease struct {
 	client    uint64 // the holder's client identity (0: none); see mayUse
 	recalled  bool   // a recall was sent
 	ending    bool   // ended, waiting for EndWriteLease
+	bound     bool   // bound to a TTL lease: no term, never recalled (Op.Bound)
+	counted   bool   // counted in Stats.WriteLeases (pushWrite)
 }
 
 // keyState is what a key needs besides its read holders: its write lease,
@@ -256,11 +294,12 @@ const RestoredSession SessionID = 0
 // Table is the lease state machine. See the package comment.
 type Table struct {
 	eps       time.Duration
-	maxLeases int  // Config.MaxLeasesPerSession; 0: no cap
-	maxTotal  int  // Config.MaxLeases; 0: no cap
-	maxWrite  int  // Config.MaxWriteLeasesPerSession; 0: no cap
-	noRecall  bool // Config.UnsafeNoPrefixRecall
-	hotWrites int  // Config.HotPrefixWrites, 2 for 0
+	maxLeases int    // Config.MaxLeasesPerSession; 0: no cap
+	maxTotal  int    // Config.MaxLeases; 0: no cap
+	maxWrite  int    // Config.MaxWriteLeasesPerSession; 0: no cap
+	noRecall  bool   // Config.UnsafeNoPrefixRecall
+	unlisted  string // Config.Unlisted
+	hotWrites int    // Config.HotPrefixWrites, 2 for 0
 
 	// Read leases and keys; see storage.go, and index.go for the key index.
 	base     time.Time // read-lease expiries count from it
@@ -304,6 +343,7 @@ func New(cfg Config) *Table {
 		maxTotal:  cfg.MaxLeases,
 		maxWrite:  cfg.MaxWriteLeasesPerSession,
 		noRecall:  cfg.UnsafeNoPrefixRecall,
+		unlisted:  cfg.Unlisted,
 		hotWrites: cfg.HotPrefixWrites,
 		freeRead:  noLease,
 		freeRec:   noLease,
@@ -360,20 +400,29 @@ func (t *Table) Stats() Stats {
 }
 
 // pushWrite puts write lease l in the expiry heap and counts it (Stats).
+// A bound one has no expiry, and stays out of the heap.
 func (t *Table) pushWrite(l *lease) {
-	heap.Push(&t.leases, l)
+	l.counted = true
 	t.stats.WriteLeases++
+	if l.bound {
+		l.heapIndex = -1
+		return
+	}
+	heap.Push(&t.leases, l)
 }
 
 // removeWrite takes write lease l out of the expiry heap, if it is there,
 // and stops counting it. A write lease leaves the heap when it ends
 // (Effects.EndWrite).
 func (t *Table) removeWrite(l *lease) {
-	if l.heapIndex < 0 {
+	if !l.counted {
 		return
 	}
-	heap.Remove(&t.leases, l.heapIndex)
+	l.counted = false
 	t.stats.WriteLeases--
+	if l.heapIndex >= 0 {
+		heap.Remove(&t.leases, l.heapIndex)
+	}
 }
 
 // newSession files a session with a slot of its own.
@@ -443,7 +492,9 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 			li = next
 		}
 		for _, l := range s.wrlses {
-			t.endWriteLease(l, &eff)
+			if !l.bound { // a lock lives as long as its TTL lease
+				t.endWriteLease(l, &eff)
+			}
 		}
 		for _, l := range s.prefixes {
 			t.dropPrefix(l, now, &eff, false)
@@ -460,8 +511,9 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 // fenced write or a release, takes it over: its writes need not wait for
 // the write barrier, because no other session can hold a lease on the
 // key. A lease restored with client 0 is taken over by nobody: it ends at
-// expiry.
-func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.Time) {
+// expiry. A bound one (Op.Bound) has no expiry: it ends when EndLock ends
+// it, or its holder releases it.
+func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.Time, bound bool) {
 	s := t.closedSession(RestoredSession)
 	k := t.richKey(key)
 	if old := k.wlease; old != nil {
@@ -470,7 +522,10 @@ func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.
 	} else {
 		t.pend(key, 1) // its holder may write at once: no listing under it is leased
 	}
-	l := &lease{key: k, session: s, expiry: expiry, token: token, client: client}
+	if bound {
+		expiry = never
+	}
+	l := &lease{key: k, session: s, expiry: expiry, token: token, client: client, bound: bound}
 	k.wlease = l
 	s.wrlses[k.name] = l
 	t.pushWrite(l)
@@ -887,6 +942,25 @@ func (t *Table) EndWriteLease(key string, token uint64, now time.Time) Effects {
 	return eff
 }
 
+// EndLock ends and removes the write lease on key with token at once: its
+// end is durable already, applied with the revocation of the TTL lease it
+// was bound to (store.OpRevokeTTL). Ops waiting for it may become ready.
+// It does nothing if there is no such lease.
+func (t *Table) EndLock(key string, token uint64, now time.Time) Effects {
+	var eff Effects
+	k := t.extOf(key)
+	if k == nil || k.wlease == nil || k.wlease.token != token {
+		return eff
+	}
+	l := k.wlease
+	l.ending, l.recalled = true, true
+	t.removeWrite(l)
+	s := l.session
+	t.dropWrite(l, now, &eff)
+	t.gcSession(s)
+	return eff
+}
+
 // WriteLease returns the token and the holder of the live write lease on key.
 func (t *Table) WriteLease(key string) (token uint64, holder SessionID, ok bool) {
 	k := t.extOf(key)
@@ -952,6 +1026,9 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 		return eff, ErrWriteLeaseLimit
 	}
 	k := t.extOf(op.Key)
+	if op.Kind == OpAcquire && op.Mode == Try && k != nil && t.locked(k, s) {
+		return eff, ErrLocked
+	}
 	if op.Kind == OpWrite {
 		var wl *lease
 		if k != nil {
@@ -1001,6 +1078,21 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 	return eff, nil
 }
 
+// locked reports whether an acquisition of k by session s must wait for
+// another client: k's write lease is held by another (mayUse), or an
+// acquisition of another session waits for it.
+func (t *Table) locked(k *keyState, s *session) bool {
+	if wl := k.wlease; wl != nil && !mayUse(wl, s) {
+		return true
+	}
+	for _, q := range k.queue {
+		if q.Kind == OpAcquire && q.Session != s.id {
+			return true
+		}
+	}
+	return false
+}
+
 // Fenced reports whether op, a ready OpWrite that carries a token (an
 // InOrder one), may no longer commit: its token is not that of the live
 // write lease on its key, held by its session, now. The lease may have
@@ -1042,7 +1134,7 @@ func (t *Table) start(k *keyState, now time.Time, eff *Effects) {
 		li = next
 	}
 	if wl := k.wlease; wl != nil && wl.session.id != op.Session {
-		if !wl.recalled {
+		if !wl.recalled && !wl.bound && (op.Kind == OpWrite || op.Mode != Wait) {
 			wl.recalled = true
 			t.stats.Recalls++
 			eff.Recall = append(eff.Recall, Notice{Session: wl.session.id, Key: k.name, Token: wl.token})
@@ -1166,7 +1258,10 @@ func (t *Table) DoneAcquire(op *Op, token uint64, term time.Duration, now time.T
 			// lease brings it back.
 			k = t.richKey(op.Key)
 		}
-		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), token: token, client: s.client}
+		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), token: token, client: s.client, bound: op.Bound}
+		if l.bound {
+			l.expiry = never
+		}
 		k.wlease = l
 		t.pend(k.name, 1)
 		s.wrlses[k.name] = l

@@ -1164,7 +1164,7 @@ func TestRestoredWriteLease(t *testing.T) {
 	h.tab.SetClient(sB, other)
 	barrier := t0.Add(time.Second)
 	h.tab.SetWriteBarrier(barrier)
-	h.tab.RestoreWriteLease("k", 7, holder, barrier)
+	h.tab.RestoreWriteLease("k", 7, holder, barrier, false)
 	checkInvariants(t, h.tab)
 	if tok, holder, ok := h.tab.WriteLease("k"); !ok || tok != 7 || holder != RestoredSession {
 		t.Fatalf("WriteLease(k) = %d, %d, %v; want 7 held by the restored session", tok, holder, ok)
@@ -1217,7 +1217,7 @@ func TestRestoredWriteLease(t *testing.T) {
 // its expiry, through EndWrite, like any other.
 func TestRestoredWriteLeaseExpires(t *testing.T) {
 	h := newHarness(t, sB)
-	h.tab.RestoreWriteLease("k", 3, 100, t0.Add(time.Second))
+	h.tab.RestoreWriteLease("k", 3, 100, t0.Add(time.Second), false)
 	h.wantNextDeadline(t0.Add(time.Second))
 	h.now = t0.Add(time.Second)
 	eff := h.tick()

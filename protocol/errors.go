@@ -22,7 +22,8 @@ const (
 	CodeCanceled          Code = 12 // the write was abandoned before it committed; nothing changed
 	CodeNotLeader         Code = 13 // this node does not lead its cluster; Error.Leader names the one that does, if known
 	CodeCompacted         Code = 14 // the history no longer holds the revision asked for; Error.Compacted names its compaction point
-	codeLimit             Code = 15
+	CodeLocked            Code = 15 // an acquisition that would not wait (AcquireTry) found the key locked
+	codeLimit             Code = 16
 )
 
 var codeNames = [...]string{
@@ -41,6 +42,7 @@ var codeNames = [...]string{
 	CodeCanceled:          "canceled",
 	CodeNotLeader:         "not the leader",
 	CodeCompacted:         "compacted",
+	CodeLocked:            "locked",
 }
 
 // String returns the code's name.

@@ -273,6 +273,16 @@ type Write struct {
 	// (moving it from any other); 0 detaches it from any. A Delete
 	// detaches its key whatever Lease says.
 	Lease uint64 `msgpack:"ls,omitempty"`
+	// Guard, if set, makes the write commit only if the write lease on
+	// Guard.Key is held with Guard.Token when it commits; otherwise it
+	// fails with CodeFenced and nothing changes.
+	Guard *Guard `msgpack:"g,omitempty"`
+}
+
+// Guard names a lock and the token a write expects it to be held with.
+type Guard struct {
+	Key   []byte `msgpack:"k"`
+	Token uint64 `msgpack:"tok"`
 }
 
 // WriteReply reports a committed write. Waited is how long the write waited
@@ -313,12 +323,39 @@ type Release struct {
 	Keys [][]byte `msgpack:"k"`
 }
 
-// Acquire asks for the exclusive write lease on Key.
+// Acquire asks for the exclusive write lease on Key. Mode says what it
+// does if another client holds it (AcquireRecall, the zero value,
+// AcquireWait or AcquireTry). With a Lease, the write lease is bound to
+// that TTL lease: a lock, with no term (AcquireReply.Term 0), that lives
+// until it is released or the TTL lease ends, and that nothing recalls.
 type Acquire struct {
 	ID      uint64        `msgpack:"i"`
 	Key     []byte        `msgpack:"k"`
 	Timeout time.Duration `msgpack:"to,omitempty"`
+	Mode    AcquireMode   `msgpack:"m,omitempty"`
+	Lease   uint64        `msgpack:"ls,omitempty"`
 }
+
+// AcquireMode says what an acquisition does if another client holds the
+// write lease (DESIGN §5.1).
+type AcquireMode uint8
+
+// Acquisition modes.
+const (
+	// AcquireRecall recalls the holder's write lease, unless it is bound
+	// to a TTL lease, and waits for it to end.
+	AcquireRecall AcquireMode = iota
+	// AcquireWait waits in line, first in first out, for the holder to
+	// release or its lease to end; it never recalls.
+	AcquireWait
+	// AcquireTry fails at once with CodeLocked if another client holds
+	// the write lease or acquisitions wait for it.
+	AcquireTry
+	acquireModes
+)
+
+// Valid reports whether m is a known mode.
+func (m AcquireMode) Valid() bool { return m < acquireModes }
 
 // AcquireReply grants a write lease with its fencing token and term, and
 // gives the key's committed value.

@@ -1060,6 +1060,7 @@ func TestCode(t *testing.T) {
 		{protocol.CodeCanceled, "canceled"},
 		{protocol.CodeNotLeader, "not the leader"},
 		{protocol.CodeCompacted, "compacted"},
+		{protocol.CodeLocked, "locked"},
 	}
 	for i, w := range want {
 		if int(w.code) != i {

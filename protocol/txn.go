@@ -59,6 +59,9 @@ type Txn struct {
 	Else    []TxnOp       `msgpack:"else,omitempty"`
 	Timeout time.Duration `msgpack:"to,omitempty"`
 	Acked   uint64        `msgpack:"a,omitempty"`
+	// Guard, as on a Write, makes the whole transaction apply only under
+	// the lock's token.
+	Guard *Guard `msgpack:"g,omitempty"`
 }
 
 // TxnReply reports a committed transaction. Succeeded says that its

@@ -150,12 +150,19 @@ func (f *FSM) noteInherited(l *raft.Log, cmds []store.Command, rs []store.Result
 				note(string(k))
 			}
 		case store.OpRevokeTTL:
-			// A revocation deletes the keys its result names.
+			// A revocation deletes the keys its result names, and ends
+			// the locks bound to the lease.
 			if i < len(rs) {
 				for _, k := range rs[i].Keys {
 					note(k)
 				}
+				for _, l := range rs[i].Locks {
+					note(store.LockRecordKey(l.Key))
+				}
 			}
+		case store.OpGrantWriteLease, store.OpEndWriteLease:
+			// A lock's record changes (store.LockRecordKey).
+			note(store.LockRecordKey(string(c.Key)))
 		}
 	}
 }

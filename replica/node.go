@@ -546,7 +546,12 @@ func (n *Node) Kept(c store.Command) (store.Result, bool, error) { return n.db.K
 // leases their leader may have granted on the old value (FSM.Inherited).
 func (n *Node) Inherited() map[string]time.Time { return n.fsm.Inherited() }
 
-// TTLLease returns TTL lease id and its keys in this node's applied state.
+// WriteLease returns the write lease on key in this node's applied state
+// (store.Store.WriteLease).
+func (n *Node) WriteLease(key []byte) (store.WriteLease, bool, error) { return n.db.WriteLease(key) }
+
+// TTLLease returns TTL lease id and its keys in this node's applied state
+// (store.Store.TTLLease).
 func (n *Node) TTLLease(id uint64) (store.TTLLease, []string, bool, error) {
 	return n.db.TTLLease(id)
 }

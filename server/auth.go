@@ -5,6 +5,7 @@ package server
 // do to which keys. Each request is checked before it changes anything.
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -103,6 +104,16 @@ func (ss *session) allowed(key []byte, right auth.Right) error {
 	return p.Check(ss.identity, key, right)
 }
 
+// rightsKey returns the key whose rights a read of key needs: the lock's
+// key for the record of a lock (protocol.LockRecordKey), which tells who
+// holds it; key itself otherwise.
+func rightsKey(key []byte) []byte {
+	if k, ok := bytes.CutPrefix(key, []byte(protocol.LockRecordPrefix)); ok {
+		return k
+	}
+	return key
+}
+
 // mayRead reports whether the session's client may read key: always
 // without a policy. Unlike allowed, it makes no error, for the writes
 // that ask it whether to leave their writer a read lease.
@@ -130,7 +141,7 @@ func (ss *session) allowedAny(right auth.Right) error {
 func (ss *session) authorize(m protocol.Message) error {
 	switch m := m.(type) {
 	case *protocol.Get:
-		return ss.allowed(m.Key, auth.Read)
+		return ss.allowed(rightsKey(m.Key), auth.Read)
 	case *protocol.List:
 		// Every key the range may hold, not only those it holds now: a
 		// listing must not tell which keys exist where the client may not
@@ -151,13 +162,23 @@ func (ss *session) authorize(m protocol.Message) error {
 		if m.Lease != 0 && m.Op != protocol.OpDelete {
 			need |= auth.TTLLease
 		}
+		if m.Guard != nil {
+			// A guard tells whether the lock is held with its token.
+			if err := ss.allowed(m.Guard.Key, auth.Read); err != nil {
+				return err
+			}
+		}
 		return ss.allowed(m.Key, need)
 	case *protocol.Txn:
 		return ss.authorizeTxn(m)
 	case *protocol.Acquire:
 		// The holder caches the key's value under its write lease, so it
 		// must be allowed to read it.
-		return ss.allowed(m.Key, auth.Read|auth.WriteLease)
+		need := auth.Read | auth.WriteLease
+		if m.Lease != 0 {
+			need |= auth.TTLLease
+		}
+		return ss.allowed(m.Key, need)
 	case *protocol.LeaseGrant, *protocol.LeaseList, *protocol.LeaseKeepAlive, *protocol.LeaseTimeToLive, *protocol.LeaseRevoke:
 		return ss.allowedAny(auth.TTLLease)
 	case *protocol.MemberAdd, *protocol.MemberRemove, *protocol.MemberTransfer, *protocol.SnapshotSave, *protocol.Compact:
@@ -177,7 +198,7 @@ func (ss *session) renewable(keys []string) (read, readOnly []bool) {
 	}
 	read, readOnly = make([]bool, len(keys)), make([]bool, len(keys))
 	for i, k := range keys {
-		r := p.Rights(ss.identity, []byte(k))
+		r := p.Rights(ss.identity, rightsKey([]byte(k)))
 		read[i] = r&auth.Read != 0
 		readOnly[i] = r&auth.WriteLease == 0
 	}

@@ -40,6 +40,8 @@ var errorCodes = []struct {
 	{store.ErrVersionMismatch, protocol.CodeVersionMismatch},
 	{store.ErrAnswered, protocol.CodeInvalidArgument},
 	{leasetable.ErrFenced, protocol.CodeFenced},
+	{store.ErrFenced, protocol.CodeFenced},
+	{core.ErrLocked, protocol.CodeLocked},
 	{leasetable.ErrNotFound, protocol.CodeNotFound},
 	{leasetable.ErrUnknownSession, protocol.CodeClosed},
 	{errTooLarge, protocol.CodeTooLarge},

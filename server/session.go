@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -499,10 +500,41 @@ func (ss *session) checkKey(key []byte) error {
 	switch {
 	case len(key) == 0:
 		return fmt.Errorf("%w: empty key", errInvalidArgument)
-	case len(key) > MaxKeySize:
+	case len(key) > MaxKeySize && !bytes.HasPrefix(key, []byte(protocol.LockRecordPrefix)):
 		return fmt.Errorf("%w: key of %d bytes, limit %d", errTooLarge, len(key), MaxKeySize)
+	case len(key) > MaxKeySize+len(protocol.LockRecordPrefix):
+		return fmt.Errorf("%w: lock record key of %d bytes, limit %d", errTooLarge, len(key), MaxKeySize+len(protocol.LockRecordPrefix))
 	}
 	return nil
+}
+
+// checkWriteKey checks key as checkKey does, and refuses the keys that
+// begin with protocol.ReservedPrefix: they are the server's (lock
+// records, DESIGN §5.1), read-only, and no write, acquisition or
+// transaction may name one.
+func (ss *session) checkWriteKey(key []byte) error {
+	if err := ss.checkKey(key); err != nil {
+		return err
+	}
+	if bytes.HasPrefix(key, []byte(protocol.ReservedPrefix)) {
+		return fmt.Errorf("%w: keys that begin with the bytes 0xff 0xff are the server's own (lock records), and read-only", errInvalidArgument)
+	}
+	return nil
+}
+
+// guardOf checks the guard of a write or transaction and returns it as
+// the store's.
+func (ss *session) guardOf(g *protocol.Guard) (*store.Guard, error) {
+	if g == nil {
+		return nil, nil
+	}
+	if err := ss.checkWriteKey(g.Key); err != nil {
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	if g.Token == 0 {
+		return nil, fmt.Errorf("%w: guard on %q with token 0, which no lock is held with", errInvalidArgument, g.Key)
+	}
+	return &store.Guard{Key: g.Key, Token: g.Token}, nil
 }
 
 // keyStrings checks a batch of keys, as checkKey checks one.
@@ -589,7 +621,11 @@ func (ss *session) get(m *protocol.Get) protocol.Message {
 
 func (ss *session) submitWrite(m *protocol.Write) error {
 	s := ss.srv
-	if err := ss.checkKey(m.Key); err != nil {
+	if err := ss.checkWriteKey(m.Key); err != nil {
+		return err
+	}
+	guard, err := ss.guardOf(m.Guard)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -603,7 +639,7 @@ func (ss *session) submitWrite(m *protocol.Write) error {
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
 	}
 	req := &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout,
-		Client: ss.client, ID: m.ID, Acked: m.Acked, NoReadLease: !ss.mayRead(m.Key)}
+		Client: ss.client, ID: m.ID, Acked: m.Acked, NoReadLease: !ss.mayRead(m.Key), Guard: guard}
 	if m.Op != protocol.OpDelete && m.Lease != 0 {
 		// A delete detaches its key whatever it says; a put or a
 		// compare-and-swap attaches it to a lease the client may use.
@@ -623,13 +659,29 @@ var storeOps = map[protocol.WriteOp]store.Op{
 }
 
 func (ss *session) submitAcquire(m *protocol.Acquire) error {
-	if err := ss.checkKey(m.Key); err != nil {
+	if err := ss.checkWriteKey(m.Key); err != nil {
 		return err
 	}
-	if m.Timeout < 0 {
+	switch {
+	case m.Timeout < 0:
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
+	case !m.Mode.Valid():
+		return fmt.Errorf("%w: unknown acquisition mode %d", errInvalidArgument, m.Mode)
 	}
-	return ss.submit(m.ID, &core.Request{Op: store.OpGrantWriteLease, Key: m.Key, Timeout: m.Timeout})
+	if m.Lease != 0 {
+		if err := ss.mayUseLease(m.Lease); err != nil {
+			return err
+		}
+	}
+	return ss.submit(m.ID, &core.Request{Op: store.OpGrantWriteLease, Key: m.Key, Timeout: m.Timeout,
+		Mode: acquireModes[m.Mode], Lease: m.Lease})
+}
+
+// acquireModes maps the wire's acquisition modes to the lease table's.
+var acquireModes = map[protocol.AcquireMode]leasetable.Mode{
+	protocol.AcquireRecall: leasetable.Recall,
+	protocol.AcquireWait:   leasetable.Wait,
+	protocol.AcquireTry:    leasetable.Try,
 }
 
 // submit hands a write or acquisition to the core, within the session's

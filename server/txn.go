@@ -42,12 +42,20 @@ func (ss *session) authorizeTxn(m *protocol.Txn) error {
 			}
 		}
 	}
+	if m.Guard != nil {
+		// A guard tells whether the lock is held with its token.
+		return ss.allowed(m.Guard.Key, auth.Read)
+	}
 	return nil
 }
 
 // submitTxn checks transaction m and hands it to the core.
 func (ss *session) submitTxn(m *protocol.Txn) error {
 	tx, fence, err := ss.checkTxn(m)
+	if err != nil {
+		return err
+	}
+	guard, err := ss.guardOf(m.Guard)
 	if err != nil {
 		return err
 	}
@@ -61,7 +69,7 @@ func (ss *session) submitTxn(m *protocol.Txn) error {
 		}
 	}
 	return ss.submit(m.ID, &core.Request{Op: store.OpTxn, Txn: tx, Fence: fence, Timeout: m.Timeout,
-		Client: ss.client, ID: m.ID, Acked: m.Acked})
+		Client: ss.client, ID: m.ID, Acked: m.Acked, Guard: guard})
 }
 
 // checkTxn checks the bounds and the form of m (store.Txn.Check), and
@@ -88,7 +96,7 @@ func (ss *session) checkTxn(m *protocol.Txn) (*store.Txn, map[string]uint64, err
 		branch := [2]string{"then", "else"}[b]
 		out := make([]store.TxnOp, len(ops))
 		for i, op := range ops {
-			if err := ss.checkKey(op.Key); err != nil {
+			if err := ss.checkWriteKey(op.Key); err != nil {
 				return nil, nil, fmt.Errorf("%s op %d: %w", branch, i, err)
 			}
 			if op.Token != 0 {

@@ -138,6 +138,20 @@ func (b *Badger) Get(key []byte) (Record, error) {
 	return r, err
 }
 
+// WriteLease returns the write lease recorded on key. See Store.
+func (b *Badger) WriteLease(key []byte) (wl WriteLease, ok bool, err error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.usable(); err != nil {
+		return WriteLease{}, false, err
+	}
+	err = b.view(func(t *badger.Txn) error {
+		wl, ok, err = getWriteLease(badgerTxn{t}, key)
+		return err
+	})
+	return wl, ok, err
+}
+
 // Range returns the live keys opts names, in key order, and the revision
 // they were read at. It reads them and the revision in one badger
 // transaction, so it needs no lock against Apply: the revision is the one

@@ -18,6 +18,32 @@ import (
 
 var boundPrefix = []byte("b/")
 
+// LockRecordPrefix begins the name of every lock record: the record of the
+// write lease on key K is read as the key LockRecordPrefix + K, whose value
+// is the lease's token and TTL lease (EncodeLockRecord), and whose version
+// is its token (0: not held). No such key is stored, nor may a client write
+// one (keys that begin with ReservedPrefix are the server's); a read of it
+// takes a read lease like any key's, invalidated when the lock is granted
+// or ends (DESIGN §5.1). Package protocol names the same bytes.
+const (
+	ReservedPrefix   = "\xff\xff"
+	LockRecordPrefix = ReservedPrefix + "lock\x00"
+)
+
+// LockRecordKey returns the name of the record of the write lease on key.
+func LockRecordKey(key string) string { return LockRecordPrefix + key }
+
+// EncodeLockRecord returns the record of write lease wl, held (ok) or not,
+// as a read of its LockRecordKey returns it: its token and its TTL lease,
+// 8 bytes each, at version token; not found at version 0 when not held.
+func EncodeLockRecord(wl WriteLease, ok bool) Record {
+	if !ok {
+		return Record{}
+	}
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 16), wl.Token)
+	return Record{Version: wl.Token, Found: true, Value: binary.BigEndian.AppendUint64(v, wl.Lease)}
+}
+
 // MaxTTLLocks bounds the write leases bound to one TTL lease, so that its
 // revocation, which ends them all in one step, stays small.
 const MaxTTLLocks = 1000

@@ -69,6 +69,16 @@ func (m *Memory) Get(key []byte) (Record, error) {
 	return getRecord(memTxn{m: m}, prefixed(dataPrefix, key))
 }
 
+// WriteLease returns the write lease recorded on key. See Store.
+func (m *Memory) WriteLease(key []byte) (WriteLease, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return WriteLease{}, false, ErrClosed
+	}
+	return getWriteLease(memTxn{m: m}, key)
+}
+
 // Range returns the live keys opts names, in key order, and the revision
 // they were read at. It sorts the keys under its lock: fine for tests.
 // See Store.

@@ -300,6 +300,9 @@ type Store interface {
 	// store keeps and whose last write was made before cutoff, for an
 	// OpForgetClients.
 	IdleClients(cutoff time.Time, limit int) ([]uint64, error)
+	// WriteLease returns the write lease recorded on key, or false if
+	// there is none: none was granted, or it ended.
+	WriteLease(key []byte) (WriteLease, bool, error)
 	// TTLLease returns the TTL lease id and the keys attached to it,
 	// sorted, or false if there is no such lease.
 	TTLLease(id uint64) (TTLLease, []string, bool, error)

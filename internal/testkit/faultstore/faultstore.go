@@ -115,6 +115,11 @@ func (s *Store) State() (store.State, error) { return s.inner.State() }
 func (s *Store) Kept(c store.Command) (store.Result, bool, error) { return s.inner.Kept(c) }
 
 // TTLLease passes through to the inner store.
+func (s *Store) WriteLease(key []byte) (store.WriteLease, bool, error) {
+	return s.inner.WriteLease(key)
+}
+
+// TTLLease passes through to the inner store.
 func (s *Store) TTLLease(id uint64) (store.TTLLease, []string, bool, error) {
 	return s.inner.TTLLease(id)
 }

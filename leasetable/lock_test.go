@@ -1,0 +1,175 @@
+package leasetable
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// Acquisition modes and write leases bound to TTL leases (DESIGN §5.1).
+
+func (h *harness) acquireMode(id SessionID, key string, mode Mode, bound bool) (*Op, Effects, error) {
+	h.tb.Helper()
+	op := &Op{Kind: OpAcquire, Session: id, Key: key, Mode: mode, Bound: bound}
+	eff, err := h.tab.Submit(op, h.now)
+	return op, h.record(eff), err
+}
+
+func TestWaitNeverRecalls(t *testing.T) {
+	h := newHarness(t, sA, sB, sC)
+	h.mustAcquire(sA, "k", 1)
+	wait, _, err := h.acquireMode(sB, "k", Wait, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.recalls) != 0 {
+		t.Fatalf("a waiting acquisition recalled: %v", h.recalls)
+	}
+	h.wantReady(wait, false)
+	// A second waiter lines up behind it; a try fails at once.
+	wait2, _, _ := h.acquireMode(sC, "k", Wait, false)
+	if _, _, err := h.acquireMode(sC, "other", Try, false); err != nil {
+		t.Fatalf("try of a free key: %v", err)
+	}
+	if _, _, err := h.acquireMode(sC, "k", Try, false); !errors.Is(err, ErrLocked) {
+		t.Fatalf("try of a held key: %v, want ErrLocked", err)
+	}
+	// The holder renews: still no recall, no grant.
+	h.at(5 * time.Second)
+	if terms := h.renew(sA, "k"); terms[0] != term {
+		t.Fatalf("holder's renewal while a waiter waits = %v, want %v", terms, term)
+	}
+	h.tick()
+	h.wantReady(wait, false)
+	// Its release lets the first waiter in, and only it.
+	if _, err := h.release(sA, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	h.wantReady(wait, true)
+	h.wantReady(wait2, false)
+	h.doneAcquire(wait, 2)
+	h.wantReady(wait2, false)
+	// The second waits for the first's term to run out, never recalls.
+	h.at(5*time.Second + term + eps)
+	h.tick()
+	h.wantReady(wait2, true)
+	if len(h.recalls) != 0 {
+		t.Fatalf("recalls %v, want none", h.recalls)
+	}
+}
+
+func TestTryAcquire(t *testing.T) {
+	h := newHarness(t, sA, sB)
+	op, _, err := h.acquireMode(sA, "k", Try, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wantReady(op, true)
+	h.doneAcquire(op, 1)
+	// The holder itself may try again: it holds the key already.
+	if _, _, err := h.acquireMode(sA, "k", Try, false); err != nil {
+		t.Fatalf("holder's try: %v", err)
+	}
+	if _, _, err := h.acquireMode(sB, "k", Try, false); !errors.Is(err, ErrLocked) {
+		t.Fatalf("try of a held key = %v, want ErrLocked", err)
+	}
+	// A waiter ahead makes a try fail too, even once the key is free.
+	h2 := newHarness(t, sA, sB, sC)
+	h2.mustAcquire(sA, "k", 1)
+	h2.acquireMode(sB, "k", Wait, false)
+	h2.release(sA, "k", 1)
+	if _, _, err := h2.acquireMode(sC, "k", Try, false); !errors.Is(err, ErrLocked) {
+		t.Fatalf("try behind a waiter = %v, want ErrLocked", err)
+	}
+}
+
+func TestBoundWriteLease(t *testing.T) {
+	h := newHarness(t, sA, sB, sW)
+	op, _, _ := h.acquireMode(sA, "k", Wait, true)
+	h.wantReady(op, true)
+	h.doneAcquire(op, 5)
+	if _, ok := h.tab.NextDeadline(); ok {
+		t.Fatalf("a bound lease set a deadline")
+	}
+	if !h.tab.LatestExpiry().IsZero() {
+		t.Errorf("LatestExpiry = %v with a bound lease alone, want none", h.tab.LatestExpiry())
+	}
+	if got := h.tab.Stats().WriteLeases; got != 1 {
+		t.Errorf("Stats().WriteLeases = %d, want 1", got)
+	}
+	// Neither a write nor a recalling acquisition recalls it.
+	w, _ := h.write(sW, "k")
+	rec, _, _ := h.acquireMode(sB, "k", Recall, false)
+	h.at(time.Hour)
+	h.tick()
+	h.wantReady(w, false)
+	h.wantReady(rec, false)
+	if len(h.recalls) != 0 {
+		t.Fatalf("a bound lease was recalled: %v", h.recalls)
+	}
+	// Its holder writes at once; a graceful close leaves it.
+	hw, _, err := h.tokenWrite(sA, "k", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wantReady(hw, true)
+	h.done(hw, true)
+	h.close(sA, true)
+	if tok, _, ok := h.tab.WriteLease("k"); !ok || tok != 5 {
+		t.Fatalf("after a graceful close: WriteLease = %d, %v; want 5 held", tok, ok)
+	}
+	// Its TTL lease ends: the waiters go in order.
+	h.record(h.tab.EndLock("k", 4, h.now)) // not its token: nothing
+	h.wantReady(w, false)
+	h.record(h.tab.EndLock("k", 5, h.now))
+	h.wantReady(w, true)
+	if _, _, ok := h.tab.WriteLease("k"); ok {
+		t.Fatal("EndLock left the lease")
+	}
+	if got := h.tab.Stats().WriteLeases; got != 0 {
+		t.Errorf("Stats().WriteLeases = %d after EndLock, want 0", got)
+	}
+	h.done(w, true)
+	h.wantReady(rec, true)
+}
+
+func TestRestoredBoundLease(t *testing.T) {
+	h := newHarness(t, sA)
+	h.tab.SetClient(sA, 7)
+	h.tab.RestoreWriteLease("k", 3, 7, t0.Add(time.Second), true)
+	h.at(time.Hour)
+	h.tick()
+	if tok, _, ok := h.tab.WriteLease("k"); !ok || tok != 3 {
+		t.Fatalf("a restored bound lease expired: %d, %v", tok, ok)
+	}
+	// Its client takes it over at its hello, and releases it.
+	h.record(func() Effects { eff, _ := h.tab.AdoptClient(sA, h.now); return eff }())
+	if _, holder, _ := h.tab.WriteLease("k"); holder != sA {
+		t.Fatalf("holder %d after AdoptClient, want %d", holder, sA)
+	}
+	if _, err := h.release(sA, "k", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := h.tab.WriteLease("k"); ok {
+		t.Fatal("release left the lease")
+	}
+}
+
+func TestUnlistedKeysLeavePrefixLeases(t *testing.T) {
+	h := newHarness(t, sA, sW)
+	h.tab = New(Config{Epsilon: eps, Unlisted: "\xff\xff"})
+	h.tab.AddSession(sA)
+	h.tab.AddSession(sW)
+	if got := h.grantPrefix(sA, ""); got != term {
+		t.Fatalf("prefix lease on everything: %v", got)
+	}
+	op, _ := h.write(sW, "\xff\xfflock\x00k")
+	h.wantReady(op, true)
+	if len(h.pinvalid) != 0 {
+		t.Fatalf("an unlisted key's write invalidated listings: %v", h.pinvalid)
+	}
+	if got := h.grantPrefix(sA, ""); got != term {
+		t.Errorf("prefix lease while an unlisted key is written = %v, want %v", got, term)
+	}
+	h.done(op, true)
+}
