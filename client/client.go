@@ -51,7 +51,8 @@ import (
 //	wmu → WriteLease.mu
 //
 // imu is never held while taking smu, wmu, rmu or a conn's lock; wmu is
-// never held together with smu or imu; rmu, kmu, xmu, ncmu, conn.pmu,
+// never held together with smu or imu; notices.mu (taken under smu when
+// an invalidation is applied), rmu, kmu, xmu, ncmu, conn.pmu,
 // conn.wmu and WriteLease.mu are leaves, under which no other lock of the
 // client is taken. Code that needs two of the unordered ones (wmu and imu,
 // say) releases the first before it takes the second. Under smu and
@@ -115,6 +116,7 @@ type Client struct {
 	smu sync.Mutex
 
 	wmu          sync.Mutex // guards wleases, acquiring and earlyRecalls; before WriteLease.mu, never with smu or imu
+	notices      notices    // waiters for invalidations (notify.go); its lock is a leaf
 	wleases      map[string]*WriteLease
 	acquiring    map[string]int    // acquisitions in flight, by key
 	earlyRecalls map[string]uint64 // key → token of a recall that came before its grant

@@ -35,6 +35,7 @@ func (c *Client) invalidate(cn *conn, keys, prefixes [][]byte, arrived time.Time
 	}
 	c.dropPrefixes(prefixes)
 	c.imu.Unlock()
+	c.notify(keys, prefixes)
 	if held := c.clock.Now().Sub(arrived); held > slowAck {
 		c.log.Warn("acknowledgement of an invalidation held up", "keys", len(keys), "held", held)
 	}

@@ -103,7 +103,7 @@ func (c *Client) Lock(ctx context.Context, key string) (LockRecord, error) {
 	if err := checkKey(key); err != nil {
 		return LockRecord{}, err
 	}
-	rk := protocol.LockRecordPrefix + key
+	rk := lockRecordKey(key)
 	var it Item
 	if e, ok := c.cache.GetAt(rk, c.sinceBase()); ok {
 		it = Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}
@@ -136,6 +136,9 @@ func (c *Client) CheckToken(ctx context.Context, key string, token uint64) (bool
 	}
 	return token != 0 && r.Held && r.Token == token, nil
 }
+
+// lockRecordKey is the key of the record of the lock on key.
+func lockRecordKey(key string) string { return protocol.LockRecordPrefix + key }
 
 // isLockRecord reports whether key names a lock's record.
 func isLockRecord(key string) bool { return strings.HasPrefix(key, protocol.LockRecordPrefix) }

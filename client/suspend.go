@@ -60,6 +60,7 @@ func (c *Client) dropAfterSuspend(asleep time.Duration) {
 	keys := c.cache.Clear()
 	c.dropAllListings()
 	c.imu.Unlock()
+	c.notifyAll()
 	c.relinquish(keys)
 	c.loseWriteLeases()
 	c.log.Warn("the machine was suspended longer than the clock slack: every cached lease dropped",

@@ -1,0 +1,246 @@
+package client_test
+
+// End-to-end tests of the coordination types (DESIGN §5.1): Mutex,
+// Election and Queue, on a real server.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leased/leased/client"
+	"github.com/leased/leased/internal/testkit/leaktest"
+	"github.com/leased/leased/server"
+)
+
+func newSession(t *testing.T, c *client.Client, ttl time.Duration) *client.Session {
+	t.Helper()
+	s, err := client.NewSession(stepCtx(t), c, ttl)
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestE2EMutex(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	a := dial(t, srv, client.Config{Name: "a"})
+	b := dial(t, srv, client.Config{Name: "b"})
+	ctx := stepCtx(t)
+	ma := client.NewMutex(newSession(t, a, 5*time.Second), "m")
+	mb := client.NewMutex(newSession(t, b, 5*time.Second), "m")
+	if err := ma.Context().Err(); err == nil {
+		t.Fatal("the context of a mutex not held is live")
+	}
+	if err := ma.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ma.Lock(ctx); !errors.Is(err, client.ErrLockHeld) {
+		t.Fatalf("Lock of a held mutex = %v, want ErrLockHeld", err)
+	}
+	lctx := ma.Context()
+	if lctx.Err() != nil {
+		t.Fatalf("the held lock's context: %v", lctx.Err())
+	}
+	if d, ok := lctx.Deadline(); !ok || time.Until(d) <= 0 || time.Until(d) > 5*time.Second {
+		t.Fatalf("the lock's safe deadline is %v away (%v)", time.Until(d), ok)
+	}
+	if err := mb.TryLock(ctx); !errors.Is(err, client.ErrLocked) {
+		t.Fatalf("TryLock of a held lock = %v, want ErrLocked", err)
+	}
+	locked := make(chan error, 1)
+	go func() { locked <- mb.Lock(ctx) }()
+	select {
+	case err := <-locked:
+		t.Fatalf("b locked a held mutex: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	first := ma.Token()
+	if err := ma.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lctx.Done():
+	default:
+		t.Fatal("the released lock's context is live")
+	}
+	if err := <-locked; err != nil {
+		t.Fatalf("b's Lock: %v", err)
+	}
+	if mb.Token() <= first {
+		t.Fatalf("tokens %d then %d", first, mb.Token())
+	}
+	if ok, _ := a.CheckToken(ctx, "m", mb.Token()); !ok {
+		t.Fatal("CheckToken of b's token = false")
+	}
+	if err := mb.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestE2EElection(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	a := dial(t, srv, client.Config{Name: "a"})
+	b := dial(t, srv, client.Config{Name: "b"})
+	o := dial(t, srv, client.Config{Name: "observer"})
+	ctx := stepCtx(t)
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seen := client.Observe(octx, o, "svc/leader")
+	next := func(want string) client.Leader {
+		t.Helper()
+		select {
+		case l := <-seen:
+			if string(l.Value) != want {
+				t.Fatalf("observed leader %q (token %d), want %q", l.Value, l.Token, want)
+			}
+			return l
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no leader observed; want %q", want)
+		}
+		return client.Leader{}
+	}
+	next("") // nobody leads yet
+	ea := client.NewElection(newSession(t, a, 5*time.Second), "svc/leader")
+	eb := client.NewElection(newSession(t, b, 5*time.Second), "svc/leader")
+	if err := ea.Campaign(ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	la := next("a")
+	if la.Token != ea.Token() {
+		t.Fatalf("observed token %d, leader's %d", la.Token, ea.Token())
+	}
+	won := make(chan error, 1)
+	go func() { won <- eb.Campaign(ctx, []byte("b")) }()
+	if err := eb.Proclaim(ctx, []byte("b?")); !errors.Is(err, client.ErrNotLeader) {
+		t.Fatalf("Proclaim by a campaigner that does not lead = %v, want ErrNotLeader", err)
+	}
+	if err := ea.Proclaim(ctx, []byte("a2")); err != nil {
+		t.Fatal(err)
+	}
+	next("a2")
+	if l, err := eb.Leader(ctx); err != nil || string(l.Value) != "a2" {
+		t.Fatalf("Leader = %q, %v", l.Value, err)
+	}
+	if err := ea.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-won; err != nil {
+		t.Fatalf("b's campaign: %v", err)
+	}
+	// Resigning deletes the record, and b then proclaims: an observer
+	// sees no leader in between, or, reading late, b at once.
+	select {
+	case l := <-seen:
+		if v := string(l.Value); v != "b" && (v != "" || l.Token != 0) {
+			t.Fatalf("observed %q (token %d) after a resigned; want none, or b", v, l.Token)
+		} else if v == "" {
+			next("b")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change observed after a resigned")
+	}
+	if err := ea.Proclaim(ctx, []byte("a3")); !errors.Is(err, client.ErrNotLeader) {
+		t.Fatalf("Proclaim after Resign = %v, want ErrNotLeader", err)
+	}
+}
+
+func TestE2EQueue(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	p := dial(t, srv, client.Config{Name: "producer"})
+	w1 := dial(t, srv, client.Config{Name: "w1"})
+	w2 := dial(t, srv, client.Config{Name: "w2"})
+	ctx := stepCtx(t)
+	q := client.NewQueue(p, "jobs")
+	q1, q2 := client.NewQueue(w1, "jobs"), client.NewQueue(w2, "jobs")
+	q1.MaxAttempts = 2
+	s1, s2 := newSession(t, w1, 5*time.Second), newSession(t, w2, 5*time.Second)
+	for i := range 3 {
+		if _, err := q.Enqueue(ctx, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Claims come oldest first, and never twice.
+	t0, err := q1.Claim(ctx, s1)
+	if err != nil || string(t0.Value) != "0" || t0.Attempt != 1 || t0.Token() == 0 {
+		t.Fatalf("first claim = %+v, %v", t0, err)
+	}
+	t1, err := q2.Claim(ctx, s2)
+	if err != nil || string(t1.Value) != "1" {
+		t.Fatalf("second claim = %+v, %v", t1, err)
+	}
+	ls, err := q.List(ctx)
+	if err != nil || len(ls) != 3 {
+		t.Fatalf("List = %+v, %v", ls, err)
+	}
+	claimed := 0
+	for _, s := range ls {
+		if s.Claimed {
+			claimed++
+		}
+	}
+	if claimed != 2 {
+		t.Fatalf("List says %d claimed, want 2: %+v", claimed, ls)
+	}
+	if err := t1.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A failed task goes back to the end; past MaxAttempts, to the dead.
+	if err := t0.Fail(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	t2, err := q1.Claim(ctx, s1)
+	if err != nil || string(t2.Value) != "2" {
+		t.Fatalf("claim after a failure = %+v, %v; want task 2 first", t2, err)
+	}
+	t0b, err := q1.Claim(ctx, s1)
+	if err != nil || string(t0b.Value) != "0" || t0b.Attempt != 2 {
+		t.Fatalf("claim of the failed task = %+v, %v; want attempt 2", t0b, err)
+	}
+	if err := t0b.Fail(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := p.List(ctx, q.DeadPrefix())
+	if err != nil || len(dead.KVs) != 1 {
+		t.Fatalf("dead letters = %+v, %v; want the task failed twice", dead.KVs, err)
+	}
+	// A claim with nothing free waits for an enqueue, and wakes on it.
+	got := make(chan *client.Task, 1)
+	go func() {
+		t3, err := q2.Claim(ctx, s2)
+		if err != nil {
+			t.Errorf("waiting claim: %v", err)
+		}
+		got <- t3
+	}()
+	select {
+	case t3 := <-got:
+		t.Fatalf("claimed %+v with no free task", t3)
+	case <-time.After(300 * time.Millisecond):
+	}
+	start := time.Now()
+	if _, err := q.Enqueue(ctx, []byte("3")); err != nil {
+		t.Fatal(err)
+	}
+	t3 := <-got
+	if t3 == nil || string(t3.Value) != "3" {
+		t.Fatalf("the waiting claim got %+v", t3)
+	}
+	t.Logf("a waiting claim got its task %v after the enqueue", time.Since(start))
+	// The claim's token fences: completed, its old holder's write fails.
+	if err := t2.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := t2.Complete(ctx); !errors.Is(err, client.ErrFenced) {
+		t.Fatalf("a second Complete = %v, want ErrFenced", err)
+	}
+	if err := t3.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
