@@ -244,3 +244,53 @@ func TestE2EQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A claim made by one client is finished by another that may use its TTL
+// lease (a shell worker's leasectl processes): Resume, then Complete; the
+// first client's writes under the claim are fenced from then on.
+func TestE2EQueueResume(t *testing.T) {
+	leaktest.Check(t)
+	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	a := dial(t, srv, client.Config{Name: "claimer"})
+	b := dial(t, srv, client.Config{Name: "finisher"})
+	ctx := stepCtx(t)
+	qa, qb := client.NewQueue(a, "jobs"), client.NewQueue(b, "jobs")
+	if _, err := qa.Enqueue(ctx, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, a, 5*time.Second)
+	task, err := qa.Claim(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qb.Resume(ctx, task.Key, task.Token()+1, s.Lease()); err != nil {
+		t.Fatalf("Resume with a wrong token reads the task: %v", err)
+	}
+	wrong, _ := qb.Resume(ctx, task.Key, task.Token()+1, s.Lease())
+	if err := wrong.Complete(ctx); !errors.Is(err, client.ErrFenced) {
+		t.Fatalf("Complete under a wrong token = %v, want ErrFenced", err)
+	}
+	other, err := client.NewSession(ctx, b, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if bad, err := qb.Resume(ctx, task.Key, task.Token(), other.Lease()); err != nil {
+		t.Fatal(err)
+	} else if err := bad.Complete(ctx); !errors.Is(err, client.ErrFenced) {
+		t.Fatalf("Complete under another TTL lease = %v, want ErrFenced", err)
+	}
+	res, err := qb.Resume(ctx, task.Key, task.Token(), s.Lease())
+	if err != nil || string(res.Value) != "x" || res.Attempt != 1 {
+		t.Fatalf("Resume = %+v, %v", res, err)
+	}
+	if err := res.Complete(ctx); err != nil {
+		t.Fatalf("Complete of the resumed claim: %v", err)
+	}
+	if it := mustGet(t, a, task.Key); it.Found {
+		t.Fatalf("the task is still there: %s", fmtItem(it))
+	}
+	if err := task.Complete(ctx); !errors.Is(err, client.ErrFenced) {
+		t.Fatalf("the first claimer's Complete = %v, want ErrFenced", err)
+	}
+}

@@ -82,6 +82,24 @@ func (c *Client) loseBound(id LeaseID) {
 	}
 }
 
+// ResumeLock returns the lock on key held with token under TTL lease id,
+// which another client acquired (AcquireUnder): a process that claimed a
+// lock and exited, leaving it to its TTL lease, as a shell worker does
+// with leasectl. Any client that may use the TTL lease may write under the
+// lock and release it, as it may revoke the lease, which ends the lock;
+// the server moves the lock to this client at its first write or release.
+// It sends nothing: a token that is not the lock's fails the first write
+// with ErrFenced, and its release with ErrNotFound.
+func (c *Client) ResumeLock(key string, token uint64, id LeaseID) (*WriteLease, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if token == 0 || id == 0 {
+		return nil, fmt.Errorf("%w: resume the lock on %q: token %d, lease %v; neither may be 0", ErrInvalidArgument, key, token, id)
+	}
+	return &WriteLease{c: c, key: key, token: token, lease: id, under: id, deadline: never, done: make(chan struct{})}, nil
+}
+
 // LockRecord is what the record of a lock says (Client.Lock).
 type LockRecord struct {
 	// Held says that the write lease is held, with Token, bound to TTL

@@ -274,6 +274,31 @@ func (q *Queue) claimFree(ctx context.Context, s *Session, tasks []Task) (*Task,
 	return nil, nil
 }
 
+// Resume returns the task key claimed with token under TTL lease id by
+// another client (ResumeLock): a shell worker's claim, made by one
+// leasectl and finished by another. It reads the task as it is now.
+func (q *Queue) Resume(ctx context.Context, key string, token uint64, id LeaseID) (*Task, error) {
+	if !strings.HasPrefix(key, q.Prefix()) {
+		return nil, fmt.Errorf("%w: %q is not a task of queue %q (%s...)", ErrInvalidArgument, key, q.name, q.Prefix())
+	}
+	wl, err := q.c.ResumeLock(key, token, id)
+	if err != nil {
+		return nil, err
+	}
+	it, err := q.c.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if !it.Found {
+		return nil, fmt.Errorf("%w: task %q", ErrNotFound, key)
+	}
+	a, v, err := decodeTask(it.Value)
+	if err != nil {
+		return nil, err
+	}
+	return &Task{Key: key, Value: v, Attempt: a, Version: it.Version, q: q, wl: wl}, nil
+}
+
 // Complete deletes the task under its claim, and ends the claim. Once the
 // claim is lost (its session ended, and another worker may hold the
 // task), it fails with ErrFenced and changes nothing.

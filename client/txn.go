@@ -195,6 +195,12 @@ func (t *Txn) Commit() (TxnResult, error) {
 					return nil, fmt.Errorf("%w: op %d writes %q under the write lease on %q", ErrInvalidArgument, i, op.key, wl.key)
 				}
 				under = append(under, wl)
+				if wl.under != 0 {
+					if req.Under != 0 && req.Under != uint64(wl.under) {
+						return nil, fmt.Errorf("%w: op %d writes under a lock resumed by TTL lease %v, another op under one resumed by %v", ErrInvalidArgument, i, wl.under, LeaseID(req.Under))
+					}
+					req.Under = uint64(wl.under)
+				}
 				if until := wl.until(); leaseUntil.IsZero() || until.Before(leaseUntil) {
 					leaseUntil = until
 				}

@@ -45,6 +45,9 @@ type writeOptions struct {
 	withLease bool
 	// guard is the lock the write commits under (WithGuard), or nil.
 	guard *protocol.Guard
+	// under is the TTL lease of a resumed lock the write is made under
+	// (WriteLease.under); 0: none.
+	under LeaseID
 }
 
 // WithGuard makes a write commit only if the write lease on lock is held
@@ -168,7 +171,7 @@ func (c *Client) write(ctx context.Context, op protocol.WriteOp, key string, val
 		return 0, false, err
 	}
 	value = append([]byte(nil), value...)
-	req := &protocol.Write{Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token, Lease: uint64(o.lease), Guard: o.guard}
+	req := &protocol.Write{Op: op, Key: []byte(key), Value: value, Expect: expect, Token: token, Lease: uint64(o.lease), Guard: o.guard, Under: uint64(o.under)}
 	check := func(h *protocol.HelloReply) error {
 		if max := h.MaxValueSize; max > 0 && len(value) > max {
 			return fmt.Errorf("%w: value of %d bytes, limit %d", ErrTooLarge, len(value), max)

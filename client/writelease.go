@@ -25,6 +25,10 @@ type WriteLease struct {
 	token uint64
 	term  time.Duration
 	lease LeaseID // the TTL lease it is bound to (AcquireUnder); 0: none
+	// under is the TTL lease a lock acquired elsewhere was resumed by
+	// (ResumeLock): its writes and release name it, so that the server
+	// lets this client use the lock; 0: none.
+	under LeaseID
 
 	mu       sync.Mutex // guards deadline, lost and writes; after Client.wmu, a leaf
 	deadline time.Time
@@ -183,7 +187,7 @@ func (wl *WriteLease) write(ctx context.Context, op protocol.WriteOp, value []by
 	// Made while the client is disconnected, the write waits for the next
 	// session only while the lease may live on the server.
 	until := wl.until()
-	opts = append(opts[:len(opts):len(opts)], func(o *writeOptions) { o.leaseUntil = until })
+	opts = append(opts[:len(opts):len(opts)], func(o *writeOptions) { o.leaseUntil, o.under = until, wl.under })
 	return wl.c.write(ctx, op, wl.key, value, 0, wl.token, opts)
 }
 
@@ -248,7 +252,7 @@ func (wl *WriteLease) relinquish(ctx context.Context) error {
 	var id uint64
 	var ch chan protocol.Message
 	if err == nil {
-		id, ch, err = cn.start(&protocol.ReleaseWrite{Key: []byte(wl.key), Token: wl.token})
+		id, ch, err = cn.start(&protocol.ReleaseWrite{Key: []byte(wl.key), Token: wl.token, Under: uint64(wl.under)})
 	}
 	c.smu.Unlock()
 	if err != nil {

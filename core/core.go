@@ -406,9 +406,13 @@ func (c *Core) Relinquish(id SessionID, keys []string) {
 // Other sessions may lease the key once the end is durable; then, or when
 // the store fails to make it durable (it is ended again once the store is
 // back), done is called, unless ReleaseWriteLease failed.
-func (c *Core) ReleaseWriteLease(id SessionID, key string, token uint64, done func()) error {
+//
+// With under not 0, a TTL lease the caller has found the session may use,
+// the session may release a write lease bound to that lease (a lock),
+// whoever holds it (leasetable.Table.ReleaseWriteLease).
+func (c *Core) ReleaseWriteLease(id SessionID, key string, token, under uint64, done func()) error {
 	c.mu.Lock()
-	eff, err := c.table.ReleaseWriteLease(id, key, token, c.clock.Now())
+	eff, err := c.table.ReleaseWriteLease(id, key, token, under, c.clock.Now())
 	c.enqueueReady(eff)
 	c.mu.Unlock()
 	if err == nil {

@@ -203,7 +203,7 @@ func TestWriteLeaseSurvivesRestart(t *testing.T) {
 		if err := b.Submit(stolen); !errors.Is(err, leasetable.ErrFenced) {
 			t.Fatalf("another client's write with the live token: %v, want ErrFenced", err)
 		}
-		if err := b.ReleaseWriteLease(12, "k", acq.Token, nil); !errors.Is(err, leasetable.ErrNotFound) {
+		if err := b.ReleaseWriteLease(12, "k", acq.Token, 0, nil); !errors.Is(err, leasetable.ErrNotFound) {
 			t.Fatalf("another client's release with the live token: %v, want ErrNotFound", err)
 		}
 		// The holder's client took it over at its hello (SetClient).
@@ -224,7 +224,7 @@ func TestWriteLeaseSurvivesRestart(t *testing.T) {
 		if len(n.recalls) != 1 || n.recalls[0] != (leasetable.Notice{Session: 11, Key: "k", Token: acq.Token}) {
 			t.Fatalf("recalls %+v, want one to session 11", n.recalls)
 		}
-		if err := b.ReleaseWriteLease(11, "k", acq.Token, nil); err != nil {
+		if err := b.ReleaseWriteLease(11, "k", acq.Token, 0, nil); err != nil {
 			t.Fatalf("the new session releases the restored lease: %v", err)
 		}
 		if _, ok := other.outcome(); ok {

@@ -182,7 +182,7 @@ func (c *Core) restoreHandoff(st store.State) error {
 		}
 		c.inherited = maxTime(c.inherited, expiry)
 		if l.Token != 0 {
-			c.table.RestoreWriteLease(l.Key, l.Token, l.Client, expiry, false)
+			c.table.RestoreWriteLease(l.Key, l.Token, l.Client, expiry, 0)
 			kept[l.Key] = l.Token
 			continue
 		}
@@ -205,7 +205,7 @@ func (c *Core) restoreHandoff(st store.State) error {
 		if wl.Lease != 0 {
 			// A lock is not handed over: it lives as long as its TTL
 			// lease (DESIGN §5.1).
-			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, time.Time{}, true)
+			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, time.Time{}, wl.Lease)
 			continue
 		}
 		if kept[wl.Key] != wl.Token {

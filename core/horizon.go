@@ -79,7 +79,7 @@ func (c *Core) restore() error {
 		// every later leader learns of before it writes (DESIGN §13).
 		barrier := c.started.Add(hold)
 		for _, wl := range st.WriteLeases {
-			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, barrier, wl.Lease != 0)
+			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, barrier, wl.Lease)
 		}
 		c.holdWrites(maxTime(barrier, held))
 		return nil
@@ -89,7 +89,7 @@ func (c *Core) restore() error {
 	for _, wl := range st.WriteLeases {
 		if wl.Lease != 0 {
 			// A lock lives as long as its TTL lease (DESIGN §5.1).
-			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, time.Time{}, true)
+			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, time.Time{}, wl.Lease)
 			continue
 		}
 		ends = append(ends, store.Command{Op: store.OpEndWriteLease, Key: []byte(wl.Key), Token: wl.Token})

@@ -118,7 +118,7 @@ func TestLockRecordLeaseIsRecalledWhenTheLockChanges(t *testing.T) {
 		}
 		// The release waits for the reader too.
 		released := make(chan struct{})
-		if err := c.ReleaseWriteLease(1, "lock", held.Token, func() { close(released) }); err != nil {
+		if err := c.ReleaseWriteLease(1, "lock", held.Token, 0, func() { close(released) }); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()

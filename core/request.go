@@ -39,6 +39,11 @@ type Request struct {
 	// the write lease to that TTL lease: a lock, with no term, that ends
 	// with the TTL lease.
 	Mode leasetable.Mode
+	// Under, on a write or transaction with fencing tokens, is a TTL lease
+	// that the caller has found its session may use: the session may then
+	// write under a write lease bound to that lease (a lock) whoever holds
+	// it, and takes it over (leasetable.Op.Lease).
+	Under uint64
 	// Guard makes a write or transaction commit only if the lock it names
 	// is held with its token (store.Guard); else ErrFenced, and nothing
 	// changes.
@@ -231,7 +236,9 @@ func (c *Core) Submit(r *Request) error {
 	r.op = leasetable.Op{Kind: leasetable.OpWrite, Session: r.Session, Key: string(r.Key), Token: r.Token, Data: r}
 	if r.acquires() {
 		r.op.Kind = leasetable.OpAcquire
-		r.op.Mode, r.op.Bound = r.Mode, r.Lease != 0
+		r.op.Mode, r.op.Lease = r.Mode, r.Lease
+	} else if r.Token != 0 {
+		r.op.Lease = r.Under
 	}
 	if r.Timeout > 0 {
 		r.op.Deadline = now.Add(r.Timeout)

@@ -140,6 +140,9 @@ func (c *Core) submitTxn(r *Request) error {
 	for i, k := range keys {
 		op := &st.ops[i]
 		*op = leasetable.Op{Kind: leasetable.OpWrite, Session: r.Session, Key: string(k), Token: r.Fence[string(k)], InOrder: true, Data: r}
+		if op.Token != 0 {
+			op.Lease = r.Under
+		}
 		if r.Timeout > 0 {
 			op.Deadline = now.Add(r.Timeout)
 		}

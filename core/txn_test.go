@@ -184,7 +184,7 @@ func TestTxnFenced(t *testing.T) {
 		late := txnReq(1, nil, []store.TxnOp{tput("a", "late"), tput("c", "late")}, nil)
 		late.Fence = map[string]uint64{"a": tok}
 		p := submit(t, c, late)
-		if err := c.ReleaseWriteLease(1, "a", tok, nil); err != nil {
+		if err := c.ReleaseWriteLease(1, "a", tok, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(term + eps)
@@ -243,7 +243,7 @@ func TestTxnUnderRecalledWriteLease(t *testing.T) {
 		if o := submit(t, c, r).must(t); o.Version != 1 {
 			t.Fatalf("holder's transaction ahead of a single write: %+v", o)
 		}
-		if err := c.ReleaseWriteLease(1, "a", tok, nil); err != nil {
+		if err := c.ReleaseWriteLease(1, "a", tok, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if o := single.must(t); o.Version != 2 {

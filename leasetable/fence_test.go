@@ -109,7 +109,7 @@ func TestWriteLeaseTakenOverBySameClient(t *testing.T) {
 func TestRestoredWriteLeaseWithoutClient(t *testing.T) {
 	h := newHarness(t, sA, sB)
 	h.tab.SetClient(sB, 9)
-	h.tab.RestoreWriteLease("k", 5, 0, t0.Add(time.Second), false)
+	h.tab.RestoreWriteLease("k", 5, 0, t0.Add(time.Second), 0)
 	for _, id := range []SessionID{sA, sB} {
 		if _, _, err := h.tokenWrite(id, "k", 5); !errors.Is(err, ErrFenced) {
 			t.Errorf("session %d's write with the token of a lease restored without client: %v, want ErrFenced", id, err)

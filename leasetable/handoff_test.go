@@ -155,7 +155,7 @@ func newHandoffRun(t *testing.T, seed uint64, at int32) *handoffRun {
 			if r.rng.IntN(2) == 0 {
 				w.client = handoffClient
 			}
-			r.tab.RestoreWriteLease(key, w.token, w.client, w.expiry, false)
+			r.tab.RestoreWriteLease(key, w.token, w.client, w.expiry, 0)
 			r.writes[key] = w
 			r.logf("restore write lease %s token %d client %d until %v", key, w.token, w.client, w.expiry.Sub(t0))
 		}
@@ -431,7 +431,7 @@ func (r *handoffRun) step() {
 			if w == nil || w.holder != s {
 				return
 			}
-			eff, err := r.tab.ReleaseWriteLease(s, key, w.token, r.now)
+			eff, err := r.tab.ReleaseWriteLease(s, key, w.token, 0, r.now)
 			r.logf("release %s token %d by %d: %v", key, w.token, s, err)
 			if err == nil {
 				delete(r.writes, key)

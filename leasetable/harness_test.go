@@ -163,7 +163,7 @@ func (h *harness) doneAcquire(op *Op, token uint64) Effects {
 
 func (h *harness) release(id SessionID, key string, token uint64) (Effects, error) {
 	h.tb.Helper()
-	eff, err := h.tab.ReleaseWriteLease(id, key, token, h.now)
+	eff, err := h.tab.ReleaseWriteLease(id, key, token, 0, h.now)
 	return h.record(eff), err
 }
 
@@ -396,6 +396,17 @@ func checkInvariants(tb testing.TB, tab *Table) {
 				fail("op of %q not listed in its session %d", name, op.Session)
 			}
 		}
+		for _, op := range k.takeover {
+			if op.Key != name || !op.holder || op.state != opWaiting || op.Token == 0 {
+				fail("takeover write %s/%d on %q in state %d", op.Key, op.Session, name, op.state)
+			}
+			waiting++
+			if s := tab.sessions[op.Session]; s == nil {
+				fail("takeover write of %q from unknown session %d", name, op.Session)
+			} else if _, ok := s.ops[op]; !ok {
+				fail("takeover write of %q not listed in its session %d", name, op.Session)
+			}
+		}
 	}
 	// keyStates: each in use is the one of exactly one live key; the free
 	// ones are nil.
@@ -437,7 +448,7 @@ func checkInvariants(tb testing.TB, tab *Table) {
 	}
 	pending := make(map[string]int32)
 	for name, k := range keyStates(tab) {
-		n := int32(len(k.queue) + k.inflight)
+		n := int32(len(k.queue) + len(k.takeover) + k.inflight)
 		if len(k.queue) > 0 && k.queue[0].state == opReady {
 			n-- // in the queue and in flight
 		}
@@ -503,7 +514,7 @@ func checkInvariants(tb testing.TB, tab *Table) {
 				fail("op %s of session %d listed in state %d", op.Key, id, op.state)
 			}
 			k := tab.extOf(op.Key)
-			if k == nil || !slices.Contains(k.queue, op) {
+			if k == nil || !slices.Contains(k.queue, op) && !slices.Contains(k.takeover, op) {
 				fail("op %s of session %d is in no queue", op.Key, id)
 			}
 		}

@@ -8,9 +8,9 @@ import (
 
 // Acquisition modes and write leases bound to TTL leases (DESIGN §5.1).
 
-func (h *harness) acquireMode(id SessionID, key string, mode Mode, bound bool) (*Op, Effects, error) {
+func (h *harness) acquireMode(id SessionID, key string, mode Mode, lease uint64) (*Op, Effects, error) {
 	h.tb.Helper()
-	op := &Op{Kind: OpAcquire, Session: id, Key: key, Mode: mode, Bound: bound}
+	op := &Op{Kind: OpAcquire, Session: id, Key: key, Mode: mode, Lease: lease}
 	eff, err := h.tab.Submit(op, h.now)
 	return op, h.record(eff), err
 }
@@ -18,7 +18,7 @@ func (h *harness) acquireMode(id SessionID, key string, mode Mode, bound bool) (
 func TestWaitNeverRecalls(t *testing.T) {
 	h := newHarness(t, sA, sB, sC)
 	h.mustAcquire(sA, "k", 1)
-	wait, _, err := h.acquireMode(sB, "k", Wait, false)
+	wait, _, err := h.acquireMode(sB, "k", Wait, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,11 +27,11 @@ func TestWaitNeverRecalls(t *testing.T) {
 	}
 	h.wantReady(wait, false)
 	// A second waiter lines up behind it; a try fails at once.
-	wait2, _, _ := h.acquireMode(sC, "k", Wait, false)
-	if _, _, err := h.acquireMode(sC, "other", Try, false); err != nil {
+	wait2, _, _ := h.acquireMode(sC, "k", Wait, 0)
+	if _, _, err := h.acquireMode(sC, "other", Try, 0); err != nil {
 		t.Fatalf("try of a free key: %v", err)
 	}
-	if _, _, err := h.acquireMode(sC, "k", Try, false); !errors.Is(err, ErrLocked) {
+	if _, _, err := h.acquireMode(sC, "k", Try, 0); !errors.Is(err, ErrLocked) {
 		t.Fatalf("try of a held key: %v, want ErrLocked", err)
 	}
 	// The holder renews: still no recall, no grant.
@@ -60,32 +60,32 @@ func TestWaitNeverRecalls(t *testing.T) {
 
 func TestTryAcquire(t *testing.T) {
 	h := newHarness(t, sA, sB)
-	op, _, err := h.acquireMode(sA, "k", Try, false)
+	op, _, err := h.acquireMode(sA, "k", Try, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.wantReady(op, true)
 	h.doneAcquire(op, 1)
 	// The holder itself may try again: it holds the key already.
-	if _, _, err := h.acquireMode(sA, "k", Try, false); err != nil {
+	if _, _, err := h.acquireMode(sA, "k", Try, 0); err != nil {
 		t.Fatalf("holder's try: %v", err)
 	}
-	if _, _, err := h.acquireMode(sB, "k", Try, false); !errors.Is(err, ErrLocked) {
+	if _, _, err := h.acquireMode(sB, "k", Try, 0); !errors.Is(err, ErrLocked) {
 		t.Fatalf("try of a held key = %v, want ErrLocked", err)
 	}
 	// A waiter ahead makes a try fail too, even once the key is free.
 	h2 := newHarness(t, sA, sB, sC)
 	h2.mustAcquire(sA, "k", 1)
-	h2.acquireMode(sB, "k", Wait, false)
+	h2.acquireMode(sB, "k", Wait, 0)
 	h2.release(sA, "k", 1)
-	if _, _, err := h2.acquireMode(sC, "k", Try, false); !errors.Is(err, ErrLocked) {
+	if _, _, err := h2.acquireMode(sC, "k", Try, 0); !errors.Is(err, ErrLocked) {
 		t.Fatalf("try behind a waiter = %v, want ErrLocked", err)
 	}
 }
 
 func TestBoundWriteLease(t *testing.T) {
 	h := newHarness(t, sA, sB, sW)
-	op, _, _ := h.acquireMode(sA, "k", Wait, true)
+	op, _, _ := h.acquireMode(sA, "k", Wait, 9)
 	h.wantReady(op, true)
 	h.doneAcquire(op, 5)
 	if _, ok := h.tab.NextDeadline(); ok {
@@ -99,7 +99,7 @@ func TestBoundWriteLease(t *testing.T) {
 	}
 	// Neither a write nor a recalling acquisition recalls it.
 	w, _ := h.write(sW, "k")
-	rec, _, _ := h.acquireMode(sB, "k", Recall, false)
+	rec, _, _ := h.acquireMode(sB, "k", Recall, 0)
 	h.at(time.Hour)
 	h.tick()
 	h.wantReady(w, false)
@@ -136,7 +136,7 @@ func TestBoundWriteLease(t *testing.T) {
 func TestRestoredBoundLease(t *testing.T) {
 	h := newHarness(t, sA)
 	h.tab.SetClient(sA, 7)
-	h.tab.RestoreWriteLease("k", 3, 7, t0.Add(time.Second), true)
+	h.tab.RestoreWriteLease("k", 3, 7, t0.Add(time.Second), 9)
 	h.at(time.Hour)
 	h.tick()
 	if tok, _, ok := h.tab.WriteLease("k"); !ok || tok != 3 {
@@ -172,4 +172,55 @@ func TestUnlistedKeysLeavePrefixLeases(t *testing.T) {
 		t.Errorf("prefix lease while an unlisted key is written = %v, want %v", got, term)
 	}
 	h.done(op, true)
+}
+
+// A client that may use a lock's TTL lease takes the lock over at its
+// first write under it, which waits for the read lease the earlier
+// holder's session kept on the key; a session whose TTL lease is another
+// is fenced.
+func TestTakeoverByTTLLease(t *testing.T) {
+	h := newHarness(t, sA, sB, sC)
+	h.tab.SetClient(sA, 1)
+	h.tab.SetClient(sB, 2)
+	h.tab.SetClient(sC, 3)
+	op, _, _ := h.acquireMode(sA, "k", Wait, 9)
+	h.doneAcquire(op, 5)
+	h.grant(sA, "k") // the holder caches the key
+	other := &Op{Kind: OpWrite, Session: sC, Key: "k", Token: 5, Lease: 8}
+	if _, err := h.tab.Submit(other, h.now); !errors.Is(err, ErrFenced) {
+		t.Fatalf("write under another TTL lease = %v, want ErrFenced", err)
+	}
+	w := &Op{Kind: OpWrite, Session: sB, Key: "k", Token: 5, Lease: 9}
+	h.submit(w)
+	if _, holder, _ := h.tab.WriteLease("k"); holder != sB {
+		t.Fatalf("holder %d after the takeover, want %d", holder, sB)
+	}
+	h.wantReady(w, false)
+	if n := len(h.invalid); n != 1 || h.invalid[0] != (Notice{Session: sA, Key: "k"}) {
+		t.Fatalf("invalidations %v, want one to the earlier holder", h.invalid)
+	}
+	h.relinquish(sA, "k")
+	h.wantReady(w, true)
+	h.done(w, true)
+	// The earlier holder may no longer write under it, nor release it.
+	if _, err := h.tab.Submit(&Op{Kind: OpWrite, Session: sA, Key: "k", Token: 5}, h.now); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the earlier holder's write = %v, want ErrFenced", err)
+	}
+	if _, err := h.release(sA, "k", 5); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the earlier holder's release = %v, want ErrNotFound", err)
+	}
+	// A takeover write whose lease ends while it waits is abandoned.
+	h2 := newHarness(t, sA, sB)
+	h2.tab.SetClient(sA, 1)
+	h2.tab.SetClient(sB, 2)
+	op2, _, _ := h2.acquireMode(sA, "k", Wait, 9)
+	h2.doneAcquire(op2, 5)
+	h2.grant(sA, "k")
+	w2 := &Op{Kind: OpWrite, Session: sB, Key: "k", Token: 5, Lease: 9}
+	h2.submit(w2)
+	h2.record(h2.tab.EndLock("k", 5, h2.now))
+	h2.relinquish(sA, "k")
+	if !h2.abandoned[w2] {
+		t.Fatal("a takeover write whose lock ended was not abandoned")
+	}
 }

@@ -626,7 +626,7 @@ func (m *model) release() {
 	if want {
 		delete(m.writes, key)
 	}
-	eff, err := m.tab.ReleaseWriteLease(id, key, token, m.now)
+	eff, err := m.tab.ReleaseWriteLease(id, key, token, 0, m.now)
 	m.logf("ReleaseWriteLease(%d, %s, %d) = %v; %s", id, key, token, err, effString(eff))
 	if want != (err == nil) || (err != nil && !errors.Is(err, ErrNotFound)) {
 		m.fail("ReleaseWriteLease = %v, want success %v (lease %+v)", err, want, w)

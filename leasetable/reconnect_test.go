@@ -161,9 +161,9 @@ func TestAdoptClientRestoredWriteLeases(t *testing.T) {
 	const client, other = 41, 42
 	h := newHarness(t, sA, sB)
 	expiry := t0.Add(10 * time.Second)
-	h.tab.RestoreWriteLease("k", 7, client, expiry, false)
-	h.tab.RestoreWriteLease("j", 8, client, expiry, false)
-	h.tab.RestoreWriteLease("o", 9, other, expiry, false)
+	h.tab.RestoreWriteLease("k", 7, client, expiry, 0)
+	h.tab.RestoreWriteLease("j", 8, client, expiry, 0)
+	h.tab.RestoreWriteLease("o", 9, other, expiry, 0)
 	h.tab.SetClient(sB, other+1)
 	write, eff := h.write(sB, "k")
 	h.wantReady(write, false)

@@ -111,7 +111,7 @@ func newStatsRun(t *testing.T, seed uint64) *statsRun {
 		switch r.rng.IntN(4) {
 		case 0:
 			r.tokens++
-			r.tab.RestoreWriteLease(key, r.tokens, uint64(1+r.rng.IntN(3)), r.now.Add(r.pickTerm()), false)
+			r.tab.RestoreWriteLease(key, r.tokens, uint64(1+r.rng.IntN(3)), r.now.Add(r.pickTerm()), 0)
 		case 1:
 			holder := 1<<63 + SessionID(r.rng.IntN(3))
 			r.tab.RestoreReadLease(holder, key, r.now.Add(r.pickTerm()))
@@ -230,7 +230,7 @@ func (r *statsRun) step() {
 		}
 	case 12: // a release, perhaps with a token the session may not use
 		if id, ok := r.pickOpen(); ok {
-			eff, _ := r.tab.ReleaseWriteLease(id, r.pickKey(), 1+r.rng.Uint64N(r.tokens+1), r.now)
+			eff, _ := r.tab.ReleaseWriteLease(id, r.pickKey(), 1+r.rng.Uint64N(r.tokens+1), 0, r.now)
 			r.apply(eff)
 		}
 	case 13: // the store has ended a write lease

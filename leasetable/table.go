@@ -13,6 +13,7 @@ package leasetable
 import (
 	"container/heap"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -104,11 +105,14 @@ type Op struct {
 	// Mode is an OpAcquire's: what it does if another client holds the
 	// key's write lease.
 	Mode Mode
-	// Bound says that an OpAcquire's write lease is bound to a TTL lease
-	// (a lock): it has no term and is never recalled; it lives until it is
+	// Lease, on an OpAcquire, binds its write lease to that TTL lease (a
+	// lock): it has no term and is never recalled; it lives until it is
 	// released or EndLock ends it, and a graceful close of its session
-	// leaves it.
-	Bound    bool
+	// leaves it. On an OpWrite with a Token, it is a TTL lease the server
+	// has found that the session may use: the session may then write under
+	// a write lease bound to it, and takes the lease over, whatever client
+	// holds it (mayUse).
+	Lease    uint64
 	Deadline time.Time // abandon if not ready by then; zero means never
 	Data     any       // the server's own; the Table never reads it
 
@@ -236,7 +240,8 @@ type lease struct {
 	client    uint64 // the holder's client identity (0: none); see mayUse
 	recalled  bool   // a recall was sent
 	ending    bool   // ended, waiting for EndWriteLease
-	bound     bool   // bound to a TTL lease: no term, never recalled (Op.Bound)
+	bound     bool   // bound to a TTL lease: no term, never recalled (Op.Lease)
+	ttl       uint64 // the TTL lease it is bound to, if bound
 	counted   bool   // counted in Stats.WriteLeases (pushWrite)
 }
 
@@ -252,6 +257,10 @@ type keyState struct {
 	// queue.
 	inflight int
 	blocked  bool // the head is ready but for the write barrier
+	// takeover are writes of a client that took the write lease over from
+	// another (mayUse by a TTL lease): they wait, outside the queue, for
+	// the read lease the earlier holder's session kept on the key.
+	takeover []*Op
 	// bySession finds the key's read leases by session slot once it has
 	// more than holderMapAt of them; nil otherwise, and once it has none.
 	bySession map[int32]int32
@@ -268,7 +277,7 @@ func (k *keyState) queuedInOrder() bool {
 }
 
 func (k *keyState) idle() bool {
-	return k.wlease == nil && len(k.queue) == 0 && k.inflight == 0 && k.bySession == nil
+	return k.wlease == nil && len(k.queue) == 0 && len(k.takeover) == 0 && k.inflight == 0 && k.bySession == nil
 }
 
 type session struct {
@@ -474,7 +483,7 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 	// at once. So abandon the ops behind others first: then that next op is
 	// never one of this session's.
 	for op := range s.ops {
-		if t.extOf(op.Key).queue[0] != op {
+		if q := t.extOf(op.Key).queue; len(q) == 0 || q[0] != op {
 			t.abandon(op, now, &eff)
 			eff.Abandoned = append(eff.Abandoned, op)
 		}
@@ -511,9 +520,9 @@ func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effec
 // fenced write or a release, takes it over: its writes need not wait for
 // the write barrier, because no other session can hold a lease on the
 // key. A lease restored with client 0 is taken over by nobody: it ends at
-// expiry. A bound one (Op.Bound) has no expiry: it ends when EndLock ends
-// it, or its holder releases it.
-func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.Time, bound bool) {
+// expiry. One bound to TTL lease ttl (not 0, Op.Lease) has no expiry: it
+// ends when EndLock ends it, or its holder releases it.
+func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.Time, ttl uint64) {
 	s := t.closedSession(RestoredSession)
 	k := t.richKey(key)
 	if old := k.wlease; old != nil {
@@ -522,10 +531,10 @@ func (t *Table) RestoreWriteLease(key string, token, client uint64, expiry time.
 	} else {
 		t.pend(key, 1) // its holder may write at once: no listing under it is leased
 	}
-	if bound {
+	if ttl != 0 {
 		expiry = never
 	}
-	l := &lease{key: k, session: s, expiry: expiry, token: token, client: client, bound: bound}
+	l := &lease{key: k, session: s, expiry: expiry, token: token, client: client, bound: ttl != 0, ttl: ttl}
 	k.wlease = l
 	s.wrlses[k.name] = l
 	t.pushWrite(l)
@@ -619,7 +628,7 @@ func (t *Table) AdoptClient(to SessionID, now time.Time) (eff Effects, supersede
 // may have been lost (AdoptClient).
 func (t *Table) adoptWrites(f, s *session, eff *Effects) {
 	for _, l := range f.wrlses {
-		if l.ending || !mayUse(l, s) {
+		if l.ending || !mayUse(l, s, 0) {
 			continue
 		}
 		t.adopt(l, s)
@@ -710,11 +719,13 @@ func (t *Table) closedSession(id SessionID) *session {
 // mayUse reports whether session s may write under write lease l, or
 // release it, with its token: s holds it, or s is a session of the client
 // it was granted to, which came back on a new session (after a lost
-// connection, a restart or a failover). A fencing token is a fence, not a
-// credential: tokens come from one counter, so another client may guess
-// a live one, and must not write under it.
-func mayUse(l *lease, s *session) bool {
-	return l.session == s || (l.client != 0 && l.client == s.client)
+// connection, a restart or a failover), or l is bound to TTL lease ttl
+// (not 0), which the server has found that s may use: whoever may use a
+// TTL lease may revoke it, which ends its locks anyway. A fencing token is
+// a fence, not a credential: tokens come from one counter, so another
+// client may guess a live one, and must not write under it.
+func mayUse(l *lease, s *session, ttl uint64) bool {
+	return l.session == s || (l.client != 0 && l.client == s.client) || (ttl != 0 && l.ttl == ttl)
 }
 
 // adopt moves write lease l to s, which presented its token and may use it
@@ -898,14 +909,17 @@ func (t *Table) Relinquish(id SessionID, keys []string, now time.Time) Effects {
 // ErrNotFound otherwise. The lease ends at once for its holder; for
 // everyone else it ends when the server calls EndWriteLease (see
 // Effects.EndWrite).
-func (t *Table) ReleaseWriteLease(id SessionID, key string, token uint64, now time.Time) (Effects, error) {
+//
+// With ttl not 0, a TTL lease the server has found the session may use,
+// the session may release a write lease bound to it (mayUse).
+func (t *Table) ReleaseWriteLease(id SessionID, key string, token, ttl uint64, now time.Time) (Effects, error) {
 	var eff Effects
 	s := t.sessions[id]
 	if s == nil {
 		return eff, ErrUnknownSession
 	}
 	l := s.wrlses[key]
-	if k := t.extOf(key); l == nil && !s.closed && k != nil && k.wlease != nil && k.wlease.token == token && !k.wlease.ending && mayUse(k.wlease, s) {
+	if k := t.extOf(key); l == nil && !s.closed && k != nil && k.wlease != nil && k.wlease.token == token && !k.wlease.ending && mayUse(k.wlease, s, ttl) {
 		l = k.wlease
 		t.adopt(l, s)
 	}
@@ -1035,7 +1049,7 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 			wl = k.wlease
 		}
 		switch {
-		case op.Token != 0 && (wl == nil || wl.token != op.Token || wl.ending || !now.Before(wl.expiry) || !mayUse(wl, s)):
+		case op.Token != 0 && (wl == nil || wl.token != op.Token || wl.ending || !now.Before(wl.expiry) || !mayUse(wl, s, op.Lease)):
 			return eff, ErrFenced
 		case wl != nil && !wl.ending && (op.Token != 0 || wl.session == s):
 			// The holder writes under its lease, without waiting for the
@@ -1048,7 +1062,15 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 			if wl.session != s && wl.recalled {
 				eff.Recall = append(eff.Recall, Notice{Session: s.id, Key: k.name, Token: wl.token})
 			}
+			prev := wl.session
+			cross := prev != s && (wl.client == 0 || wl.client != s.client)
 			t.adopt(wl, s)
+			if cross {
+				wl.client = s.client // the earlier holder's client may use it no more
+			}
+			if cross && t.takeOver(k, prev, op, now, &eff) {
+				return eff, nil
+			}
 			if op.InOrder && k.queuedInOrder() {
 				break // queued below, behind the requests before it
 			}
@@ -1078,11 +1100,69 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 	return eff, nil
 }
 
+// takeOver holds op, a write of session op.Session, which has just taken
+// k's write lease over from session prev of another client (mayUse by a
+// TTL lease), until prev's read lease on k is gone: the earlier holder
+// cached the key under its lease, and must drop it before a write of
+// another client commits. It asks prev to drop it, and reports whether op
+// waits (false: prev holds no read lease on k, and op is ready at once as
+// any holder's write).
+func (t *Table) takeOver(k *keyState, prev *session, op *Op, now time.Time, eff *Effects) bool {
+	li := t.findRead(prev, k.ki)
+	if li == noLease {
+		return false
+	}
+	if l := t.reads.at(li); !l.invalidated {
+		l.invalidated = true
+		t.stats.InvalidationsSent++
+		eff.Invalidate = append(eff.Invalidate, Notice{Session: prev.id, Key: k.name})
+	}
+	op.Holders++
+	op.holder = true
+	op.Started = now
+	op.state = opWaiting
+	t.pend(op.Key, 1)
+	k.takeover = append(k.takeover, op)
+	t.sessions[op.Session].ops[op] = struct{}{}
+	t.stats.WritesWaiting++
+	if !op.Deadline.IsZero() {
+		heap.Push(&t.deadlines, op)
+	}
+	return true
+}
+
+// takeoverReady hands out k's takeover writes once no other session holds
+// a read lease on k; those whose write lease ended or moved meanwhile are
+// abandoned (nothing of them applied).
+func (t *Table) takeoverReady(k *keyState, now time.Time, eff *Effects) {
+	if len(k.takeover) == 0 {
+		return
+	}
+	op := k.takeover[0]
+	if kr := t.recs.at(k.ki); kr.n > 1 || (kr.n == 1 && t.slots.items[t.reads.at(kr.holders).session].id != op.Session) {
+		return
+	}
+	ops := k.takeover
+	k.takeover = nil
+	for _, op := range ops {
+		t.unlinkOp(op)
+		if wl := k.wlease; wl == nil || wl.token != op.Token || wl.ending || wl.session.id != op.Session {
+			op.state = opAbandoned
+			t.pend(op.Key, -1)
+			eff.Abandoned = append(eff.Abandoned, op)
+			continue
+		}
+		op.state = opReady
+		k.inflight++
+		eff.Ready = append(eff.Ready, op)
+	}
+}
+
 // locked reports whether an acquisition of k by session s must wait for
 // another client: k's write lease is held by another (mayUse), or an
 // acquisition of another session waits for it.
 func (t *Table) locked(k *keyState, s *session) bool {
-	if wl := k.wlease; wl != nil && !mayUse(wl, s) {
+	if wl := k.wlease; wl != nil && !mayUse(wl, s, 0) {
 		return true
 	}
 	for _, q := range k.queue {
@@ -1145,8 +1225,10 @@ func (t *Table) start(k *keyState, now time.Time, eff *Effects) {
 	t.checkReady(k, now, eff)
 }
 
-// checkReady hands out the key's head op if nothing holds it back any more.
+// checkReady hands out the key's head op if nothing holds it back any
+// more, and its takeover writes (takeoverReady).
 func (t *Table) checkReady(k *keyState, now time.Time, eff *Effects) {
+	t.takeoverReady(k, now, eff)
 	if len(k.queue) == 0 {
 		return
 	}
@@ -1208,6 +1290,11 @@ func (t *Table) abandon(op *Op, now time.Time, eff *Effects) {
 	t.unlinkOp(op)
 	op.state = opAbandoned
 	t.pend(op.Key, -1)
+	if op.holder { // a takeover write (takeOver), outside the queue
+		k.takeover = slices.DeleteFunc(k.takeover, func(o *Op) bool { return o == op })
+		t.gcKey(k.ki)
+		return
+	}
 	head := k.queue[0] == op
 	for i, q := range k.queue {
 		if q == op {
@@ -1258,7 +1345,7 @@ func (t *Table) DoneAcquire(op *Op, token uint64, term time.Duration, now time.T
 			// lease brings it back.
 			k = t.richKey(op.Key)
 		}
-		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), token: token, client: s.client, bound: op.Bound}
+		l := &lease{key: k, session: s, expiry: now.Add(term + t.eps), token: token, client: s.client, bound: op.Lease != 0, ttl: op.Lease}
 		if l.bound {
 			l.expiry = never
 		}

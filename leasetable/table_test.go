@@ -1164,7 +1164,7 @@ func TestRestoredWriteLease(t *testing.T) {
 	h.tab.SetClient(sB, other)
 	barrier := t0.Add(time.Second)
 	h.tab.SetWriteBarrier(barrier)
-	h.tab.RestoreWriteLease("k", 7, holder, barrier, false)
+	h.tab.RestoreWriteLease("k", 7, holder, barrier, 0)
 	checkInvariants(t, h.tab)
 	if tok, holder, ok := h.tab.WriteLease("k"); !ok || tok != 7 || holder != RestoredSession {
 		t.Fatalf("WriteLease(k) = %d, %d, %v; want 7 held by the restored session", tok, holder, ok)
@@ -1217,7 +1217,7 @@ func TestRestoredWriteLease(t *testing.T) {
 // its expiry, through EndWrite, like any other.
 func TestRestoredWriteLeaseExpires(t *testing.T) {
 	h := newHarness(t, sB)
-	h.tab.RestoreWriteLease("k", 3, 100, t0.Add(time.Second), false)
+	h.tab.RestoreWriteLease("k", 3, 100, t0.Add(time.Second), 0)
 	h.wantNextDeadline(t0.Add(time.Second))
 	h.now = t0.Add(time.Second)
 	eff := h.tick()
@@ -1250,7 +1250,7 @@ func TestEndingWriteLease(t *testing.T) {
 			now := t0
 			switch how {
 			case "release":
-				eff, err = tab.ReleaseWriteLease(sA, "k", 1, now)
+				eff, err = tab.ReleaseWriteLease(sA, "k", 1, 0, now)
 			case "graceful close":
 				eff = tab.CloseSession(sA, true, now)
 			case "expiry":
@@ -1268,7 +1268,7 @@ func TestEndingWriteLease(t *testing.T) {
 				if terms := renewUniform(tab, sA, []string{"k"}, term, now); terms[0] != 0 {
 					t.Fatalf("renewal of an ended write lease: %v", terms)
 				}
-				if _, err := tab.ReleaseWriteLease(sA, "k", 1, now); !errors.Is(err, ErrNotFound) {
+				if _, err := tab.ReleaseWriteLease(sA, "k", 1, 0, now); !errors.Is(err, ErrNotFound) {
 					t.Fatalf("second release: %v, want ErrNotFound", err)
 				}
 			}

@@ -277,6 +277,10 @@ type Write struct {
 	// Guard.Key is held with Guard.Token when it commits; otherwise it
 	// fails with CodeFenced and nothing changes.
 	Guard *Guard `msgpack:"g,omitempty"`
+	// Under, on a write with a Token, is a TTL lease the client may use:
+	// it may then write under a write lease bound to that lease (a lock)
+	// that another client holds, and takes it over (ReleaseWrite.Under).
+	Under uint64 `msgpack:"u,omitempty"`
 }
 
 // Guard names a lock and the token a write expects it to be held with.
@@ -369,10 +373,15 @@ type AcquireReply struct {
 }
 
 // ReleaseWrite relinquishes the write lease on Key granted with Token.
+//
+// Under, if not 0, is a TTL lease the client may use: it may then release
+// a write lease bound to that lease (a lock) that another client holds,
+// as whoever may use a TTL lease may revoke it, which ends its locks.
 type ReleaseWrite struct {
 	ID    uint64 `msgpack:"i"`
 	Key   []byte `msgpack:"k"`
 	Token uint64 `msgpack:"tok"`
+	Under uint64 `msgpack:"u,omitempty"`
 }
 
 // Cancel asks the server to abandon the waiting request ID. The request

@@ -62,6 +62,9 @@ type Txn struct {
 	// Guard, as on a Write, makes the whole transaction apply only under
 	// the lock's token.
 	Guard *Guard `msgpack:"g,omitempty"`
+	// Under, as on a Write, lets the ops with a Token write under locks
+	// bound to that TTL lease.
+	Under uint64 `msgpack:"u,omitempty"`
 }
 
 // TxnReply reports a committed transaction. Succeeded says that its

@@ -69,7 +69,7 @@ func TestHandedOverWriteLeaseKeepsItsClient(t *testing.T) {
 		if err := nc.Submit(stolen); !errors.Is(err, leasetable.ErrFenced) {
 			t.Fatalf("another client's write with the handed-over token: %v, want ErrFenced", err)
 		}
-		if err := nc.ReleaseWriteLease(11, "w", acq.Token, nil); !errors.Is(err, leasetable.ErrNotFound) {
+		if err := nc.ReleaseWriteLease(11, "w", acq.Token, 0, nil); !errors.Is(err, leasetable.ErrNotFound) {
 			t.Fatalf("another client's release of the handed-over lease: %v, want ErrNotFound", err)
 		}
 		start := time.Now()
@@ -83,7 +83,7 @@ func TestHandedOverWriteLeaseKeepsItsClient(t *testing.T) {
 		if o := <-out; o.Err != nil || !o.at.Equal(start) {
 			t.Fatalf("the holder's client's write: %v, %v after the new leader started; want at once", o.Err, o.at.Sub(start))
 		}
-		if err := nc.ReleaseWriteLease(12, "w", acq.Token, nil); err != nil {
+		if err := nc.ReleaseWriteLease(12, "w", acq.Token, 0, nil); err != nil {
 			t.Fatalf("the holder's client releases its lease: %v", err)
 		}
 	})

@@ -445,8 +445,14 @@ func (ss *session) handle(m protocol.Message) bool {
 			ss.replies.send(errorReply(m.ID, err))
 			break
 		}
+		if m.Under != 0 {
+			if err := ss.mayUseLease(m.Under); err != nil {
+				ss.replies.send(errorReply(m.ID, err))
+				break
+			}
+		}
 		id := m.ID
-		if err := ss.core.ReleaseWriteLease(ss.id, string(m.Key), m.Token, func() { ss.replies.send(&protocol.OK{ID: id}) }); err != nil {
+		if err := ss.core.ReleaseWriteLease(ss.id, string(m.Key), m.Token, m.Under, func() { ss.replies.send(&protocol.OK{ID: id}) }); err != nil {
 			ss.replies.send(errorReply(m.ID, fmt.Errorf("release write lease on %q with token %d: %w", m.Key, m.Token, err)))
 		}
 	case *protocol.Cancel:
@@ -640,6 +646,12 @@ func (ss *session) submitWrite(m *protocol.Write) error {
 	}
 	req := &core.Request{Op: storeOps[m.Op], Key: m.Key, Value: m.Value, Expect: m.Expect, Token: m.Token, Timeout: m.Timeout,
 		Client: ss.client, ID: m.ID, Acked: m.Acked, NoReadLease: !ss.mayRead(m.Key), Guard: guard}
+	if m.Under != 0 && m.Token != 0 {
+		if err := ss.mayUseLease(m.Under); err != nil {
+			return err
+		}
+		req.Under = m.Under
+	}
 	if m.Op != protocol.OpDelete && m.Lease != 0 {
 		// A delete detaches its key whatever it says; a put or a
 		// compare-and-swap attaches it to a lease the client may use.

@@ -59,6 +59,11 @@ func (ss *session) submitTxn(m *protocol.Txn) error {
 	if err != nil {
 		return err
 	}
+	if m.Under != 0 {
+		if err := ss.mayUseLease(m.Under); err != nil {
+			return err
+		}
+	}
 	for _, ops := range [2][]store.TxnOp{tx.Then, tx.Else} {
 		for _, op := range ops {
 			if op.Lease != 0 {
@@ -69,7 +74,7 @@ func (ss *session) submitTxn(m *protocol.Txn) error {
 		}
 	}
 	return ss.submit(m.ID, &core.Request{Op: store.OpTxn, Txn: tx, Fence: fence, Timeout: m.Timeout,
-		Client: ss.client, ID: m.ID, Acked: m.Acked, Guard: guard})
+		Client: ss.client, ID: m.ID, Acked: m.Acked, Guard: guard, Under: m.Under})
 }
 
 // checkTxn checks the bounds and the form of m (store.Txn.Check), and
