@@ -374,3 +374,29 @@ func newClientID() uint64 {
 		}
 	}
 }
+
+// nextConn waits, as awaitConn does, for a connection other than old,
+// whose session was lost: the client may not have dropped it yet.
+func (c *Client) nextConn(ctx context.Context, old *conn, until time.Time) (*conn, error) {
+	for {
+		c.ncmu.Lock()
+		changed := c.newConn
+		c.ncmu.Unlock()
+		cn, err := c.awaitConn(ctx, until)
+		if err != nil || cn != old {
+			return cn, err
+		}
+		left := until.Sub(c.clock.Now())
+		if left <= 0 {
+			return nil, fmt.Errorf("%w: not connected to %s", ErrUnavailable, c.endpoint())
+		}
+		t := c.clock.NewTimer(left)
+		select {
+		case <-changed:
+		case <-c.ctx.Done():
+		case <-ctx.Done():
+		case <-t.Chan():
+		}
+		t.Stop()
+	}
+}

@@ -66,10 +66,44 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string, opts ...Acqu
 	c.wmu.Lock()
 	c.acquiring[key]++
 	c.wmu.Unlock()
-	f, sent, id, ch, err := c.send(cn, key, req, true)
-	var m protocol.Message
-	if err == nil {
-		m, _, err = cn.awaitWrite(ctx, id, ch)
+	var (
+		f    *fetch
+		sent time.Time
+		m    protocol.Message
+	)
+	for {
+		var id uint64
+		var ch chan protocol.Message
+		var lost bool
+		f, sent, id, ch, err = c.send(cn, key, req, true)
+		if err == nil {
+			m, lost, err = cn.awaitWrite(ctx, id, ch)
+		} else {
+			select {
+			case <-cn.done:
+				lost = true // the session was lost before it was sent
+			default:
+			}
+		}
+		if !lost || ctx.Err() != nil {
+			break
+		}
+		// The session was lost while the acquisition waited: ask again on
+		// the next one, which the server gives the lost one's leases,
+		// and where a waiting acquisition keeps its place in line (DESIGN
+		// §5.1). A grant the lost session got is this client's: the
+		// next asks again for its own lease, and gets a new token.
+		next, cerr := c.nextConn(ctx, cn, c.clock.Now().Add(c.retryWindow()/2))
+		if cerr != nil {
+			break
+		}
+		c.endFetch(key, f)
+		cn, req.ID = next, 0
+		if dl, ok := ctx.Deadline(); ok {
+			if req.Timeout = time.Until(dl); req.Timeout <= 0 {
+				break
+			}
+		}
 	}
 	r, ok := m.(*protocol.AcquireReply)
 	if err == nil && !ok {

@@ -481,8 +481,12 @@ func checkInvariants(tb testing.TB, tab *Table) {
 		if s.closed && s.nreads == 0 && len(s.wrlses) == 0 && len(s.ops) == 0 {
 			fail("closed session %d kept with nothing left", id)
 		}
-		if s.closed && len(s.ops) > 0 {
-			fail("closed session %d still has %d ops", id, len(s.ops))
+		if s.closed {
+			for op := range s.ops {
+				if !op.orphan {
+					fail("closed session %d still has op %s/%d, not a kept acquisition", id, op.Key, op.Session)
+				}
+			}
 		}
 		n, prev := 0, noLease
 		for li := s.reads; li != noLease; li = tab.reads.at(li).sessNext {

@@ -224,3 +224,62 @@ func TestTakeoverByTTLLease(t *testing.T) {
 		t.Fatal("a takeover write whose lock ended was not abandoned")
 	}
 }
+
+// A waiting acquisition keeps its place in line across a reconnect of the
+// same client: its next session asks again and takes the place; a waiter
+// that came later stays behind it.
+func TestWaiterKeepsItsPlaceAcrossAReconnect(t *testing.T) {
+	h := newHarness(t, sA, sB, sC)
+	h.tab.SetClient(sA, 1)
+	h.tab.SetClient(sB, 2)
+	h.tab.SetClient(sC, 3)
+	h.mustAcquire(sA, "k", 1)
+	first, _, _ := h.acquireMode(sB, "k", Wait, 0)
+	later, _, _ := h.acquireMode(sC, "k", Wait, 0)
+	h.close(sB, false) // B's connection is lost
+	if h.abandoned[first] {
+		t.Fatal("a lost session's waiting acquisition was abandoned")
+	}
+	const sB2 SessionID = 42
+	h.tab.AddSession(sB2)
+	h.tab.SetClient(sB2, 2)
+	eff, _ := h.tab.AdoptClient(sB2, h.now)
+	h.record(eff)
+	again, _, err := h.acquireMode(sB2, "k", Wait, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.abandoned[first] {
+		t.Fatal("the kept acquisition was not replaced")
+	}
+	h.release(sA, "k", 1)
+	h.wantReady(again, true)
+	h.wantReady(later, false)
+	h.doneAcquire(again, 2)
+	if _, holder, _ := h.tab.WriteLease("k"); holder != sB2 {
+		t.Fatalf("holder %d, want the reconnected session %d", holder, sB2)
+	}
+	// A graceful close keeps nothing.
+	h.close(sC, true)
+	if !h.abandoned[later] {
+		t.Fatal("a graceful close kept a waiting acquisition")
+	}
+}
+
+// A kept acquisition that reaches the head while its client is away is
+// granted to nobody: the next waiter goes on.
+func TestKeptWaiterOfAnAbsentClient(t *testing.T) {
+	h := newHarness(t, sA, sB, sC)
+	h.tab.SetClient(sB, 2)
+	h.mustAcquire(sA, "k", 1)
+	kept, _, _ := h.acquireMode(sB, "k", Wait, 0)
+	next, _, _ := h.acquireMode(sC, "k", Wait, 0)
+	h.close(sB, false)
+	h.release(sA, "k", 1)
+	h.wantReady(kept, true)
+	h.doneAcquire(kept, 2)
+	if _, _, ok := h.tab.WriteLease("k"); ok {
+		t.Fatal("a closed session was granted the lease")
+	}
+	h.wantReady(next, true)
+}

@@ -125,6 +125,9 @@ type Op struct {
 	state     opState
 	heapIndex int // in Table.deadlines, or -1
 	holder    bool
+	// orphan: a waiting acquisition whose session was lost, kept in its
+	// place for its client's next session (CloseSession, AdoptClient).
+	orphan bool
 }
 
 // Wait reports how long the op waited between Started and now.
@@ -469,28 +472,43 @@ func (t *Table) SetClient(id SessionID, client uint64) {
 }
 
 // CloseSession ends a session. Its ops that are not ready yet are abandoned
-// (ready ones still finish). If relinquish is true (a graceful close), all
-// of its read leases are freed at once and its write leases end (see
-// Effects.EndWrite); otherwise they stay live until they expire, because
-// the client may still trust its cache.
+// (ready ones still finish), but, when it is not a graceful close, the
+// waiting acquisitions (mode Wait) of a session with a client identity:
+// they keep their place in line for the client's next session, which
+// adopts them (AdoptClient) and takes each over when it asks again for the
+// same key (Submit); one that reaches the head before is granted to nobody
+// if its session is still closed then. If relinquish is true (a graceful
+// close), all of its read leases are freed at once and its write leases
+// end (see Effects.EndWrite), but those bound to a TTL lease; otherwise
+// they stay live until they expire, because the client may still trust
+// its cache.
 func (t *Table) CloseSession(id SessionID, relinquish bool, now time.Time) Effects {
 	var eff Effects
 	s := t.sessions[id]
 	if s == nil || s.closed {
 		return eff
 	}
+	kept := func(op *Op) bool {
+		if !relinquish && s.client != 0 && op.Kind == OpAcquire && op.Mode == Wait && !op.holder {
+			op.orphan = true
+			return true
+		}
+		return false
+	}
 	// Abandoning a head op starts the next op on its key, which may be ready
 	// at once. So abandon the ops behind others first: then that next op is
 	// never one of this session's.
 	for op := range s.ops {
-		if q := t.extOf(op.Key).queue; len(q) == 0 || q[0] != op {
+		if q := t.extOf(op.Key).queue; (len(q) == 0 || q[0] != op) && !kept(op) {
 			t.abandon(op, now, &eff)
 			eff.Abandoned = append(eff.Abandoned, op)
 		}
 	}
 	for op := range s.ops {
-		t.abandon(op, now, &eff)
-		eff.Abandoned = append(eff.Abandoned, op)
+		if !kept(op) {
+			t.abandon(op, now, &eff)
+			eff.Abandoned = append(eff.Abandoned, op)
+		}
 	}
 	s.closed = true
 	t.stats.Sessions--
@@ -618,6 +636,11 @@ func (t *Table) AdoptClient(to SessionID, now time.Time) (eff Effects, supersede
 	t.mergeReads(p, s, &eff)
 	t.mergePrefixes(p, s, &eff)
 	t.adoptWrites(p, s, &eff)
+	for op := range p.ops { // waiting acquisitions kept in line (CloseSession)
+		delete(p.ops, op)
+		op.Session = s.id
+		s.ops[op] = struct{}{}
+	}
 	t.gcSession(p)
 	return eff, superseded
 }
@@ -1043,6 +1066,9 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 	if op.Kind == OpAcquire && op.Mode == Try && k != nil && t.locked(k, s) {
 		return eff, ErrLocked
 	}
+	if op.Kind == OpAcquire && op.Mode == Wait && k != nil && t.takePlace(k, s, op, now, &eff) {
+		return eff, nil
+	}
 	if op.Kind == OpWrite {
 		var wl *lease
 		if k != nil {
@@ -1098,6 +1124,37 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 		t.start(k, now, &eff)
 	}
 	return eff, nil
+}
+
+// takePlace puts op, a waiting acquisition of session s, in the place of
+// one of s's kept from its client's lost session (CloseSession), if k's
+// queue holds one not yet ready: the client asked again for the same key
+// on its new session. The kept one is abandoned (Effects.Abandoned). It
+// reports whether op took a place.
+func (t *Table) takePlace(k *keyState, s *session, op *Op, now time.Time, eff *Effects) bool {
+	i := slices.IndexFunc(k.queue, func(o *Op) bool {
+		return o.orphan && o.Session == s.id && o.Kind == OpAcquire && (o.state == opQueued || o.state == opWaiting)
+	})
+	if i < 0 {
+		return false
+	}
+	o := k.queue[i]
+	op.state, op.Started, op.Holders, op.heapIndex = o.state, o.Started, o.Holders, -1
+	k.queue[i] = op
+	delete(s.ops, o)
+	s.ops[op] = struct{}{}
+	if o.heapIndex >= 0 {
+		heap.Remove(&t.deadlines, o.heapIndex)
+	}
+	if !op.Deadline.IsZero() {
+		heap.Push(&t.deadlines, op)
+	}
+	o.state = opAbandoned
+	eff.Abandoned = append(eff.Abandoned, o)
+	if i == 0 {
+		t.checkReady(k, now, eff)
+	}
+	return true
 }
 
 // takeOver holds op, a write of session op.Session, which has just taken
