@@ -141,6 +141,12 @@ type Config struct {
 	// It exists for the negative control of the linearizability tests,
 	// which must find the stale listings it causes. Never set it otherwise.
 	UnsafeNoPrefixRecall bool
+	// UnsafeLockSteal grants an acquisition at the head of its key's
+	// queue over a write lease bound to a TTL lease that is still held,
+	// as if its TTL lease had run out: the negative control of the lock
+	// checks of the linearizability tests
+	// (leasetable.Config.UnsafeLockSteal). Never set it otherwise.
+	UnsafeLockSteal bool
 	// Admit, if set, decides whether a write (op store.OpPut, OpDelete
 	// or OpCAS; a transaction is OpTxn, or OpDelete if it puts nothing in
 	// either branch) or a write-lease acquisition (OpGrantWriteLease) of

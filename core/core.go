@@ -185,7 +185,7 @@ func New(cfg Config, st store.Store, notify Notifier) (*Core, error) {
 		table: leasetable.New(leasetable.Config{Epsilon: cfg.Epsilon, MaxLeasesPerSession: cfg.MaxLeasesPerSession,
 			MaxWriteLeasesPerSession: cfg.MaxWriteLeasesPerSession, MaxLeases: cfg.MaxLeases,
 			HotPrefixWrites: cfg.HotPrefixWrites, UnsafeNoPrefixRecall: cfg.UnsafeNoPrefixRecall,
-			Unlisted: store.ReservedPrefix}),
+			Unlisted: store.ReservedPrefix, UnsafeLockSteal: cfg.UnsafeLockSteal}),
 		clients:     make(map[SessionID]uint64),
 		copies:      make(map[retryKey]int),
 		handed:      make(map[uint64]SessionID),

@@ -198,6 +198,12 @@ type Config struct {
 	// nor waits for them: the negative control of the linearizability
 	// tests (core.Config.UnsafeNoPrefixRecall). Never set it otherwise.
 	UnsafeNoPrefixRecall bool
+	// UnsafeLockSteal lets an acquisition at the head of its key's queue
+	// be granted over a write lease bound to a TTL lease that another
+	// session holds, which ends: the negative control of the lock checks
+	// of the linearizability tests (core.Config.UnsafeLockSteal). Never
+	// set it otherwise.
+	UnsafeLockSteal bool
 	// Unlisted is a prefix of keys that no listing holds (the server's
 	// lock records): ops and write leases on them leave prefix leases
 	// alone. Empty: none.
@@ -311,6 +317,7 @@ type Table struct {
 	maxWrite  int    // Config.MaxWriteLeasesPerSession; 0: no cap
 	noRecall  bool   // Config.UnsafeNoPrefixRecall
 	unlisted  string // Config.Unlisted
+	steal     bool   // Config.UnsafeLockSteal
 	hotWrites int    // Config.HotPrefixWrites, 2 for 0
 
 	// Read leases and keys; see storage.go, and index.go for the key index.
@@ -356,6 +363,7 @@ func New(cfg Config) *Table {
 		maxWrite:  cfg.MaxWriteLeasesPerSession,
 		noRecall:  cfg.UnsafeNoPrefixRecall,
 		unlisted:  cfg.Unlisted,
+		steal:     cfg.UnsafeLockSteal,
 		hotWrites: cfg.HotPrefixWrites,
 		freeRead:  noLease,
 		freeRec:   noLease,
@@ -1298,7 +1306,7 @@ func (t *Table) checkReady(k *keyState, now time.Time, eff *Effects) {
 	if kr := t.recs.at(k.ki); kr.n > 1 || (kr.n == 1 && t.slots.items[t.reads.at(kr.holders).session].id != op.Session) {
 		return
 	}
-	if k.wlease != nil && k.wlease.session.id != op.Session {
+	if k.wlease != nil && k.wlease.session.id != op.Session && !(t.steal && op.Kind == OpAcquire && k.wlease.bound) {
 		return
 	}
 	if t.prefixHeld(k, op) {

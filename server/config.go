@@ -164,6 +164,10 @@ type Config struct {
 	// write recalls (core.Config.UnsafeNoPrefixRecall). Only the negative
 	// control of the linearizability tests sets it.
 	UnsafeNoPrefixRecall bool
+	// UnsafeLockSteal makes the server grant a waiting acquisition over a
+	// lock that is still held (core.Config.UnsafeLockSteal). Only the
+	// negative control of the linearizability tests sets it.
+	UnsafeLockSteal bool
 	// MaxTotalInflightBytes is how many bytes of keys and values the
 	// waiting writes of all sessions together may hold in the server: the
 	// server-wide budget beside each session's MaxInflightBytes. A write
@@ -586,6 +590,7 @@ func (c Config) coreConfig() core.Config {
 
 		UnsafeSkipHorizonWait: c.UnsafeSkipHorizonWait,
 		UnsafeNoPrefixRecall:  c.UnsafeNoPrefixRecall,
+		UnsafeLockSteal:       c.UnsafeLockSteal,
 		HotPrefixWrites:       c.HotPrefixWrites,
 		Logger:                c.Logger,
 	}

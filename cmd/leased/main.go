@@ -73,6 +73,7 @@ type options struct {
 	retryWindow     time.Duration
 	unsafeSkipWait  bool   // hidden: the negative control of the linearizability tests
 	unsafeNoRecall  bool   // hidden: likewise, for prefix leases
+	unsafeLockSteal bool   // hidden: likewise, for locks
 	unsafeWatch     string // hidden: likewise, for watches
 	hotPrefixWrites int
 	tlsHosts        []string
@@ -272,6 +273,8 @@ Exit status: 0 after a signal, 1 when the server cannot start or fails,
 	f.IntVar(&o.hotPrefixWrites, "prefix-hot-writes", 2, "writes under a directory within its term that stop caching its listing for a term (-1: never)")
 	f.BoolVar(&o.unsafeNoRecall, "unsafe-no-prefix-recall", false, "UNSAFE, for tests of the linearizability checker only: grant prefix leases that no write recalls, breaking their promise")
 	f.MarkHidden("unsafe-no-prefix-recall")
+	f.BoolVar(&o.unsafeLockSteal, "unsafe-lock-steal", false, "UNSAFE, for tests of the linearizability checker only: grant a waiting acquisition over a lock still held, breaking the promise of locks")
+	f.MarkHidden("unsafe-lock-steal")
 	f.StringVar(&o.unsafeWatch, "unsafe-watch-fault", "", "UNSAFE, for tests of the watch checker only: skip (an event of every fifth frame) or repeat (the last event of every fifth frame), breaking the promise of watches")
 	f.MarkHidden("unsafe-watch-fault")
 	f.DurationVar(&o.retryWindow, "retry-window", server.DefaultRetryWindow, "how long after a client's last write its write outcomes are kept, so that a write it sends again after a lost reply (a failover) is applied once (at most "+server.MaxRetryWindow.String()+"; 0: the default)")

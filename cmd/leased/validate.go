@@ -286,6 +286,7 @@ func (o *options) config(log *slog.Logger) server.Config {
 
 		UnsafeSkipHorizonWait: o.unsafeSkipWait,
 		UnsafeNoPrefixRecall:  o.unsafeNoRecall,
+		UnsafeLockSteal:       o.unsafeLockSteal,
 		UnsafeWatchFault:      o.unsafeWatch,
 		HotPrefixWrites:       o.hotPrefixWrites,
 	}
