@@ -18,6 +18,7 @@ type AcquireOption func(*acquireOptions)
 type acquireOptions struct {
 	mode  protocol.AcquireMode
 	lease LeaseID
+	delay time.Duration
 }
 
 // AcquireWait makes an acquisition wait in line, first in first out,
@@ -43,6 +44,17 @@ func AcquireUnder(id LeaseID) AcquireOption { return func(o *acquireOptions) { o
 // never is the deadline of a write lease bound to a TTL lease: it has no
 // term of its own (WriteLease.Valid).
 var never = time.Unix(1<<62, 0)
+
+// AcquireLockDelay sets a lock delay on a lock bound to a TTL lease
+// (AcquireUnder), as Chubby and Consul have: if the lock ends because its
+// TTL lease expired (its holder died or was cut off), not by a release or
+// a revocation, the key stays unavailable to acquisitions for d, at most
+// a minute, so that the dead holder's requests still on their way to a
+// resource that cannot check tokens arrive before the next holder's.
+// Waiting acquisitions wait it out; a try fails with ErrLocked.
+func AcquireLockDelay(d time.Duration) AcquireOption {
+	return func(o *acquireOptions) { o.delay = d }
+}
 
 // lockDeadlineMargin is how long before a lock's TTL lease could run out,
 // on the client's clock, the client stops taking the lock for held

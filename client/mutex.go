@@ -20,16 +20,20 @@ import (
 // A Mutex is safe for concurrent use; one Mutex holds the lock at most
 // once at a time.
 type Mutex struct {
-	s   *Session
-	key string
+	s    *Session
+	key  string
+	opts []AcquireOption
 
 	mu  sync.Mutex // guards wl and ctx
 	wl  *WriteLease
 	ctx *lockContext
 }
 
-// NewMutex returns a Mutex on key under session s.
-func NewMutex(s *Session, key string) *Mutex { return &Mutex{s: s, key: key} }
+// NewMutex returns a Mutex on key under session s. Of opts, only
+// AcquireLockDelay applies: the Mutex chooses the mode and the TTL lease.
+func NewMutex(s *Session, key string, opts ...AcquireOption) *Mutex {
+	return &Mutex{s: s, key: key, opts: opts}
+}
 
 // Key returns the key the Mutex locks.
 func (m *Mutex) Key() string { return m.key }
@@ -58,7 +62,8 @@ func (m *Mutex) lock(ctx context.Context, mode AcquireOption) error {
 		return fmt.Errorf("%w: lock %q: the session has ended", ErrInvalidArgument, m.key)
 	default:
 	}
-	wl, err := m.s.c.AcquireWriteLease(ctx, m.key, mode, AcquireUnder(m.s.Lease()))
+	opts := append(append([]AcquireOption{}, m.opts...), mode, AcquireUnder(m.s.Lease()))
+	wl, err := m.s.c.AcquireWriteLease(ctx, m.key, opts...)
 	if err != nil {
 		return err
 	}

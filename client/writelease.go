@@ -57,7 +57,10 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string, opts ...Acqu
 	if err != nil {
 		return nil, err
 	}
-	req := &protocol.Acquire{Key: []byte(key), Mode: o.mode, Lease: uint64(o.lease)}
+	if o.delay != 0 && o.lease == 0 {
+		return nil, fmt.Errorf("%w: a lock delay needs a TTL lease (AcquireUnder): it starts when the lease expires", ErrInvalidArgument)
+	}
+	req := &protocol.Acquire{Key: []byte(key), Mode: o.mode, Lease: uint64(o.lease), LockDelay: o.delay}
 	if dl, ok := ctx.Deadline(); ok {
 		if req.Timeout = time.Until(dl); req.Timeout <= 0 {
 			return nil, fmt.Errorf("%w: %w", ErrCanceled, context.DeadlineExceeded)

@@ -34,13 +34,16 @@ func (c *Core) command(j job) store.Command {
 	r := j.req
 	switch {
 	case j.rev != nil:
-		return store.Command{Op: store.OpRevokeTTL, Lease: j.rev.id, Expect: j.rev.gen}
+		c.ttl.mu.Lock()
+		expired := j.rev.expiry
+		c.ttl.mu.Unlock()
+		return store.Command{Op: store.OpRevokeTTL, Lease: j.rev.id, Expect: j.rev.gen, Expired: expired, At: c.clock.Now()}
 	case j.ttl != nil:
 		return *j.ttl
 	case r == nil:
 		return store.Command{Op: store.OpEndWriteLease, Key: []byte(j.end.Key), Token: j.end.Token}
 	case r.acquires():
-		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Client: r.holder, Term: c.cfg.WriteTermFor(string(r.Key)), Lease: r.Lease}
+		return store.Command{Op: store.OpGrantWriteLease, Key: r.Key, Session: uint64(r.Session), Client: r.holder, Term: c.cfg.WriteTermFor(string(r.Key)), Lease: r.Lease, LockDelay: r.LockDelay}
 	case r.Op == store.OpTxn:
 		cmd := store.Command{Op: store.OpTxn, Txn: r.Txn, Guard: r.Guard}
 		if r.Client != 0 {

@@ -58,6 +58,13 @@ func (c *Core) restore() error {
 	}
 	c.started = c.clock.Now()
 	c.revision.Store(st.Revision)
+	for _, d := range st.LockDelays {
+		// Counted on the wall clock of the leader that recorded it, with
+		// ε for the drift between the two clocks.
+		if left := d.Until.Sub(c.started) + c.cfg.Epsilon; left > 0 {
+			c.table.DelayLock(d.Key, c.started.Add(left))
+		}
+	}
 	held := c.holdInherited(st)
 	if st.HandedOff && !st.HorizonApplied.IsZero() {
 		if err := c.restoreHandoff(st); err != nil {

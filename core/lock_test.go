@@ -164,3 +164,61 @@ func TestGuardedWrite(t *testing.T) {
 		}
 	})
 }
+
+// TestLockDelay: a lock with a lock delay that ends by its TTL lease's
+// expiry keeps its key from acquisitions for the delay, across a restart
+// too; one released ends with no delay.
+func TestLockDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = 10 * time.Second
+		st := newMemory(t)
+		c, _ := newTTLCore(t, st, TTLConfig{})
+		for _, s := range []SessionID{1, 2} {
+			c.OpenSession(s)
+		}
+		id := grant(t, c, 1, ttl)
+		r := acquire(1, "lock", leasetable.Wait, id)
+		r.LockDelay = delay
+		held := submit(t, c, r).must(t)
+		// Released: the next acquisition goes at once.
+		released := make(chan struct{})
+		if err := c.ReleaseWriteLease(1, "lock", held.Token, 0, func() { close(released) }); err != nil {
+			t.Fatal(err)
+		}
+		<-released
+		submit(t, c, acquire(2, "free", leasetable.Wait, 0)).must(t)
+		r = acquire(1, "lock", leasetable.Wait, id)
+		r.LockDelay = delay
+		submit(t, c, r).must(t)
+		// Left to expire: the waiter waits the TTL, then the delay.
+		start := time.Now()
+		waiter := submit(t, c, acquire(2, "lock", leasetable.Wait, 0))
+		time.Sleep(ttl + time.Second)
+		if _, ok := waiter.outcome(); ok {
+			t.Fatal("the waiter got the lock before the lock delay")
+		}
+		if _, err := c.submitTry(acquire(2, "lock", leasetable.Try, 0)); !errors.Is(err, ErrLocked) {
+			t.Fatalf("try during the lock delay = %v, want ErrLocked", err)
+		}
+		// A restart keeps the delay.
+		c.Close()
+		c2, _ := newTTLCore(t, st, TTLConfig{})
+		defer c2.Close()
+		c2.OpenSession(3)
+		if _, err := c2.submitTry(acquire(3, "lock", leasetable.Try, 0)); !errors.Is(err, ErrLocked) {
+			t.Fatalf("try after a restart within the lock delay = %v, want ErrLocked", err)
+		}
+		again := submit(t, c2, acquire(3, "lock", leasetable.Wait, 0))
+		time.Sleep(delay)
+		o := again.must(t)
+		if since := time.Since(start); since < ttl+delay {
+			t.Fatalf("granted %v after the holder stopped, before its TTL and lock delay (%v)", since, ttl+delay)
+		}
+		if o.Token == 0 {
+			t.Fatalf("acquisition after the delay: %+v", o)
+		}
+		if s, _ := st.State(); len(s.LockDelays) != 0 {
+			t.Fatalf("lock delays after the grant: %+v", s.LockDelays)
+		}
+	})
+}

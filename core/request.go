@@ -39,6 +39,10 @@ type Request struct {
 	// the write lease to that TTL lease: a lock, with no term, that ends
 	// with the TTL lease.
 	Mode leasetable.Mode
+	// LockDelay, on an acquisition with a Lease, is how long the key stays
+	// unavailable to acquisitions after the lock ends by its TTL lease's
+	// expiry (DESIGN §5.1).
+	LockDelay time.Duration
 	// Under, on a write or transaction with fencing tokens, is a TTL lease
 	// that the caller has found its session may use: the session may then
 	// write under a write lease bound to that lease (a lock) whoever holds

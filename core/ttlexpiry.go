@@ -311,6 +311,9 @@ func (c *Core) revoked(rv *revocation, res store.Result, err error, now time.Tim
 	}
 	if committed {
 		for _, l := range res.Locks {
+			if l.Delay > 0 {
+				c.table.DelayLock(l.Key, now.Add(l.Delay))
+			}
 			eff := c.table.EndLock(l.Key, l.Token, now)
 			c.enqueueReady(eff)
 			effs = append(effs, eff)

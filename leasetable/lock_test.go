@@ -283,3 +283,22 @@ func TestKeptWaiterOfAnAbsentClient(t *testing.T) {
 	}
 	h.wantReady(next, true)
 }
+
+// A lock delay holds acquisitions of its key, not writes, until it ends.
+func TestLockDelay(t *testing.T) {
+	h := newHarness(t, sA, sB, sW)
+	h.tab.DelayLock("k", t0.Add(3*time.Second))
+	if _, _, err := h.acquireMode(sA, "k", Try, 0); !errors.Is(err, ErrLocked) {
+		t.Fatalf("try during a lock delay = %v, want ErrLocked", err)
+	}
+	wait, _, _ := h.acquireMode(sA, "k", Wait, 0)
+	h.wantReady(wait, false)
+	if at, ok := h.tab.NextDeadline(); !ok || !at.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("NextDeadline = %v, %v; want the delay's end", at, ok)
+	}
+	w, _ := h.write(sW, "other")
+	h.wantReady(w, true)
+	h.at(3 * time.Second)
+	h.tick()
+	h.wantReady(wait, true)
+}

@@ -348,6 +348,10 @@ type Table struct {
 	// Prefix leases (prefix.go): the prefixes with leases, or written
 	// lately; their leases by expiry; those to forget once idle; and how
 	// many ops and write leases are pending under each prefix.
+	// delays are the keys under a lock delay, and when it ends
+	// (DelayLock): acquisitions of them wait until then.
+	delays map[string]time.Time
+
 	prefixes     map[string]*prefixState
 	pheap        timeHeap[*prefixLease]
 	cooling      []*prefixState
@@ -369,6 +373,7 @@ func New(cfg Config) *Table {
 		freeRec:   noLease,
 		sessions:  make(map[SessionID]*session),
 		byClient:  make(map[uint64]*session),
+		delays:    make(map[string]time.Time),
 
 		prefixes:     make(map[string]*prefixState),
 		pendingUnder: make(map[string]int32),
@@ -1006,6 +1011,21 @@ func (t *Table) EndLock(key string, token uint64, now time.Time) Effects {
 	return eff
 }
 
+// DelayLock makes acquisitions of key wait until until (a lock delay,
+// DESIGN §5.1): a lock on it ended by its TTL lease's expiry. Try
+// acquisitions fail with ErrLocked meanwhile; writes are not held.
+func (t *Table) DelayLock(key string, until time.Time) {
+	if until.After(t.delays[key]) {
+		t.delays[key] = until
+	}
+}
+
+// delayed reports whether acquisitions of key wait for a lock delay at now.
+func (t *Table) delayed(key string, now time.Time) bool {
+	until, ok := t.delays[key]
+	return ok && now.Before(until)
+}
+
 // WriteLease returns the token and the holder of the live write lease on key.
 func (t *Table) WriteLease(key string) (token uint64, holder SessionID, ok bool) {
 	k := t.extOf(key)
@@ -1071,7 +1091,7 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 		return eff, ErrWriteLeaseLimit
 	}
 	k := t.extOf(op.Key)
-	if op.Kind == OpAcquire && op.Mode == Try && k != nil && t.locked(k, s) {
+	if op.Kind == OpAcquire && op.Mode == Try && (k != nil && t.locked(k, s) || t.delayed(op.Key, now)) {
 		return eff, ErrLocked
 	}
 	if op.Kind == OpAcquire && op.Mode == Wait && k != nil && t.takePlace(k, s, op, now, &eff) {
@@ -1312,6 +1332,9 @@ func (t *Table) checkReady(k *keyState, now time.Time, eff *Effects) {
 	if t.prefixHeld(k, op) {
 		return
 	}
+	if op.Kind == OpAcquire && t.delayed(k.name, now) {
+		return // Tick looks again when the delay ends
+	}
 	if now.Before(t.barrier) {
 		if !k.blocked {
 			k.blocked = true
@@ -1468,6 +1491,9 @@ func (t *Table) NextDeadline() (time.Time, bool) {
 	if len(t.blocked) > 0 {
 		consider(t.barrier)
 	}
+	for _, until := range t.delays {
+		consider(until)
+	}
 	return next, ok
 }
 
@@ -1502,6 +1528,14 @@ func (t *Table) Tick(now time.Time) Effects {
 		op := t.deadlines[0]
 		t.abandon(op, now, &eff)
 		eff.Abandoned = append(eff.Abandoned, op)
+	}
+	for key, until := range t.delays {
+		if !now.Before(until) {
+			delete(t.delays, key)
+			if k := t.extOf(key); k != nil {
+				t.checkReady(k, now, &eff)
+			}
+		}
 	}
 	if len(t.blocked) > 0 && !now.Before(t.barrier) {
 		blocked := t.blocked

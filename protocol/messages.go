@@ -338,7 +338,14 @@ type Acquire struct {
 	Timeout time.Duration `msgpack:"to,omitempty"`
 	Mode    AcquireMode   `msgpack:"m,omitempty"`
 	Lease   uint64        `msgpack:"ls,omitempty"`
+	// LockDelay, with a Lease, is how long the key stays unavailable to
+	// acquisitions after the lock ends because its TTL lease expired (not
+	// by a release or a revocation), at most MaxLockDelay.
+	LockDelay time.Duration `msgpack:"ld,omitempty"`
 }
+
+// MaxLockDelay bounds a lock delay (Acquire.LockDelay), as Chubby's.
+const MaxLockDelay = time.Minute
 
 // AcquireMode says what an acquisition does if another client holds the
 // write lease (DESIGN §5.1).

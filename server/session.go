@@ -679,6 +679,10 @@ func (ss *session) submitAcquire(m *protocol.Acquire) error {
 		return fmt.Errorf("%w: negative timeout", errInvalidArgument)
 	case !m.Mode.Valid():
 		return fmt.Errorf("%w: unknown acquisition mode %d", errInvalidArgument, m.Mode)
+	case m.LockDelay < 0 || m.LockDelay > protocol.MaxLockDelay:
+		return fmt.Errorf("%w: lock delay %v, want 0 to %v", errInvalidArgument, m.LockDelay, protocol.MaxLockDelay)
+	case m.LockDelay > 0 && m.Lease == 0:
+		return fmt.Errorf("%w: a lock delay needs a TTL lease: it starts when the lease expires", errInvalidArgument)
 	}
 	if m.Lease != 0 {
 		if err := ss.mayUseLease(m.Lease); err != nil {
@@ -686,7 +690,7 @@ func (ss *session) submitAcquire(m *protocol.Acquire) error {
 		}
 	}
 	return ss.submit(m.ID, &core.Request{Op: store.OpGrantWriteLease, Key: m.Key, Timeout: m.Timeout,
-		Mode: acquireModes[m.Mode], Lease: m.Lease})
+		Mode: acquireModes[m.Mode], Lease: m.Lease, LockDelay: m.LockDelay})
 }
 
 // acquireModes maps the wire's acquisition modes to the lease table's.

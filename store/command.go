@@ -78,7 +78,9 @@ const (
 	// whatever is attached.
 	//
 	// It also ends the write leases bound to the lease (Result.Locks),
-	// whether or not keys are attached to it.
+	// whether or not keys are attached to it; with Expired, each with a
+	// lock delay leaves its key unavailable until At plus that delay
+	// (State.LockDelays).
 	OpRevokeTTL
 	// OpCheckpointTTL records the remaining TTL of each lease of
 	// Checkpoints, and clears its KeptAlive, so that the next leader
@@ -243,6 +245,9 @@ type Command struct {
 	Through uint64 `msgpack:",omitempty"`
 	// Txn is the transaction of an OpTxn.
 	Txn *Txn `msgpack:",omitempty"`
+	// LockDelay, on an OpGrantWriteLease with a Lease, is the lock delay
+	// recorded with the write lease (WriteLease.LockDelay).
+	LockDelay time.Duration `msgpack:",omitempty"`
 	// Guard, on an OpPut, OpDelete, OpCAS or OpTxn, makes it apply only
 	// if the lock it names is held with its token (lock.go); else the
 	// outcome is ErrFenced, and nothing changes.

@@ -263,6 +263,9 @@ func loadMeta(tx txn, st *State) error {
 	if err := loadHorizon(tx, st); err != nil {
 		return err
 	}
+	if err := loadLockDelays(tx, st); err != nil {
+		return err
+	}
 	if b, ok, err := tx.get(metaHolds); err != nil {
 		return err
 	} else if ok {
@@ -555,13 +558,24 @@ func encodeWriteLease(wl WriteLease) []byte {
 	}
 	if wl.Lease != 0 {
 		b = binary.BigEndian.AppendUint64(b, wl.Lease)
+		if wl.LockDelay > 0 {
+			b = binary.BigEndian.AppendUint64(b, uint64(wl.LockDelay))
+		}
 	}
 	return b
 }
 
 func decodeWriteLease(key, b []byte) (WriteLease, error) {
-	if len(b) != 24 && len(b) != 32 && len(b) != 40 {
+	if len(b) != 24 && len(b) != 32 && len(b) != 40 && len(b) != 48 {
 		return WriteLease{}, fmt.Errorf("corrupt write lease of %d bytes on %q", len(b), key)
+	}
+	if len(b) == 48 {
+		wl, err := decodeWriteLease(key, b[:40])
+		wl.LockDelay = time.Duration(binary.BigEndian.Uint64(b[40:]))
+		if err == nil && wl.LockDelay <= 0 {
+			err = fmt.Errorf("corrupt write lease on %q: lock delay %v written out", key, wl.LockDelay)
+		}
+		return wl, err
 	}
 	if len(b) == 40 {
 		wl, err := decodeWriteLease(key, b[:24])

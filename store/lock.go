@@ -14,9 +14,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 )
 
-var boundPrefix = []byte("b/")
+var (
+	boundPrefix = []byte("b/")
+	// delayPrefix and a key hold the end of the key's lock delay, Unix
+	// nanoseconds of the wall clock (State.LockDelays).
+	delayPrefix = []byte("y/")
+)
 
 // LockRecordPrefix begins the name of every lock record: the record of the
 // write lease on key K is read as the key LockRecordPrefix + K, whose value
@@ -69,6 +75,9 @@ type Guard struct {
 type BoundLock struct {
 	Key   string
 	Token uint64
+	// Delay is the lock delay that an expiry's OpRevokeTTL started on the
+	// key (WriteLease.LockDelay), 0 if none.
+	Delay time.Duration
 }
 
 // boundKey is the index record of the lock on key bound to lease id; with
@@ -153,8 +162,14 @@ func grantWriteLease(tx txn, ct *counters, c Command) (Result, error) {
 	if err := unbind(tx, c.Key); err != nil {
 		return Result{}, err
 	}
+	if err := tx.del(prefixed(delayPrefix, c.Key)); err != nil {
+		return Result{}, err
+	}
 	ct.fence++
 	wl := WriteLease{Key: string(c.Key), Token: ct.fence, Session: c.Session, Term: c.Term, Client: c.Client, Lease: c.Lease}
+	if c.Lease != 0 {
+		wl.LockDelay = max(c.LockDelay, 0)
+	}
 	if err := tx.set(prefixed(wleasPrefix, c.Key), encodeWriteLease(wl)); err != nil {
 		return Result{}, err
 	}
@@ -190,13 +205,14 @@ func endWriteLease(tx txn, c Command) (Result, error) {
 }
 
 // endBoundLocks ends every write lease bound to TTL lease id, for its
-// revocation, and returns them by key.
-func endBoundLocks(tx txn, id uint64) ([]BoundLock, error) {
+// revocation, and returns them by key. If the lease expired, a lock with a
+// lock delay leaves its key unavailable until at plus that delay.
+func endBoundLocks(tx txn, id uint64, expired bool, at time.Time) ([]BoundLock, error) {
 	locks, err := boundLocks(tx, id)
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range locks {
+	for i, l := range locks {
 		key := []byte(l.Key)
 		if err := tx.del(boundKey(id, key)); err != nil {
 			return nil, err
@@ -205,13 +221,32 @@ func endBoundLocks(tx txn, id uint64) ([]BoundLock, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ok && wl.Token == l.Token {
-			if err := tx.del(prefixed(wleasPrefix, key)); err != nil {
+		if !ok || wl.Token != l.Token {
+			continue
+		}
+		if err := tx.del(prefixed(wleasPrefix, key)); err != nil {
+			return nil, err
+		}
+		if expired && wl.LockDelay > 0 {
+			locks[i].Delay = wl.LockDelay
+			until := binary.BigEndian.AppendUint64(nil, uint64(at.Add(wl.LockDelay).UnixNano()))
+			if err := tx.set(prefixed(delayPrefix, key), until); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return locks, nil
+}
+
+// loadLockDelays reads the lock delays recorded into st.
+func loadLockDelays(tx txn, st *State) error {
+	return tx.scan(delayPrefix, nil, func(k, v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("corrupt lock delay of %d bytes on %q", len(v), k[len(delayPrefix):])
+		}
+		st.LockDelays = append(st.LockDelays, LockDelay{Key: string(k[len(delayPrefix):]), Until: time.Unix(0, int64(binary.BigEndian.Uint64(v)))})
+		return nil
+	})
 }
 
 // boundLocks returns the write leases bound to TTL lease id, by key.

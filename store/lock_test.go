@@ -140,6 +140,32 @@ var lockContract = []struct {
 		mustApply(t, s, grantWL("b", 1, 0, 0))
 		wantLocks(t, s, 2)
 	}},
+	{"an expiry leaves a lock delay; a revocation does not; a grant clears it", func(t *testing.T, s store.Store) {
+		const delay = 15 * time.Second
+		at := time.Unix(1000, 0)
+		mustApply(t, s, grantTTL(5*time.Second), grantTTL(5*time.Second))
+		d1, d2 := grantWL("a", 1, 0, 1), grantWL("b", 1, 0, 2)
+		d1.LockDelay, d2.LockDelay = delay, delay
+		mustApply(t, s, d1, d2)
+		st := mustState(t, s)
+		if len(st.WriteLeases) != 2 || st.WriteLeases[0].LockDelay != delay {
+			t.Fatalf("write leases %+v, want the lock delay recorded", st.WriteLeases)
+		}
+		exp := revokeTTL(1)
+		exp.Expired, exp.At = true, at
+		r := mustApply(t, s, exp, store.Command{Op: store.OpRevokeTTL, Lease: 2, At: at})
+		if len(r[0].Locks) != 1 || r[0].Locks[0].Delay != delay || len(r[1].Locks) != 1 || r[1].Locks[0].Delay != 0 {
+			t.Fatalf("revocations = %+v; want the expiry's lock delayed, the revocation's not", r)
+		}
+		st = mustState(t, s)
+		if len(st.LockDelays) != 1 || st.LockDelays[0].Key != "a" || !st.LockDelays[0].Until.Equal(at.Add(delay)) {
+			t.Fatalf("lock delays %+v, want a's until %v", st.LockDelays, at.Add(delay))
+		}
+		mustApply(t, s, grantWL("a", 2, 0, 0))
+		if st := mustState(t, s); len(st.LockDelays) != 0 {
+			t.Fatalf("lock delays after a grant: %+v", st.LockDelays)
+		}
+	}},
 	{"a guarded write commits only under the lock's current token", func(t *testing.T, s store.Store) {
 		mustApply(t, s, grantWL("lock", 1, 0, 0))
 		rs := mustApply(t, s,

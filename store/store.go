@@ -125,6 +125,18 @@ type WriteLease struct {
 	// Lease is the TTL lease the write lease is bound to (DESIGN §5.1):
 	// it has no term, and ends with that lease. 0: none.
 	Lease uint64
+	// LockDelay is how long the key stays unavailable to acquisitions
+	// after the write lease ends with its TTL lease's expiry (not with a
+	// release or a revocation). 0: none.
+	LockDelay time.Duration
+}
+
+// LockDelay is a key that stays unavailable to acquisitions until Until
+// (the wall clock of the leader that recorded it): a lock bound to a TTL
+// lease with a lock delay ended when that lease expired (DESIGN §5.1).
+type LockDelay struct {
+	Key   string
+	Until time.Time
 }
 
 // State is what a store holds besides the values: its counters, the lease
@@ -173,6 +185,9 @@ type State struct {
 	Alarms []MemberAlarm
 	// WriteLeases are the write leases granted and not ended, by key.
 	WriteLeases []WriteLease
+	// LockDelays are the lock delays recorded, by key, those that have
+	// passed included: a grant of the key clears its own.
+	LockDelays []LockDelay
 	// History describes the event history.
 	History HistoryState
 }

@@ -232,7 +232,7 @@ func execTTL(tx txn, ct *counters, c Command) (Result, error) {
 		l := TTLLease{ID: ct.ttl, TTL: c.Term, Remaining: c.Term, Gen: 1, Owner: c.Owner}
 		return Result{Lease: l.ID}, tx.set(ttlKey(l.ID), encodeTTLLease(l))
 	case OpRevokeTTL:
-		return revokeTTL(tx, ct, c.Lease, c.Expect, c.Expired)
+		return revokeTTL(tx, ct, c.Lease, c.Expect, c.Expired, c.At)
 	case OpCheckpointTTL:
 		if len(c.Checkpoints) > MaxTTLLeasesPerCommand {
 			return Result{Err: fmt.Errorf("%w: %d checkpoints, at most %d", ErrInvalidCommand, len(c.Checkpoints), MaxTTLLeasesPerCommand)}, nil
@@ -279,7 +279,7 @@ func updateTTL(tx txn, id uint64, fn func(*TTLLease)) error {
 // revokeTTL deletes the keys attached to lease id at one revision, and
 // the lease, if its attachment generation is expect (0: whatever it is);
 // their events say that the lease expired if expired says so.
-func revokeTTL(tx txn, ct *counters, id, expect uint64, expired bool) (Result, error) {
+func revokeTTL(tx txn, ct *counters, id, expect uint64, expired bool, at time.Time) (Result, error) {
 	l, ok, err := getTTLLease(tx, id)
 	if err != nil {
 		return Result{}, err
@@ -320,7 +320,7 @@ func revokeTTL(tx txn, ct *counters, id, expect uint64, expired bool) (Result, e
 			}
 		}
 	}
-	locks, err := endBoundLocks(tx, id)
+	locks, err := endBoundLocks(tx, id, expired, at)
 	if err != nil {
 		return Result{}, err
 	}
