@@ -53,6 +53,7 @@ func TestConfigDefaults(t *testing.T) {
 		"RetryWindow":              {time.Minute, DefaultRetryWindow},
 		"UnsafeSkipHorizonWait":    {true, nil},
 		"UnsafeNoPrefixRecall":     {true, nil},
+		"UnsafeLockSteal":          {true, nil},
 		"UnsafeWatchFault":         {"skip", nil},
 		"HotPrefixWrites":          {3, nil},
 		"HorizonStep":              {time.Second, (DefaultLeaseTerm + DefaultEpsilon) / 4},
