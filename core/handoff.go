@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/leased/leased/store"
@@ -174,6 +175,7 @@ func (c *Core) clientOf(id SessionID) uint64 {
 func (c *Core) restoreHandoff(st store.State) error {
 	applied := st.HorizonApplied
 	kept := make(map[string]uint64)
+	checked := make(map[string]bool) // keys whose lock records have handed read leases
 	next := handedBase + 1
 	for _, l := range st.Handoff {
 		expiry := applied.Add(l.Left + c.cfg.Epsilon)
@@ -199,6 +201,9 @@ func (c *Core) restoreHandoff(st store.State) error {
 			continue
 		}
 		c.table.RestoreReadLease(holder, l.Key, expiry)
+		if lock, ok := strings.CutPrefix(l.Key, store.LockRecordPrefix); ok {
+			checked[lock] = true
+		}
 	}
 	var ends []store.Command
 	for _, wl := range st.WriteLeases {
@@ -208,7 +213,13 @@ func (c *Core) restoreHandoff(st store.State) error {
 			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, time.Time{}, wl.Lease)
 			continue
 		}
-		if kept[wl.Key] != wl.Token {
+		switch {
+		case kept[wl.Key] == wl.Token:
+		case checked[wl.Key]:
+			// Readers of its record were handed over: it ends through the
+			// table, which invalidates them first (core/lock.go).
+			c.table.RestoreWriteLease(wl.Key, wl.Token, wl.Client, c.started, 0)
+		default:
 			ends = append(ends, store.Command{Op: store.OpEndWriteLease, Key: []byte(wl.Key), Token: wl.Token})
 		}
 	}
