@@ -178,7 +178,10 @@ func checkKey(key string) error {
 }
 
 func (a *app) putCmd() *cobra.Command {
-	var lease string
+	var (
+		lease  string
+		guards []string
+	)
 	cmd := &cobra.Command{
 		Use:   "put KEY VALUE",
 		Short: "Set a key and print the committed version",
@@ -192,10 +195,13 @@ With --lease, KEY is attached to that TTL lease (see "leasectl lease"), and
 deleted when the lease is revoked or runs out; a lease that does not exist
 exits with status 4. Without --lease, KEY is detached from any lease.
 
+` + guardHelp + `
+
 A VALUE that starts with "-" must follow "--", which ends the flags.`,
 		Example: `  leasectl put greeting hello
   leasectl put config/app - < app.json
   leasectl put --lease 694d71ddacfda227 svc/db1 10.0.0.1:5432
+  leasectl put --guard /locks/backup=42 /backup/last 2024-06-01
   leasectl put -- offset -5`,
 		Args: argsExactly("KEY", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -203,7 +209,11 @@ A VALUE that starts with "-" must follow "--", which ends the flags.`,
 			if err := checkKey(key); err != nil {
 				return err
 			}
-			var opts []client.WriteOption
+			g, err := guardOf(guards)
+			if err != nil {
+				return err
+			}
+			opts := g.options()
 			if cmd.Flags().Changed("lease") {
 				id, err := parseLease(lease)
 				if err != nil {
@@ -225,26 +235,35 @@ A VALUE that starts with "-" must follow "--", which ends the flags.`,
 		},
 	}
 	cmd.Flags().StringVar(&lease, "lease", "", "attach KEY to this TTL lease (16 hexadecimal digits)")
+	addGuardFlag(cmd, &guards)
 	return cmd
 }
 
 func (a *app) delCmd() *cobra.Command {
-	return &cobra.Command{
+	var guards []string
+	cmd := &cobra.Command{
 		Use:     "del KEY",
 		Aliases: []string{"delete"},
 		Short:   "Delete a key and print how many keys it removed (0 or 1) and the deletion's version",
 		Long: `Delete KEY and print how many keys the delete removed (etcd's deleted) and the
 version of the deletion. A key that does not exist, or is deleted already, is
 not an error: the delete removes nothing (DELETED 0), spends no revision, and
-prints the key's version (that of its last deletion, or 0).`,
+prints the key's version (that of its last deletion, or 0).
+
+` + guardHelp + `
+A guarded delete of a key that is not there removes nothing, as any delete.`,
 		Args: argsExactly("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
 			if err := checkKey(key); err != nil {
 				return err
 			}
+			g, err := guardOf(guards)
+			if err != nil {
+				return err
+			}
 			return a.withWrite(fmt.Sprintf("the deletion of %q", key), func(ctx context.Context, c *client.Client) error {
-				d, err := c.Delete(ctx, key)
+				d, err := c.Delete(ctx, key, g.options()...)
 				if err != nil {
 					return err
 				}
@@ -253,17 +272,22 @@ prints the key's version (that of its last deletion, or 0).`,
 			})
 		},
 	}
+	addGuardFlag(cmd, &guards)
+	return cmd
 }
 
 func (a *app) casCmd() *cobra.Command {
-	return &cobra.Command{
+	var guards []string
+	cmd := &cobra.Command{
 		Use:   "cas KEY OLD_VERSION VALUE",
 		Short: "Set a key only if its version is still OLD_VERSION",
 		Long: `Compare and swap: set KEY to VALUE if its version is still OLD_VERSION, and
 print the new version. OLD_VERSION 0 means the key must not exist. With VALUE
 "-", the value is read from stdin.
 
-If the version differs, nothing changes and leasectl exits with status 5.`,
+If the version differs, nothing changes and leasectl exits with status 5.
+
+` + guardHelp,
 		Example: `  leasectl cas greeting 7 "hello again"
   leasectl cas new-key 0 first`,
 		Args: argsExactly("KEY", "OLD_VERSION", "VALUE"),
@@ -276,12 +300,16 @@ If the version differs, nothing changes and leasectl exits with status 5.`,
 			if err != nil {
 				return usagef("OLD_VERSION %q is not a version number (0 or more)", args[1])
 			}
+			g, err := guardOf(guards)
+			if err != nil {
+				return err
+			}
 			value, err := a.readValue(args[2])
 			if err != nil {
 				return err
 			}
 			return a.withWrite(fmt.Sprintf("the write to %q", key), func(ctx context.Context, c *client.Client) error {
-				ver, err := c.CompareAndSwap(ctx, key, old, value)
+				ver, err := c.CompareAndSwap(ctx, key, old, value, g.options()...)
 				if err != nil {
 					return err
 				}
@@ -289,6 +317,8 @@ If the version differs, nothing changes and leasectl exits with status 5.`,
 			})
 		},
 	}
+	addGuardFlag(cmd, &guards)
+	return cmd
 }
 
 // printWrite prints the answer of put, del and cas.

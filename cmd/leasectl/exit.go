@@ -20,6 +20,7 @@ const (
 	exitUnavailable = 3
 	exitNotFound    = 4
 	exitConflict    = 5
+	exitLockLost    = 6
 	exitInterrupted = 130
 )
 
@@ -47,8 +48,11 @@ var exitStatuses = []exitStatus{
 		"endpoint status and endpoint health: an endpoint did not answer, or is unhealthy"},
 	{exitNotFound, `not found: get of a missing key (table output; with -o json get prints "found": false and exits 0), ` +
 		"or a lease or member that does not exist"},
-	{exitConflict, "conflict: cas saw another version, a write was fenced, or a held write lease was lost"},
-	{exitInterrupted, "interrupted by Ctrl-C or SIGTERM (lease keep-alive, watch and write-lease --hold end with 0)"},
+	{exitConflict, "conflict: cas saw another version, a write was fenced (--guard, queue complete and fail), or a held write lease was lost"},
+	{exitLockLost, "lock lost or token not current: lock's lock was lost while its COMMAND ran (COMMAND was stopped), " +
+		"or elect's leadership was lost; check-token: TOKEN is not the current token of the lock"},
+	{exitInterrupted, "interrupted by Ctrl-C or SIGTERM (lease keep-alive, watch, elect and write-lease --hold end with 0; " +
+		"lock, once its COMMAND runs, exits with COMMAND's status)"},
 }
 
 // exitStatusHelp returns the "Exit status:" section of the root command's
@@ -99,6 +103,8 @@ func (a *app) exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, errKeyNotFound), errors.Is(err, client.ErrNotFound):
 		return exitNotFound
+	case errors.Is(err, errLockLost), errors.Is(err, errNotCurrent):
+		return exitLockLost
 	case errors.Is(err, client.ErrVersionMismatch), errors.Is(err, client.ErrFenced), errors.Is(err, errLeaseLost):
 		return exitConflict
 	case errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):

@@ -81,6 +81,7 @@ func TestExitStatusTable(t *testing.T) {
 		{name: "get of a missing key", code: exitNotFound, args: []string{"get", "nothing"}, want: "key not found"},
 		{name: "a lease that does not exist", code: exitNotFound, args: []string{"lease", "revoke", "00000000000000ab"}, want: "not found"},
 		{name: "cas of another version", code: exitConflict, args: []string{"cas", "k", "1", "v3"}, want: "version mismatch"},
+		{name: "check-token of a lock nobody holds", code: exitLockLost, args: []string{"check-token", "k", "1"}, want: `token not current: the lock on "k" is not held`},
 	} {
 		args := tc.args
 		if !tc.raw {
@@ -177,7 +178,7 @@ func TestUnknownCommands(t *testing.T) {
 		{[]string{"lease", "foo"}, []string{`unknown command "foo" for "leasectl lease"`, "The commands of leasectl lease: grant, keep-alive, list, revoke, timetolive."}},
 		{[]string{"lease", "keepalive", "1"}, []string{`did you mean "keep-alive"?`}},
 		{[]string{"move-leader", "n2"}, []string{`unknown command "move-leader" for "leasectl"`, `"leasectl member transfer NAME"`}},
-		{[]string{"auth", "enable"}, []string{`unknown command "auth" for "leasectl"`, "no users, roles or passwords", "The commands of leasectl: cas, compaction, completion, del, endpoint, get, lease, member, put, snapshot, stats, status, txn, version, watch, write-lease."}},
+		{[]string{"auth", "enable"}, []string{`unknown command "auth" for "leasectl"`, "no users, roles or passwords", "The commands of leasectl: cas, check-token, compaction, completion, del, elect, endpoint, get, lease, lock, member, put, queue, snapshot, stats, status, txn, version, watch, write-lease."}},
 		{[]string{"stat"}, []string{`did you mean "stats" or "status"?`}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate" for "leasectl"`}},
 	} {

@@ -14,6 +14,12 @@
 //	leasectl --endpoints a:7401,b:7402,c:7403 endpoint status
 //	leasectl --endpoints a:7401,b:7402,c:7403 member list
 //	leasectl snapshot save backup.snap
+//	leasectl lock /locks/backup -- ./backup.sh
+//	leasectl put --guard /locks/backup=42 /backup/last 2024-06-01
+//	leasectl check-token /locks/backup 42
+//	leasectl elect /elections/primary node-a
+//	leasectl queue put jobs "resize photo 17"
+//	leasectl -o json queue claim jobs
 //
 // Run from the folder that holds leased-data, on the same machine as the
 // server, leasectl finds the server's CA by itself; otherwise pass --cacert
@@ -35,6 +41,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -160,6 +167,11 @@ func (a *app) execute(args []string) int {
 	if err == nil {
 		return exitOK
 	}
+	var cx *commandExit
+	if errors.As(err, &cx) {
+		// lock passes its COMMAND's status on; COMMAND said why.
+		return cx.code
+	}
 	code := a.exitCode(err)
 	fmt.Fprintf(a.stderr, "Error: %s\n", a.describe(err))
 	var ce *cliError
@@ -175,7 +187,9 @@ func (a *app) newRootCmd() *cobra.Command {
 		Use:   "leasectl",
 		Short: "Command line of the leased lease server",
 		Long: `leasectl reads and writes keys on a leased server, takes write leases, grants
-and keeps alive TTL leases, and shows the server's status and counters.
+and keeps alive TTL leases, runs commands under locks, campaigns in and
+observes elections, works task queues, and shows the server's status and
+counters.
 
 The connection is QUIC with TLS 1.3, and the server's certificate is always
 verified. The CA certificate is, in this order: --cacert; the file named by
@@ -204,6 +218,7 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
   leasectl del greeting
   leasectl write-lease config/primary db1 --hold 30s
   leasectl lease grant 60
+  leasectl lock /locks/backup -- ./backup.sh
   leasectl --endpoint db1.example.com:7400 --cacert ./ca.pem status`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -254,6 +269,10 @@ lease has "id" (16 hexadecimal digits), "ttl" and "granted_ttl" (seconds;
 		a.txnCmd(),
 		a.writeLeaseCmd(),
 		a.leaseCmd(),
+		a.lockCmd(),
+		a.checkTokenCmd(),
+		a.electCmd(),
+		a.queueCmd(),
 		a.statsCmd(),
 		a.statusCmd(),
 		a.memberCmd(),
@@ -492,6 +511,13 @@ func (a *app) withClient(fn func(ctx context.Context, c *client.Client) error) e
 // otherwise the request gets writeLimit from the time it is sent. Once the
 // request has waited waitNotice, withWrite says so on stderr, once.
 func (a *app) withWrite(what string, fn func(ctx context.Context, c *client.Client) error) error {
+	return a.withWriteAfter(what, 0, fn)
+}
+
+// withWriteAfter is withWrite for a request that first waits extra on
+// purpose (queue fail --delay): its time limit, and the notice that it
+// waits, come that much later.
+func (a *app) withWriteAfter(what string, extra time.Duration, fn func(ctx context.Context, c *client.Client) error) error {
 	cctx, ccancel := context.WithTimeout(a.ctx, a.timeout)
 	defer ccancel()
 	a.limit = a.timeout
@@ -503,11 +529,13 @@ func (a *app) withWrite(what string, fn func(ctx context.Context, c *client.Clie
 	ctx := cctx
 	if !a.timeoutSet {
 		a.limit = a.writeLimit(c)
+	}
+	if !a.timeoutSet || extra > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(a.ctx, a.limit)
+		ctx, cancel = context.WithTimeout(a.ctx, a.limit+extra)
 		defer cancel()
 	}
-	stop := a.noticeWaiting(what, c)
+	stop := a.noticeWaitingAfter(ctx, what, c, extra)
 	defer stop()
 	return fn(ctx, c)
 }
@@ -531,25 +559,45 @@ func (a *app) writeLimit(c *client.Client) time.Duration {
 // has not ended within waitNotice. The returned stop must be called when
 // it ends; it returns once nothing more will be printed.
 func (a *app) noticeWaiting(what string, c *client.Client) (stop func()) {
+	return a.noticeWaitingAfter(context.Background(), what, c, 0)
+}
+
+// noticeWaitingAfter is noticeWaiting for a request that waits extra on
+// purpose first, bounded by ctx: once ctx has ended, the request is over,
+// and nothing is printed.
+func (a *app) noticeWaitingAfter(ctx context.Context, what string, c *client.Client, extra time.Duration) (stop func()) {
 	term := "a lease term"
 	if info, ok := c.Connection(); ok {
 		term = fmt.Sprintf("a term plus ε, %v", info.DefaultTerm+info.Epsilon)
 	}
+	return a.noticeAfter(waitNotice+extra, func() string {
+		if dl, ok := ctx.Deadline(); ctx.Err() != nil || ok && !time.Now().Before(dl) {
+			return ""
+		}
+		return fmt.Sprintf("leasectl: %s is waiting for lease holders to let go, or for their leases to run out "+
+			"(at most %s; after a restart or a failover, until the leases granted before it have run out); time limit %v\n",
+			what, term, a.limit)
+	})
+}
+
+// noticeAfter prints msg(), once, on stderr, after d, unless the returned
+// stop is called first (or msg returns ""); stop returns once nothing more
+// will be printed.
+func (a *app) noticeAfter(d time.Duration, msg func() string) (stop func()) {
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)
-		t := time.NewTimer(waitNotice)
+		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-done:
 		case <-t.C:
-			fmt.Fprintf(a.stderr, "leasectl: %s is waiting for lease holders to let go, or for their leases to run out "+
-				"(at most %s; after a restart or a failover, until the leases granted before it have run out); time limit %v\n",
-				what, term, a.limit)
+			fmt.Fprint(a.stderr, msg())
 		}
 	}()
+	var once sync.Once
 	return func() {
-		close(done)
+		once.Do(func() { close(done) })
 		<-ended
 	}
 }

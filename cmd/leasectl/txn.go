@@ -55,7 +55,10 @@ const (
 )
 
 func (a *app) txnCmd() *cobra.Command {
-	var interactive bool
+	var (
+		interactive bool
+		guards      []string
+	)
 	cmd := &cobra.Command{
 		Use:   "txn",
 		Short: "Apply puts and deletes on several keys at once, if compares hold",
@@ -97,7 +100,13 @@ written), "waited_seconds" and "holders". FAILURE is not an error: it exits
 with status 0, as etcdctl does.
 
 The transaction commits once every other holder of a lease on any key it may
-write, in either branch, has dropped it or its lease has run out, as for put.`,
+write, in either branch, has dropped it or its lease has run out, as for put.
+
+With --guard LOCK=TOKEN, the transaction applies either branch only if the
+lock (write lease) on the key LOCK is held with the fencing token TOKEN when
+it commits; otherwise nothing changes and leasectl exits with status 5.
+"leasectl lock" gives its command LOCK and TOKEN as $` + envLockKey + ` and
+$` + envLockToken + `.`,
 		Example: `  # Rename /d/a to /d/b, if /d/a still holds inode7 and /d/b is absent:
   leasectl txn <<'EOF'
   val("/d/a") = "inode7"
@@ -109,12 +118,20 @@ write, in either branch, has dropped it or its lease has run out, as for put.`,
   leasectl txn -i`,
 		Args: argsExactly(),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			g, err := guardOf(guards)
+			if err != nil {
+				return err
+			}
 			spec, err := a.readTxn(interactive)
 			if err != nil {
 				return err
 			}
 			return a.withWrite(txnWhat(spec.keys), func(ctx context.Context, c *client.Client) error {
-				r, err := c.Txn(ctx).If(spec.compares...).Then(spec.then...).Else(spec.els...).Commit()
+				tx := c.Txn(ctx)
+				if g != nil {
+					tx = tx.Guard(g.lock, g.token)
+				}
+				r, err := tx.If(spec.compares...).Then(spec.then...).Else(spec.els...).Commit()
 				if err != nil {
 					return err
 				}
@@ -123,6 +140,7 @@ write, in either branch, has dropped it or its lease has run out, as for put.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "prompt for each list of the transaction on stderr")
+	addGuardFlag(cmd, &guards)
 	return cmd
 }
 

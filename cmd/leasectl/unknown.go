@@ -26,14 +26,9 @@ var etcdctlElsewhere = map[string]string{
 	"alarm":            `leased has no alarm command: "leasectl status" and "leasectl endpoint health" show the NOSPACE alarm, which clears by itself once the data folder has room again.`,
 	"make-mirror":      `leased has no make-mirror: copy a cluster's keys with "leasectl snapshot save FILE" and "leased restore FILE".`,
 	"check":            `leased has no check: leasebench (cmd/leasebench) measures read and write latency against the lease term.`,
-	"lock":             lockElsewhere,
-	"elect":            lockElsewhere,
 }
 
-const (
-	authElsewhere = `leased has no users, roles or passwords: a client is known by its TLS certificate ("leased cert create-client"), and the server's access policy ("leased --auth-policy FILE") says what each may do.`
-	lockElsewhere = `leased has no locks or elections yet: a write lease ("leasectl write-lease KEY VALUE --hold DURATION") is held by one client at a time, with a fencing token.`
-)
+const authElsewhere = `leased has no users, roles or passwords: a client is known by its TLS certificate ("leased cert create-client"), and the server's access policy ("leased --auth-policy FILE") says what each may do.`
 
 // unknownCommand is the Args of every command that has subcommands (set
 // by newRootCmd): without arguments the command prints its help; with
