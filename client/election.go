@@ -36,6 +36,9 @@ var (
 	ErrNotLeader = errors.New("leased: not the elected leader")
 	// ErrNoLeader: Leader found no leader.
 	ErrNoLeader = errors.New("leased: no leader elected")
+	// ErrSessionDone: a Mutex's Lock, or a Queue's Claim, whose Session
+	// ended (its lease was lost, or it was closed) before it was granted.
+	ErrSessionDone = errors.New("leased: the session has ended")
 )
 
 // NewElection returns an election on name in which s campaigns.
@@ -145,6 +148,7 @@ func Observe(ctx context.Context, c *Client, name string) <-chan Leader {
 	go func() {
 		defer close(ch)
 		var last Leader
+		var quick backoff
 		first := true
 		for {
 			wake, stop := c.waitFor([]string{name}, nil)
@@ -152,8 +156,12 @@ func Observe(ctx context.Context, c *Client, name string) <-chan Leader {
 			switch {
 			case errors.Is(err, ErrNoLeader):
 				l = Leader{}
+			case errors.Is(err, ErrPermissionDenied), errors.Is(err, ErrClosed):
+				stop()
+				return // asking again cannot help
 			case err != nil:
-				// Unavailable for now: try again within a term.
+				// Unavailable for now, or a record that is not a
+				// leader's: read again soon.
 			}
 			if err == nil || errors.Is(err, ErrNoLeader) {
 				if first || l.Version != last.Version || l.Token != last.Token || !bytes.Equal(l.Value, last.Value) {
@@ -165,7 +173,7 @@ func Observe(ctx context.Context, c *Client, name string) <-chan Leader {
 					last, first = l, false
 				}
 			}
-			t := c.clock.NewTimer(c.renewWait(name))
+			t := c.clock.NewTimer(c.renewWait(name, &quick))
 			select {
 			case <-wake:
 			case <-t.Chan():
@@ -184,18 +192,38 @@ func Observe(ctx context.Context, c *Client, name string) <-chan Leader {
 
 // renewWait is how long a waiter for invalidations of key waits before it
 // reads key again: until its cached lease runs out (a read then renews
-// it), at least a tenth of the server's default term; the default term if
-// key is not cached.
-func (c *Client) renewWait(key string) time.Duration {
-	term := time.Second
-	if h := c.lastHello.Load(); h != nil && h.DefaultTerm > 0 {
-		term = h.DefaultTerm
-	}
+// it), at least a tenth of the server's default term. If the last read
+// of key got no lease (the server gives none while a write of it is
+// pending: the invalidation that woke the waiter comes before that write
+// commits), it reads again soon: after quick, which doubles from 10 ms up
+// to the term each time, and starts over once the read gets a lease.
+func (c *Client) renewWait(key string, quick *backoff) time.Duration {
+	term := c.defaultTerm()
 	if _, deadline, ok := c.cache.Peek(key); ok {
-		if left := deadline.Sub(c.clock.Now()); left > term/10 {
-			return left
+		if left := deadline.Sub(c.clock.Now()); left > 0 {
+			*quick = 0
+			return max(left, term/10)
 		}
-		return term / 10
 	}
-	return term
+	return quick.next(term)
+}
+
+// defaultTerm is the server's default lease term, or a second before the
+// client has one.
+func (c *Client) defaultTerm() time.Duration {
+	if h := c.lastHello.Load(); h != nil && h.DefaultTerm > 0 {
+		return h.DefaultTerm
+	}
+	return time.Second
+}
+
+// backoff is a wait that doubles from 10 ms up to a bound (renewWait).
+type backoff time.Duration
+
+// next returns the next wait, at most bound.
+func (b *backoff) next(bound time.Duration) time.Duration {
+	d := max(time.Duration(*b)*2, 10*time.Millisecond)
+	d = min(d, bound)
+	*b = backoff(d)
+	return d
 }

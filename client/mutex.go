@@ -57,19 +57,31 @@ func (m *Mutex) lock(ctx context.Context, mode AcquireOption) error {
 	if held {
 		return fmt.Errorf("%w: %q", ErrLockHeld, m.key)
 	}
-	select {
-	case <-m.s.Done():
-		return fmt.Errorf("%w: lock %q: the session has ended", ErrInvalidArgument, m.key)
-	default:
+	if isDone(m.s.Done()) {
+		return fmt.Errorf("%w: lock %q", ErrSessionDone, m.key)
 	}
+	// The acquisition ends with the session: a lock under a lease that
+	// is gone cannot be granted.
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-m.s.Done():
+			cancel()
+		case <-actx.Done():
+		}
+	}()
 	opts := append(append([]AcquireOption{}, m.opts...), mode, AcquireUnder(m.s.Lease()))
-	wl, err := m.s.c.AcquireWriteLease(ctx, m.key, opts...)
+	wl, err := m.s.c.AcquireWriteLease(actx, m.key, opts...)
 	if err != nil {
+		if ctx.Err() == nil && isDone(m.s.Done()) {
+			return fmt.Errorf("%w: lock %q: %w", ErrSessionDone, m.key, err)
+		}
 		return err
 	}
 	m.mu.Lock()
 	m.wl = wl
-	m.ctx = newLockContext(m.s, wl)
+	m.ctx = newLockContext(m.s.c, m.s.Lease(), m.s.Done(), wl)
 	m.mu.Unlock()
 	return nil
 }
@@ -125,19 +137,23 @@ func (m *Mutex) Context() context.Context {
 	return m.ctx
 }
 
-// lockContext is the context of a held lock (Mutex.Context).
+// lockContext is the context of a held lock (Mutex.Context): lock wl,
+// bound to TTL lease lease, which client c keeps alive until sdone is
+// closed (a Session's Done; nil: never).
 type lockContext struct {
-	s    *Session
-	wl   *WriteLease
-	done chan struct{}
-	stop chan struct{} // closed by end: the watcher returns
+	c     *Client
+	lease LeaseID
+	sdone <-chan struct{}
+	wl    *WriteLease
+	done  chan struct{}
+	stop  chan struct{} // closed by end: the watcher returns
 
 	mu  sync.Mutex
 	err error
 }
 
-func newLockContext(s *Session, wl *WriteLease) *lockContext {
-	lc := &lockContext{s: s, wl: wl, done: make(chan struct{}), stop: make(chan struct{})}
+func newLockContext(c *Client, lease LeaseID, sdone <-chan struct{}, wl *WriteLease) *lockContext {
+	lc := &lockContext{c: c, lease: lease, sdone: sdone, wl: wl, done: make(chan struct{}), stop: make(chan struct{})}
 	go lc.watch()
 	return lc
 }
@@ -145,9 +161,9 @@ func newLockContext(s *Session, wl *WriteLease) *lockContext {
 // watch ends lc when the lock is lost, the session ends, or the safe
 // deadline passes.
 func (lc *lockContext) watch() {
-	c := lc.s.c
+	c := lc.c
 	for {
-		d, ok := c.keptDeadline(lc.s.Lease())
+		d, ok := c.keptDeadline(lc.lease)
 		if !ok {
 			lc.end(context.Canceled)
 			return
@@ -164,7 +180,7 @@ func (lc *lockContext) watch() {
 			t.Stop()
 			lc.end(context.Canceled)
 			return
-		case <-lc.s.Done():
+		case <-lc.sdone:
 			t.Stop()
 			lc.end(context.Canceled)
 			return
@@ -192,10 +208,10 @@ func (lc *lockContext) end(err error) {
 // Deadline returns the lock's local safe deadline, as the client knows it
 // now: a renewal of the session moves it later.
 func (lc *lockContext) Deadline() (time.Time, bool) {
-	if lc.s == nil {
+	if lc.c == nil {
 		return time.Time{}, false
 	}
-	return lc.s.c.keptDeadline(lc.s.Lease())
+	return lc.c.keptDeadline(lc.lease)
 }
 
 // Done returns a channel closed when the lock is lost.
@@ -205,9 +221,8 @@ func (lc *lockContext) Done() <-chan struct{} { return lc.done }
 // context.DeadlineExceeded once its safe deadline has passed, which it
 // checks on the clock itself.
 func (lc *lockContext) Err() error {
-	if lc.s != nil {
-		c := lc.s.c
-		if d, ok := c.keptDeadline(lc.s.Lease()); !ok || !c.checkedNow().Before(d) || !lc.wl.Valid() {
+	if c := lc.c; c != nil {
+		if d, ok := c.keptDeadline(lc.lease); !ok || !c.checkedNow().Before(d) || !lc.wl.Valid() {
 			lc.end(context.DeadlineExceeded)
 		}
 	}

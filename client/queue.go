@@ -176,11 +176,29 @@ func int64cmp(a, b uint64) int {
 
 // Claim claims the oldest task nobody holds, under session s: its lock is
 // s's until Complete or Fail, or until s's lease ends. While no task is
-// free it waits, until ctx ends, for the server to say that one may be: a
-// task enqueued or put back, or a claim that ended. The claimed task's
-// Attempt counts this claim.
+// free it waits, until ctx ends (ErrCanceled) or s does (ErrSessionDone),
+// for the server to say that one may be: a task enqueued or put back, or
+// a claim that ended. The claimed task's Attempt counts this claim.
 func (q *Queue) Claim(ctx context.Context, s *Session) (*Task, error) {
+	return q.claim(ctx, s.Lease(), s.Done())
+}
+
+// ClaimUnder is Claim under TTL lease id, which this client need not keep
+// alive: a shell worker's claim, left to the lease when the process exits
+// and finished by another (Resume). The task's Context has ended at once:
+// the client cannot vouch for a lease it does not keep alive.
+func (q *Queue) ClaimUnder(ctx context.Context, id LeaseID) (*Task, error) {
+	if err := id.check(); err != nil {
+		return nil, err
+	}
+	return q.claim(ctx, id, nil)
+}
+
+// claim claims a task under TTL lease id, kept alive until sdone is
+// closed (nil: never by this client).
+func (q *Queue) claim(ctx context.Context, id LeaseID, sdone <-chan struct{}) (*Task, error) {
 	c := q.c
+	var quick backoff
 	for {
 		tasks, err := q.tasks(ctx)
 		if err != nil {
@@ -191,27 +209,43 @@ func (q *Queue) Claim(ctx context.Context, s *Session) (*Task, error) {
 			records[i] = lockRecordKey(t.Key)
 		}
 		wake, stop := c.waitFor(records, []string{q.Prefix()})
-		t, err := q.claimFree(ctx, s, tasks)
+		t, err := q.claimFree(ctx, id, sdone, tasks)
 		if t != nil || err != nil {
 			stop()
 			return t, err
 		}
-		timer := c.clock.NewTimer(c.renewWait(q.Prefix()))
+		timer := c.clock.NewTimer(q.wait(&quick))
 		select {
 		case <-wake:
 		case <-timer.Chan():
 		case <-ctx.Done():
-		case <-s.Done():
+		case <-sdone:
+		case <-c.ctx.Done():
 		}
 		timer.Stop()
 		stop()
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("%w: claim from queue %q: %w", ErrCanceled, q.name, ctx.Err())
-		case isDone(s.Done()):
-			return nil, fmt.Errorf("%w: claim from queue %q: the session has ended", ErrInvalidArgument, q.name)
+		case isDone(sdone):
+			return nil, fmt.Errorf("%w: claim from queue %q", ErrSessionDone, q.name)
+		case c.ctx.Err() != nil:
+			return nil, ErrClosed
 		}
 	}
+}
+
+// wait is how long Claim waits for an invalidation before it lists the
+// tasks again: until the listing's prefix lease runs out, or soon if the
+// listing got no lease (a write under the prefix was pending, or it is
+// too hot to lease), as renewWait does for a key.
+func (q *Queue) wait(quick *backoff) time.Duration {
+	term := q.c.defaultTerm()
+	if left, ok := q.c.listingLeft(q.Prefix()); ok && left > 0 {
+		*quick = 0
+		return max(left, term/10)
+	}
+	return quick.next(term)
 }
 
 func isDone(ch <-chan struct{}) bool {
@@ -225,7 +259,7 @@ func isDone(ch <-chan struct{}) bool {
 
 // claimFree tries the tasks in order and claims the first it can; nil if
 // none is free.
-func (q *Queue) claimFree(ctx context.Context, s *Session, tasks []Task) (*Task, error) {
+func (q *Queue) claimFree(ctx context.Context, id LeaseID, sdone <-chan struct{}, tasks []Task) (*Task, error) {
 	c := q.c
 	for _, t := range tasks {
 		r, err := c.Lock(ctx, t.Key)
@@ -235,7 +269,7 @@ func (q *Queue) claimFree(ctx context.Context, s *Session, tasks []Task) (*Task,
 		if r.Held {
 			continue
 		}
-		wl, err := c.AcquireWriteLease(ctx, t.Key, AcquireTry(), AcquireUnder(s.Lease()))
+		wl, err := c.AcquireWriteLease(ctx, t.Key, AcquireTry(), AcquireUnder(id))
 		if errors.Is(err, ErrLocked) {
 			continue
 		}
@@ -268,7 +302,7 @@ func (q *Queue) claimFree(ctx context.Context, s *Session, tasks []Task) (*Task,
 			return nil, err
 		}
 		t := &Task{Key: t.Key, Value: v, Attempt: a, q: q, wl: wl}
-		t.claimCtx = newLockContext(s, wl)
+		t.claimCtx = newLockContext(c, id, sdone, wl)
 		return t, nil
 	}
 	return nil, nil

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -21,11 +19,6 @@ import (
 const (
 	// defaultClaimTTL is the TTL of the lease queue claim grants.
 	defaultClaimTTL = 30 * time.Second
-	// claimPoll is how often queue claim --lease looks again for a free
-	// task while none is: it reads the queue and the tasks' locks from
-	// the client's cache, under read leases, so a look costs the server
-	// nothing until something changes.
-	claimPoll = 250 * time.Millisecond
 	// defaultMaxAttempts is client.Queue's default MaxAttempts.
 	defaultMaxAttempts = 5
 )
@@ -283,13 +276,9 @@ func (a *app) printClaim(name string, t *claimedTask, id client.LeaseID) error {
 		[]string{tableText([]byte(t.key)), tableText(t.value), strconv.FormatUint(t.token, 10), strconv.Itoa(t.attempt), id.String()})
 }
 
-// claimUnder claims the oldest free task of q, the queue name, under the existing TTL lease
-// id, which it keeps alive meanwhile, as client.Queue.Claim does under a
-// Session (which cannot be made of an existing lease): it tries the tasks
-// that no claim holds, oldest first, acquiring each's lock under id
-// without waiting, and counts the attempt in the task's record under the
-// lock. While no task is free, it looks again every claimPoll, from the
-// client's cache. limit bounds the question asked if the lease is lost.
+// claimUnder claims the oldest free task of q, the queue name, under the
+// existing TTL lease id (client.Queue.ClaimUnder), which it keeps alive
+// meanwhile. limit bounds the question asked if the lease is lost.
 func claimUnder(ctx context.Context, c *client.Client, q *client.Queue, name string, id client.LeaseID, limit time.Duration) (*claimedTask, error) {
 	kctx, kcancel := context.WithCancel(ctx)
 	defer kcancel()
@@ -297,40 +286,33 @@ func claimUnder(ctx context.Context, c *client.Client, q *client.Queue, name str
 	if err != nil {
 		return nil, err
 	}
-	tick := time.NewTicker(claimPoll)
-	defer tick.Stop()
-	for {
-		tasks, err := q.List(ctx)
-		if err != nil {
-			return nil, err
+	// The claim waits while the lease is kept alive; a lease lost ends it.
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	lost := make(chan struct{})
+	go func() {
+		for range kept {
 		}
-		for _, ts := range tasks {
-			if ts.Claimed {
-				continue
-			}
-			t, err := claimTask(ctx, c, ts.Key, id)
-			if err != nil || t != nil {
-				return t, err
-			}
+		if kctx.Err() == nil {
+			close(lost)
+			ccancel()
 		}
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: claim from queue %q: %w", client.ErrCanceled, name, ctx.Err())
-			case _, ok := <-kept:
-				if ok {
-					continue // a renewal
-				}
-				if ctx.Err() != nil {
-					continue // Ctrl-C: said above
-				}
+	}()
+	t, err := q.ClaimUnder(cctx, id)
+	if err != nil {
+		select {
+		case <-lost:
+			if ctx.Err() == nil {
 				return nil, leaseLostError(c, id, limit)
-			case <-tick.C:
-				break wait
 			}
+		default:
 		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: claim from queue %q: %w", client.ErrCanceled, name, ctx.Err())
+		}
+		return nil, err
 	}
+	return &claimedTask{key: t.Key, value: t.Value, attempt: t.Attempt, token: t.Token()}, nil
 }
 
 // leaseLostError says why lease id, which the client kept alive, was lost.
@@ -345,57 +327,6 @@ func leaseLostError(c *client.Client, id client.LeaseID, limit time.Duration) er
 		return fmt.Errorf("%w: lease %s expired or was revoked while waiting for a task", client.ErrNotFound, id)
 	}
 	return fmt.Errorf("%w: lease %s lost while waiting for a task: its TTL ran out on this client without a renewal", client.ErrUnavailable, id)
-}
-
-// claimTask claims the task key under lease id, if no one holds it: nil
-// if someone does, or if the task is gone.
-func claimTask(ctx context.Context, c *client.Client, key string, id client.LeaseID) (*claimedTask, error) {
-	wl, err := c.AcquireWriteLease(ctx, key, client.AcquireTry(), client.AcquireUnder(id))
-	if errors.Is(err, client.ErrLocked) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	// The task as it is now, under the claim: it may have been completed,
-	// or failed and put back, since it was listed.
-	it, err := c.Get(ctx, key)
-	if err == nil && !it.Found {
-		return nil, wl.Release(ctx)
-	}
-	var (
-		attempt int
-		value   []byte
-	)
-	if err == nil {
-		attempt, value, err = decodeTask(key, it.Value)
-	}
-	if err == nil {
-		attempt++
-		_, err = wl.Put(ctx, encodeTask(attempt, value))
-	}
-	if err != nil {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = wl.Release(rctx)
-		return nil, err
-	}
-	return &claimedTask{key: key, value: value, attempt: attempt, token: wl.Token()}, nil
-}
-
-// encodeTask and decodeTask are a task's record, as client.Queue keeps it:
-// its attempt, a uvarint, and then its value.
-func encodeTask(attempt int, value []byte) []byte {
-	b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(value)), uint64(attempt))
-	return append(b, value...)
-}
-
-func decodeTask(key string, b []byte) (attempt int, value []byte, err error) {
-	n, size := binary.Uvarint(b)
-	if size <= 0 || n > 1<<31 {
-		return 0, nil, fmt.Errorf("%w: %q holds no task record (%d bytes)", client.ErrInvalidArgument, key, len(b))
-	}
-	return int(n), b[size:], nil
 }
 
 // claimFlags are the flags that name a claim: --token and --lease.
