@@ -222,3 +222,47 @@ func TestLockDelay(t *testing.T) {
 		}
 	})
 }
+
+// TestLockSurvivesRestart: a lock bound to a TTL lease is restored by a
+// restart with no expiry: its holder's client takes it over and writes
+// under it past the restart's barrier, a conflicting acquisition waits,
+// and the lock ends when its TTL lease, no longer kept alive, expires.
+func TestLockSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemory(t)
+		a, _ := newTTLCore(t, st, TTLConfig{})
+		a.OpenSession(1)
+		a.SetClient(1, holderClient)
+		id := grant(t, a, 1, ttl)
+		held := submit(t, a, acquire(1, "lock", leasetable.Wait, id)).must(t)
+		a.Close()
+
+		b, _ := newTTLCore(t, st, TTLConfig{})
+		defer b.Close()
+		b.OpenSession(11)
+		b.SetClient(11, holderClient)
+		b.OpenSession(12)
+		if tok, holder, ok := b.table.WriteLease("lock"); !ok || tok != held.Token || holder != 11 {
+			t.Fatalf("after the restart: lock %d held by %d (%v); want %d, taken over by the holder's session 11", tok, holder, ok, held.Token)
+		}
+		waiter := submit(t, b, acquire(12, "lock", leasetable.Wait, 0))
+		time.Sleep(b.Stats().WritesAllowedIn + time.Millisecond)
+		// Kept alive past the barrier and more, it stays.
+		for range 4 {
+			if o := keepAlive(t, b, id); len(o.Renewed) != 1 {
+				t.Fatalf("keep-alive after the restart: %+v", o)
+			}
+			time.Sleep(ttl / 2)
+		}
+		w := put(11, "lock", "after")
+		w.Token = held.Token
+		submit(t, b, w).must(t)
+		if _, ok := waiter.outcome(); ok {
+			t.Fatal("the waiter got a lock whose TTL lease was kept alive")
+		}
+		time.Sleep(ttl + time.Second)
+		if o := waiter.must(t); o.Token <= held.Token {
+			t.Fatalf("the waiter's token %d, want above %d", o.Token, held.Token)
+		}
+	})
+}
