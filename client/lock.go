@@ -134,15 +134,23 @@ func (c *Client) Lock(ctx context.Context, key string) (LockRecord, error) {
 		return LockRecord{}, err
 	}
 	rk := lockRecordKey(key)
-	var it Item
 	if e, ok := c.cache.GetAt(rk, c.sinceBase()); ok {
-		it = Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}
-	} else {
-		var err error
-		if it, err = c.fetch(ctx, rk); err != nil {
-			return LockRecord{}, err
-		}
+		return lockRecordOf(key, Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true})
 	}
+	return c.fetchLock(ctx, key)
+}
+
+// fetchLock reads the record of the lock on key from the server.
+func (c *Client) fetchLock(ctx context.Context, key string) (LockRecord, error) {
+	it, err := c.fetch(ctx, lockRecordKey(key))
+	if err != nil {
+		return LockRecord{}, err
+	}
+	return lockRecordOf(key, it)
+}
+
+// lockRecordOf decodes it, a read of the record of the lock on key.
+func lockRecordOf(key string, it Item) (LockRecord, error) {
 	if !it.Found {
 		return LockRecord{Cached: it.Cached}, nil
 	}

@@ -73,11 +73,11 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string, opts ...Acqu
 		f    *fetch
 		sent time.Time
 		m    protocol.Message
+		lost bool // the last session was lost with the acquisition on it
 	)
 	for {
 		var id uint64
 		var ch chan protocol.Message
-		var lost bool
 		f, sent, id, ch, err = c.send(cn, key, req, true)
 		if err == nil {
 			m, lost, err = cn.awaitWrite(ctx, id, ch)
@@ -121,7 +121,8 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string, opts ...Acqu
 		// may have been recalled already: give it up, so that the writer
 		// waiting for it need not wait it out.
 		token, recalled := c.earlyRecalls[key]
-		release := recalled && c.acquiring[key] == 0
+		alone := c.acquiring[key] == 0
+		release := recalled && alone
 		if release {
 			delete(c.earlyRecalls, key)
 		}
@@ -129,6 +130,15 @@ func (c *Client) AcquireWriteLease(ctx context.Context, key string, opts ...Acqu
 		c.endFetch(key, f)
 		if release {
 			c.releaseUnknown(key, token)
+		}
+		if lost && o.lease != 0 && alone {
+			// A lock its lost session may have been granted is never
+			// recalled, and the client's next session holds it: give it
+			// up, as nobody here will.
+			c.releaseBoundUnknown(key, o.lease)
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w: %w; a lock the lost session may have been granted is being released", ErrCanceled, err)
+			}
 		}
 		return nil, err
 	}
@@ -362,6 +372,32 @@ func (c *Client) releaseUnknown(key string, token uint64) {
 	c.background(func(ctx context.Context) {
 		if _, err := cn.call(ctx, &protocol.ReleaseWrite{Key: []byte(key), Token: token}); err != nil {
 			c.log.Debug("release of an unknown write lease failed", "key", key, "err", err)
+		}
+	})
+}
+
+// releaseBoundUnknown relinquishes, in the background, the lock on key if
+// it is held under TTL lease id, which this client acquired with it: an
+// acquisition whose session was lost, and that the client gave up, may
+// have been granted there.
+func (c *Client) releaseBoundUnknown(key string, id LeaseID) {
+	c.background(func(ctx context.Context) {
+		r, err := c.fetchLock(ctx, key)
+		if err != nil || !r.Held || r.Lease != id {
+			return
+		}
+		c.wmu.Lock()
+		mine := c.wleases[key] != nil && c.wleases[key].token == r.Token
+		c.wmu.Unlock()
+		if mine {
+			return // another acquisition of this client got it since
+		}
+		wl, err := c.ResumeLock(key, r.Token, id)
+		if err == nil {
+			err = wl.Release(ctx)
+		}
+		if err != nil {
+			c.log.Debug("release of a lock a lost session may have been granted failed", "key", key, "err", err)
 		}
 	})
 }

@@ -488,9 +488,9 @@ func (t *Table) SetClient(id SessionID, client uint64) {
 // (ready ones still finish), but, when it is not a graceful close, the
 // waiting acquisitions (mode Wait) of a session with a client identity:
 // they keep their place in line for the client's next session, which
-// adopts them (AdoptClient) and takes each over when it asks again for the
-// same key (Submit); one that reaches the head before is granted to nobody
-// if its session is still closed then. If relinquish is true (a graceful
+// takes each over when it asks again for the same key (Submit,
+// takePlace); one that reaches the head before, or that the client does
+// not ask for again, is granted to nobody, as its session is closed. If relinquish is true (a graceful
 // close), all of its read leases are freed at once and its write leases
 // end (see Effects.EndWrite), but those bound to a TTL lease; otherwise
 // they stay live until they expire, because the client may still trust
@@ -649,12 +649,7 @@ func (t *Table) AdoptClient(to SessionID, now time.Time) (eff Effects, supersede
 	t.mergeReads(p, s, &eff)
 	t.mergePrefixes(p, s, &eff)
 	t.adoptWrites(p, s, &eff)
-	for op := range p.ops { // waiting acquisitions kept in line (CloseSession)
-		delete(p.ops, op)
-		op.Session = s.id
-		s.ops[op] = struct{}{}
-	}
-	t.gcSession(p)
+	t.gcSession(p) // kept while it holds waiting acquisitions (takePlace)
 	return eff, superseded
 }
 
@@ -1155,21 +1150,27 @@ func (t *Table) Submit(op *Op, now time.Time) (Effects, error) {
 }
 
 // takePlace puts op, a waiting acquisition of session s, in the place of
-// one of s's kept from its client's lost session (CloseSession), if k's
-// queue holds one not yet ready: the client asked again for the same key
-// on its new session. The kept one is abandoned (Effects.Abandoned). It
-// reports whether op took a place.
+// one kept from a lost session of s's client (CloseSession), if k's queue
+// holds one not yet ready: the client asked again for the same key on its
+// new session. The kept one is abandoned (Effects.Abandoned). It reports
+// whether op took a place.
 func (t *Table) takePlace(k *keyState, s *session, op *Op, now time.Time, eff *Effects) bool {
+	if s.client == 0 {
+		return false
+	}
 	i := slices.IndexFunc(k.queue, func(o *Op) bool {
-		return o.orphan && o.Session == s.id && o.Kind == OpAcquire && (o.state == opQueued || o.state == opWaiting)
+		p := t.sessions[o.Session]
+		return o.orphan && p != nil && p.closed && p.client == s.client && o.Kind == OpAcquire && (o.state == opQueued || o.state == opWaiting)
 	})
 	if i < 0 {
 		return false
 	}
 	o := k.queue[i]
+	p := t.sessions[o.Session]
 	op.state, op.Started, op.Holders, op.heapIndex = o.state, o.Started, o.Holders, -1
 	k.queue[i] = op
-	delete(s.ops, o)
+	delete(p.ops, o)
+	t.gcSession(p)
 	s.ops[op] = struct{}{}
 	if o.heapIndex >= 0 {
 		heap.Remove(&t.deadlines, o.heapIndex)
