@@ -30,6 +30,14 @@
 // model deletes the key at the moment its lease ends, by revocation or
 // expiry, and not a moment before.
 //
+// Locks (DESIGN §5.1) are write leases acquired as locks (LockAcquire), in
+// a mode (AcquireMode), bound to a TTL lease or not, released
+// (LockRelease), read (CheckToken), and guarding writes of other keys
+// (GuardedPut, GuardedDelete): see lockState for the rules. A lock bound
+// to a TTL lease names the key of that lease (Input.LeaseKey), which joins
+// the two in one part, so that the lease's revocation or expiry ends the
+// lock there; a guarded write joins its key and the lock's.
+//
 // Only tests use this package.
 package lincheck
 
@@ -73,6 +81,20 @@ const (
 	Revoke
 	TimeToLive
 	Expire
+	// LockAcquire acquires the write lease on Key as a lock, in Mode,
+	// bound to TTL lease Lease (of key LeaseKey) or not (0), for client
+	// Owner; its output is the token, or Locked (a try that found it
+	// taken), or NotFound (Lease does not live). LockRelease releases the
+	// lock on Key held with Token. GuardedPut and GuardedDelete write Key
+	// only if the lock on Guard is held with Token (else Fenced).
+	// CheckToken reads the record of the lock on Key: held (Found), with
+	// Token, bound to Lease; or, with Input.Token, whether it is held with
+	// that token (Found).
+	LockAcquire
+	LockRelease
+	GuardedPut
+	GuardedDelete
+	CheckToken
 )
 
 func (k Kind) String() string {
@@ -107,6 +129,16 @@ func (k Kind) String() string {
 		return "time-to-live"
 	case Expire:
 		return "expire"
+	case LockAcquire:
+		return "lock"
+	case LockRelease:
+		return "unlock"
+	case GuardedPut:
+		return "guarded-put"
+	case GuardedDelete:
+		return "guarded-delete"
+	case CheckToken:
+		return "check-token"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -115,10 +147,25 @@ func (k Kind) String() string {
 type Input struct {
 	Kind   Kind
 	Key    string // every kind but Txn
-	Value  string // Put, CAS, FencedPut, LeasePut; every value written in a history is unique
+	Value  string // Put, CAS, FencedPut, LeasePut, GuardedPut; every value written in a history is unique
 	Expect uint64 // CAS: the version the key must be at (0: absent)
-	Token  uint64 // FencedPut, FencedDelete
-	Lease  uint64 // LeasePut, KeepAlive, Revoke, TimeToLive, Expire
+	Token  uint64 // FencedPut, FencedDelete, LockRelease, GuardedPut, GuardedDelete, CheckToken (0: read the record)
+	Lease  uint64 // LeasePut, KeepAlive, Revoke, TimeToLive, Expire, LockAcquire (0: a plain write lease)
+	// Mode, LeaseKey and Owner are a LockAcquire's: its mode; the key of
+	// TTL lease Lease (that of its Grant); and the client of the library
+	// that acquires, numbered from 1. An acquisition by the lock's holder's
+	// own client is granted over its lock, as the server does.
+	Mode     AcquireMode
+	LeaseKey string
+	Owner    int
+	// Guard is the lock key of a GuardedPut or GuardedDelete: the write
+	// commits only if the lock on it is held with Token.
+	Guard string
+	// waiters, on a LockAcquire that found the lock Locked, says that an
+	// acquisition or a release of its key by another operation overlaps
+	// it in real time (partition): acquisitions waiting for the lock, and
+	// a lock being released, also make a try fail.
+	waiters bool
 	// Listed marks a Get that is one key of a listing (client.List): the
 	// listing's answer for Key. A listing names the keys it found, with
 	// their versions, and not the version of a key it did not find.
@@ -129,6 +176,35 @@ type Input struct {
 	If         []Compare
 	Then, Else []TxnOp
 	reads      []Input // listing
+}
+
+// AcquireMode is how a LockAcquire acquires (client.AcquireWait,
+// client.AcquireTry): modes change how long it waits, not what it may be
+// granted, except that only a try fails with Locked.
+type AcquireMode uint8
+
+// Modes of an acquisition.
+const (
+	// Recall recalls a plain write lease held by another client, and
+	// waits for a lock bound to a TTL lease.
+	Recall AcquireMode = iota
+	// Wait waits in line until the lock is released or ends.
+	Wait
+	// Try fails at once (Locked) if another client holds the lock or
+	// acquisitions wait for it; otherwise it is Recall.
+	Try
+)
+
+func (m AcquireMode) String() string {
+	switch m {
+	case Recall:
+		return "recall"
+	case Wait:
+		return "wait"
+	case Try:
+		return "try"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
 }
 
 // CompareOp says what a Compare checks of its key, as client.Compare does.
@@ -209,6 +285,15 @@ const (
 	// NotFound: the TTL lease the operation named does not exist (never
 	// granted, revoked or expired); nothing changed.
 	NotFound
+	// Locked: a try (LockAcquire of Mode Try) found the lock held by
+	// another client, or acquisitions waiting for it; nothing changed.
+	Locked
+	// Maybe: the operation may or may not have taken effect, and if it
+	// did, it did before it returned, unlike Unknown: a LockAcquire that
+	// stands for a grant its client may have been given without learning
+	// of it (its session was lost while it acquired, and it asked again on
+	// the next one, which the operation's own outcome is about).
+	Maybe
 )
 
 func (o Outcome) String() string {
@@ -225,6 +310,10 @@ func (o Outcome) String() string {
 		return "unknown"
 	case NotFound:
 		return "not found"
+	case Locked:
+		return "locked"
+	case Maybe:
+		return "maybe"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
@@ -239,9 +328,9 @@ type Output struct {
 	Found   bool
 	Value   string
 	Version uint64
-	Token   uint64 // Acquire: the fencing token granted
-	Lease   uint64 // Grant: the TTL lease granted
-	Cached  bool   // Get: served from the client's cache, under its lease
+	Token   uint64 // Acquire, LockAcquire: the fencing token granted; CheckToken: the lock's
+	Lease   uint64 // Grant: the TTL lease granted; CheckToken: the TTL lease the lock is bound to
+	Cached  bool   // Get, CheckToken: served from the client's cache, under its lease
 	// Succeeded: a Txn applied Then (every compare held), not Else. Its
 	// Version is the revision of every key it wrote, or, if the branch
 	// changed nothing, the store's revision.
@@ -276,6 +365,8 @@ type keyState struct {
 	attached  uint64
 	leases    [maxLeases]uint64
 	lastLease uint64
+	// lock is the key's write lease as a lock (LockAcquire).
+	lock lockState
 }
 
 // maxLeases bounds the TTL leases of one key live at once in a history.
@@ -360,7 +451,7 @@ func (s keyState) fencedMayCommit(token uint64) bool {
 // stepKey returns every state the key may be in after op, or none if op is
 // impossible in s.
 func stepKey(s keyState, in Input, out Output) []keyState {
-	if in.Kind >= Grant {
+	if in.Kind >= Grant && in.Kind <= Expire {
 		return stepTTL(s, in, out)
 	}
 	switch out.Outcome {
@@ -607,6 +698,8 @@ func step(s state, in Input, out Output) []state {
 	switch in.Kind {
 	case Txn:
 		return stepTxn(s, in, out)
+	case LockAcquire, LockRelease, GuardedPut, GuardedDelete, CheckToken:
+		return stepLock(s, in, out)
 	case listing:
 		states := []state{s}
 		for i, r := range in.reads {
@@ -632,6 +725,9 @@ func step(s state, in Input, out Output) []state {
 			n.tag = 0
 		}
 		r[i] = base.with(in.Key, n)
+		if (in.Kind == Revoke || in.Kind == Expire) && ks.leaseLive(in.Lease) && !n.leaseLive(in.Lease) {
+			r[i] = r[i].endLocks(in.Lease)
+		}
 	}
 	return r
 }
@@ -837,6 +933,13 @@ func (in Input) keys() []string {
 			ks = append(ks, r.Key)
 		}
 		return ks
+	case LockAcquire:
+		if in.Lease != 0 && in.LeaseKey != "" {
+			return []string{in.Key, in.LeaseKey}
+		}
+		return []string{in.Key}
+	case GuardedPut, GuardedDelete:
+		return []string{in.Key, in.Guard}
 	case Txn:
 	default:
 		return []string{in.Key}
@@ -917,7 +1020,7 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 		parts[i] = append(parts[i], op)
 	}
 	for i, p := range parts {
-		parts[i] = joinListings(p)
+		parts[i] = markWaiters(joinListings(p))
 	}
 	return parts
 }
@@ -996,6 +1099,9 @@ func (s keyState) String() string {
 			fmt.Fprintf(&b, ", TTL lease %d lives", l)
 		}
 	}
+	if s.lock != (lockState{}) {
+		b.WriteString(", " + s.lock.String())
+	}
 	return b.String()
 }
 
@@ -1005,6 +1111,12 @@ func describe(in Input, out Output) string {
 	switch in.Kind {
 	case Put, FencedPut, LeasePut:
 		fmt.Fprintf(&b, "%s(%s, %q", in.Kind, in.Key, in.Value)
+	case GuardedPut:
+		fmt.Fprintf(&b, "%s(%s, %q, guard %s", in.Kind, in.Key, in.Value, in.Guard)
+	case GuardedDelete:
+		fmt.Fprintf(&b, "%s(%s, guard %s", in.Kind, in.Key, in.Guard)
+	case LockAcquire:
+		fmt.Fprintf(&b, "%s(%s, %s, client %d", in.Kind, in.Key, in.Mode, in.Owner)
 	case CAS:
 		fmt.Fprintf(&b, "cas(%s, v%d → %q", in.Key, in.Expect, in.Value)
 	case Txn:
@@ -1035,11 +1147,31 @@ func describe(in Input, out Output) string {
 	switch {
 	case out.Outcome != OK:
 		b.WriteString(out.Outcome.String())
+		if in.waiters {
+			b.WriteString(" (others acquire or release meanwhile)")
+		}
 		if out.Err != "" {
 			fmt.Fprintf(&b, " (%s)", out.Err)
 		}
-	case in.Kind == Acquire:
+	case in.Kind == Acquire || in.Kind == LockAcquire:
 		fmt.Fprintf(&b, "token %d", out.Token)
+	case in.Kind == LockRelease:
+		b.WriteString("released")
+	case in.Kind == CheckToken:
+		switch {
+		case in.Token != 0:
+			fmt.Fprintf(&b, "current %v", out.Found)
+		case out.Found:
+			fmt.Fprintf(&b, "held, token %d", out.Token)
+			if out.Lease != 0 {
+				fmt.Fprintf(&b, ", TTL lease %d", out.Lease)
+			}
+		default:
+			b.WriteString("free")
+		}
+		if out.Cached {
+			b.WriteString(" (cached)")
+		}
 	case in.Kind == Grant:
 		fmt.Fprintf(&b, "TTL lease %d", out.Lease)
 	case in.Kind == KeepAlive || in.Kind == TimeToLive || in.Kind == Expire:

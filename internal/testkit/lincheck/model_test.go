@@ -1099,3 +1099,396 @@ func TestModelSimulatedStore(t *testing.T) {
 		}
 	}
 }
+
+// lockUnder is client owner's acquisition of the lock on k in mode m,
+// bound to TTL lease l of key "s<owner>" (0: a plain write lease).
+func lockUnder(k string, m AcquireMode, l uint64, owner int) Input {
+	in := Input{Kind: LockAcquire, Key: k, Mode: m, Lease: l, Owner: owner}
+	if l != 0 {
+		in.LeaseKey = sessKey(owner)
+	}
+	return in
+}
+func sessKey(owner int) string                { return fmt.Sprintf("s%d", owner) }
+func sess(owner int) Input                    { return grantTTL(sessKey(owner)) }
+func sessEnd(owner int, l uint64) Input       { return expire(sessKey(owner), l) }
+func unlock(k string, token uint64) Input     { return Input{Kind: LockRelease, Key: k, Token: token} }
+func record(k string) Input                   { return Input{Kind: CheckToken, Key: k} }
+func checkToken(k string, token uint64) Input { return Input{Kind: CheckToken, Key: k, Token: token} }
+func gput(k, v, lock string, token uint64) Input {
+	return Input{Kind: GuardedPut, Key: k, Value: v, Guard: lock, Token: token}
+}
+func gdel(k, lock string, token uint64) Input {
+	return Input{Kind: GuardedDelete, Key: k, Guard: lock, Token: token}
+}
+func held(token, lease uint64) Output {
+	return Output{Outcome: OK, Found: true, Token: token, Lease: lease}
+}
+func free() Output          { return Output{Outcome: OK} }
+func current(b bool) Output { return Output{Outcome: OK, Found: b} }
+
+// TestModelLocks checks the rules of locks (lockState) on small histories:
+// each rule, a history that keeps it and one that breaks it.
+func TestModelLocks(t *testing.T) {
+	const end = 1000 // the history's end, where an expiry or an unknown outcome returns
+	for _, tc := range []struct {
+		name string
+		ok   bool
+		ops  []porcupine.Operation
+	}{
+		{"acquire, guarded writes, check, release, acquire again", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 40, gput("d", "x", "l", 10), wrote(1)),
+			op(1, 45, 50, record("l"), held(10, 5)),
+			op(1, 51, 52, checkToken("l", 10), current(true)),
+			op(0, 55, 60, gdel("d", "l", 10), removed(2)),
+			op(0, 70, 80, unlock("l", 10), outcome(OK)),
+			op(1, 85, 90, record("l"), free()),
+			op(0, 91, 95, gput("d", "late", "l", 10), outcome(Fenced)),
+			op(2, 0, 5, sess(2), leaseGranted(6)),
+			op(2, 100, 110, lockUnder("l", Try, 6, 2), granted(11)),
+			op(1, 115, 120, checkToken("l", 10), current(false)),
+		}},
+		{"a waiter is granted once the holder releases", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(1, 0, 5, sess(2), leaseGranted(6)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(1, 25, 90, lockUnder("l", Wait, 6, 2), granted(11)),
+			op(0, 30, 40, gput("d", "x", "l", 10), wrote(1)),
+			op(0, 50, 60, unlock("l", 10), outcome(OK)),
+			op(1, 95, 99, gput("d", "y", "l", 11), wrote(2)),
+		}},
+		{"two holders at once", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(1, 0, 5, sess(2), leaseGranted(6)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(1, 25, 30, lockUnder("l", Wait, 6, 2), granted(11)),
+			op(0, 50, 60, unlock("l", 10), outcome(OK)),
+		}},
+		{"a grant while the bound lease lives", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(1, 0, 5, sess(2), leaseGranted(6)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 300, end, sessEnd(1, 5), lives()),
+			op(1, 25, 200, lockUnder("l", Wait, 6, 2), granted(11)),
+		}},
+		{"a grant once the bound lease may have expired", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(1, 0, 5, sess(2), leaseGranted(6)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 40, gput("d", "x", "l", 10), wrote(1)),
+			op(0, 100, end, sessEnd(1, 5), lives()),
+			op(1, 25, 200, lockUnder("l", Wait, 6, 2), granted(11)),
+			op(0, 210, 220, gput("d", "stale", "l", 10), outcome(Fenced)),
+			op(2, 230, 240, record("l"), held(11, 6)),
+		}},
+		{"a guarded write of the expired holder commits after the next grant", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(1, 0, 5, sess(2), leaseGranted(6)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 100, end, sessEnd(1, 5), lives()),
+			op(1, 25, 200, lockUnder("l", Wait, 6, 2), granted(11)),
+			op(0, 210, 220, gput("d", "stale", "l", 10), wrote(1)),
+		}},
+		{"a bound lock ends with its lease's revocation", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(1, 0, 5, sess(2), leaseGranted(6)),
+			op(0, 10, 20, lockUnder("l", Recall, 5, 1), granted(10)),
+			op(0, 30, 40, revoke(sessKey(1), 5), revoked(0)),
+			op(2, 45, 50, record("l"), free()),
+			op(1, 60, 70, lockUnder("l", Try, 6, 2), granted(11)),
+		}},
+		{"a lock held after its lease was revoked", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Recall, 5, 1), granted(10)),
+			op(0, 30, 40, revoke(sessKey(1), 5), revoked(0)),
+			op(2, 45, 50, record("l"), held(10, 5)),
+		}},
+		{"a guarded put commits after the lock was released", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 40, unlock("l", 10), outcome(OK)),
+			op(0, 50, 60, gput("d", "x", "l", 10), wrote(1)),
+		}},
+		{"a guarded put is fenced while the lock is held", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 40, gput("d", "x", "l", 10), outcome(Fenced)),
+			op(0, 50, 60, unlock("l", 10), outcome(OK)),
+		}},
+		{"a guarded put under a token never granted", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 40, gput("d", "x", "l", 9), wrote(1)),
+		}},
+		{"a plain write lease may end at any moment", true, []porcupine.Operation{
+			op(0, 10, 20, lockUnder("l", Recall, 0, 1), granted(10)),
+			op(0, 30, 40, gput("d", "x", "l", 10), wrote(1)),
+			op(1, 45, 50, lockUnder("l", Recall, 0, 2), granted(11)),
+			op(0, 60, 70, gput("d", "y", "l", 10), outcome(Fenced)),
+			op(1, 80, 90, gput("d", "z", "l", 11), wrote(2)),
+		}},
+		{"a plain write lease does not come back once it ended", false, []porcupine.Operation{
+			op(0, 10, 20, lockUnder("l", Recall, 0, 1), granted(10)),
+			op(1, 30, 40, record("l"), free()),
+			op(0, 50, 60, gput("d", "x", "l", 10), wrote(1)),
+		}},
+		{"a client acquires over its own lock", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 35, sess(1), leaseGranted(7)),
+			op(0, 40, 50, lockUnder("l", Try, 7, 1), granted(12)),
+			op(0, 300, end, sessEnd(1, 5), lives()),
+			op(1, 310, 320, record("l"), held(12, 7)),
+		}},
+		{"the end of a lease ends only the locks still bound to it", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 35, sess(1), leaseGranted(7)),
+			op(0, 40, 50, lockUnder("l", Try, 7, 1), granted(12)),
+			op(0, 60, 70, revoke(sessKey(1), 5), revoked(0)),
+			op(1, 80, 90, record("l"), free()),
+		}},
+		{"tokens go back", false, []porcupine.Operation{
+			op(0, 10, 20, lockUnder("l", Recall, 0, 1), granted(10)),
+			op(0, 30, 40, unlock("l", 10), outcome(OK)),
+			op(1, 50, 60, lockUnder("l", Recall, 0, 2), granted(9)),
+		}},
+		{"a check sees another token", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(1, 30, 40, record("l"), held(11, 5)),
+		}},
+		{"a check sees another TTL lease", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(1, 30, 40, record("l"), held(10, 6)),
+		}},
+		{"a check sees a bound lock free", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(1, 30, 40, checkToken("l", 10), current(false)),
+		}},
+		{"granted under a lease that has ended", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, revoke(sessKey(1), 5), revoked(0)),
+			op(0, 30, 40, lockUnder("l", Wait, 5, 1), granted(10)),
+		}},
+		{"not found under a lease that has ended", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, end, sessEnd(1, 5), lives()),
+			op(0, 30, 40, lockUnder("l", Wait, 5, 1), notFound()),
+		}},
+		{"not found under a lease that lives", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 30, 40, lockUnder("l", Wait, 5, 1), notFound()),
+		}},
+		{"a try fails while another client holds the lock", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(1, 30, 40, lockUnder("l", Try, 0, 2), outcome(Locked)),
+		}},
+		{"a try fails on its own client's lock", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 40, lockUnder("l", Try, 0, 1), outcome(Locked)),
+		}},
+		{"a try fails though the lock is free and nobody waits", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 40, unlock("l", 10), outcome(OK)),
+			op(1, 50, 60, lockUnder("l", Try, 0, 2), outcome(Locked)),
+		}},
+		{"a try fails while an acquisition waits", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 40, unlock("l", 10), outcome(OK)),
+			op(2, 45, 80, lockUnder("l", Wait, 0, 3), outcome(NoEffect)),
+			op(1, 50, 60, lockUnder("l", Try, 0, 2), outcome(Locked)),
+		}},
+		{"a try fails while a release is under way", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, 70, unlock("l", 10), outcome(OK)),
+			op(2, 35, 40, record("l"), free()),
+			op(1, 50, 60, lockUnder("l", Try, 0, 2), outcome(Locked)),
+		}},
+		{"a try fails a moment after the lock expired", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 25, end, sessEnd(1, 5), lives()),
+			op(2, 35, 40, record("l"), free()),
+			op(1, 50, 60, lockUnder("l", Try, 0, 2), outcome(Locked)),
+		}},
+		{"only a try fails Locked", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(1, 30, 40, lockUnder("l", Wait, 0, 2), outcome(Locked)),
+		}},
+		{"an acquisition of unknown outcome may hold the lock", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, end, lockUnder("l", Wait, 5, 1), outcome(Unknown)),
+			op(1, 30, 40, record("l"), held(12, 5)),
+			op(1, 45, 50, gput("d", "x", "l", 12), wrote(1)),
+			op(2, 55, 60, lockUnder("l", Try, 0, 2), outcome(Locked)),
+		}},
+		{"an acquisition of unknown outcome holds one token", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, end, lockUnder("l", Wait, 5, 1), outcome(Unknown)),
+			op(1, 30, 40, record("l"), held(12, 5)),
+			op(1, 45, 50, record("l"), held(13, 5)),
+		}},
+		{"a grant its client never learned of takes effect before it returns", false, []porcupine.Operation{
+			op(0, 10, 20, lockUnder("l", Wait, 0, 1), outcome(Maybe)),
+			op(1, 30, 40, lockUnder("l", Recall, 0, 2), granted(11)),
+			op(2, 50, 60, record("l"), held(12, 0)),
+		}},
+		{"an acquisition of unknown outcome may take effect after it returns", true, []porcupine.Operation{
+			op(0, 10, end, lockUnder("l", Wait, 0, 1), outcome(Unknown)),
+			op(1, 30, 40, lockUnder("l", Recall, 0, 2), granted(11)),
+			op(2, 50, 60, record("l"), held(12, 0)),
+		}},
+		{"a release of unknown outcome may end the lock", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, end, unlock("l", 10), outcome(Unknown)),
+			op(1, 50, 60, lockUnder("l", Wait, 0, 2), granted(11)),
+		}},
+		{"a grant before the release of unknown outcome was called", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(1, 25, 30, lockUnder("l", Wait, 0, 2), granted(11)),
+			op(0, 40, end, unlock("l", 10), outcome(Unknown)),
+		}},
+		{"a guarded write of unknown outcome may commit", true, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 30, end, gput("d", "x", "l", 10), outcome(Unknown)),
+			op(0, 40, 50, unlock("l", 10), outcome(OK)),
+			op(1, 60, 70, get("d"), read("x", 1)),
+		}},
+		{"a guarded write of unknown outcome commits only under its lock", false, []porcupine.Operation{
+			op(0, 0, 5, sess(1), leaseGranted(5)),
+			op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+			op(0, 40, 50, unlock("l", 10), outcome(OK)),
+			op(0, 55, end, gput("d", "x", "l", 10), outcome(Unknown)),
+			op(1, 60, 70, get("d"), read("x", 1)),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if res := porcupine.CheckOperations(Model, tc.ops); res != tc.ok {
+				t.Errorf("linearizable = %v, want %v", res, tc.ok)
+			}
+		})
+	}
+}
+
+// TestPartitionLocks checks that an acquisition under a TTL lease joins
+// the lock's key and the lease's, a guarded write its key and the lock's,
+// and that a try that failed Locked is marked when an acquisition or a
+// release of its key overlaps it.
+func TestPartitionLocks(t *testing.T) {
+	h := []porcupine.Operation{
+		op(0, 0, 5, sess(1), leaseGranted(5)),
+		op(0, 10, 20, lockUnder("l", Wait, 5, 1), granted(10)),
+		op(0, 30, 40, gput("d", "x", "l", 10), wrote(1)),
+		op(0, 50, 60, sessEnd(1, 5), lives()),
+		op(1, 0, 5, sess(2), leaseGranted(6)),
+		op(1, 12, 18, lockUnder("l", Try, 6, 2), outcome(Locked)),
+		op(1, 21, 29, lockUnder("l", Try, 6, 2), outcome(Locked)),
+		op(2, 0, 10, lockUnder("m", Recall, 0, 3), granted(11)),
+		op(2, 0, 10, get("e"), absent(0)),
+	}
+	parts := partition(h)
+	var got []string
+	for _, p := range parts {
+		keys := make(map[string]bool)
+		for _, o := range p {
+			for _, k := range o.Input.(Input).keys() {
+				keys[k] = true
+			}
+		}
+		got = append(got, strings.Join(slices.Sorted(maps.Keys(keys)), ","))
+	}
+	slices.Sort(got)
+	if want := []string{"d,l,s1,s2", "e", "m"}; !slices.Equal(got, want) {
+		t.Errorf("parts of keys %q, want %q", got, want)
+	}
+	for _, p := range parts {
+		for _, o := range p {
+			in := o.Input.(Input)
+			if in.Kind != LockAcquire || o.Output.(Output).Outcome != Locked {
+				continue
+			}
+			if want := o.Call == 12; in.waiters != want {
+				t.Errorf("try called at %d: waiters %v, want %v", o.Call, in.waiters, want)
+			}
+		}
+	}
+	if h[5].Input.(Input).waiters {
+		t.Errorf("partition changed the history it was given")
+	}
+}
+
+// TestHistoryWithLocks checks that acquisitions, releases and guarded
+// deletes of unknown outcome stay in the history, returning after its
+// end, while a guarded put of unknown outcome nobody read is left out.
+func TestHistoryWithLocks(t *testing.T) {
+	r := NewRecorder()
+	end := func(c int, in Input, out Output) { r.End(r.Begin(c, in), out) }
+	end(0, sess(1), leaseGranted(5))
+	end(0, lockUnder("l", Wait, 5, 1), granted(10))
+	end(0, gput("d", "lost", "l", 10), outcome(Unknown))
+	end(0, gdel("d", "l", 10), outcome(Unknown))
+	end(0, unlock("l", 10), outcome(Unknown))
+	end(1, lockUnder("l", Wait, 0, 2), outcome(Unknown))
+	end(1, record("l"), held(12, 0))
+	h, s := r.HistoryWithLocks()
+	if want := (Summary{Ops: 6, Writes: 3, Unknown: 4, Unneeded: 1}); s != want {
+		t.Errorf("summary %+v, want %+v", s, want)
+	}
+	var last int64
+	for _, o := range h {
+		if o.Output.(Output).Outcome != Unknown {
+			last = max(last, o.Return)
+		}
+	}
+	for _, o := range h {
+		in, out := o.Input.(Input), o.Output.(Output)
+		if in.Value == "lost" {
+			t.Errorf("a guarded put of unknown outcome that nobody read is in the history")
+		}
+		if out.Outcome == Unknown && o.Return <= last {
+			t.Errorf("%s returns at %d, before the end %d", describe(in, out), o.Return, last)
+		}
+	}
+	if res, err := Check(h, time.Minute, filepath.Join(t.TempDir(), "viz.html")); res != porcupine.Ok {
+		t.Errorf("Check = %s, %v; want Ok", res, err)
+	}
+}
+
+// TestDescribeLocks checks the descriptions of the operations on locks.
+func TestDescribeLocks(t *testing.T) {
+	for _, tc := range []struct {
+		in   Input
+		out  Output
+		want string
+	}{
+		{lockUnder("l", Wait, 5, 1), granted(10), "lock(l, wait, client 1, TTL lease 5) → token 10"},
+		{Input{Kind: LockAcquire, Key: "l", Mode: Try, Owner: 2, waiters: true}, outcome(Locked), "lock(l, try, client 2) → locked (others acquire or release meanwhile)"},
+		{unlock("l", 10), outcome(OK), "unlock(l, token 10) → released"},
+		{gput("d", "x", "l", 10), wrote(3), `guarded-put(d, "x", guard l, token 10) → v3`},
+		{gdel("d", "l", 10), outcome(Fenced), "guarded-delete(d, guard l, token 10) → fenced"},
+		{record("l"), held(10, 5), "check-token(l) → held, token 10, TTL lease 5"},
+		{checkToken("l", 10), current(false), "check-token(l, token 10) → current false"},
+	} {
+		if got := describe(tc.in, tc.out); got != tc.want {
+			t.Errorf("describe = %q, want %q", got, tc.want)
+		}
+	}
+	s := state{}.withLock("l", lockState{token: 10, floor: 10, lease: 5, owner: 1, held: true})
+	if got, want := s.String(), "l: absent v0, lock held with token 10 by client 1 under TTL lease 5"; got != want {
+		t.Errorf("state %q, want %q", got, want)
+	}
+}
