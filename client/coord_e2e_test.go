@@ -156,7 +156,12 @@ func TestE2EElection(t *testing.T) {
 
 func TestE2EQueue(t *testing.T) {
 	leaktest.Check(t)
-	srv := startServer(t, server.Config{LeaseTerm: time.Second})
+	// A waiting claim hears of an enqueue at once, not at the end of a
+	// term, even while another task is claimed (which keeps the prefix
+	// from being leased): with a term of 10 s, it must get its task within
+	// a bound far below it.
+	const term, within = 10 * time.Second, 3 * time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
 	p := dial(t, srv, client.Config{Name: "producer"})
 	w1 := dial(t, srv, client.Config{Name: "w1"})
 	w2 := dial(t, srv, client.Config{Name: "w2"})
@@ -232,7 +237,12 @@ func TestE2EQueue(t *testing.T) {
 	if _, err := q.Enqueue(ctx, []byte("3")); err != nil {
 		t.Fatal(err)
 	}
-	t3 := <-got
+	var t3 *client.Task
+	select {
+	case t3 = <-got:
+	case <-time.After(within):
+		t.Fatalf("the waiting claim got no task within %v of the enqueue", within)
+	}
 	if t3 == nil || string(t3.Value) != "3" {
 		t.Fatalf("the waiting claim got %+v", t3)
 	}
@@ -296,5 +306,57 @@ func TestE2EQueueResume(t *testing.T) {
 	}
 	if err := task.Complete(ctx); !errors.Is(err, client.ErrFenced) {
 		t.Fatalf("the first claimer's Complete = %v, want ErrFenced", err)
+	}
+}
+
+// A task claimed by a worker that dies is taken over by a waiting claimer
+// once the worker's lease runs out, not a lease term later: the claimer
+// hears of the claim's end from the invalidation of its lock record.
+func TestE2EQueueTakeover(t *testing.T) {
+	leaktest.Check(t)
+	const ttl, term = 5 * time.Second, 10 * time.Second
+	srv := startServer(t, server.Config{LeaseTerm: term})
+	dead := dial(t, srv, client.Config{Name: "dead"})
+	next := dial(t, srv, client.Config{Name: "next"})
+	ctx := stepCtx(t)
+	qd, qn := client.NewQueue(dead, "jobs"), client.NewQueue(next, "jobs")
+	if _, err := qd.Enqueue(ctx, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := client.NewSession(ctx, dead, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := qd.Claim(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *client.Task, 1)
+	wctx, cancel := context.WithTimeout(ctx, ttl+term)
+	defer cancel()
+	go func() {
+		tk, err := qn.Claim(wctx, newSession(t, next, ttl))
+		if err != nil {
+			t.Errorf("the waiting claim: %v", err)
+		}
+		got <- tk
+	}()
+	time.Sleep(200 * time.Millisecond) // the claimer waits
+	if _, err := dead.KeepAliveOnce(ctx, s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	s.Orphan() // the worker dies: its lease has ttl left
+	died := time.Now()
+	tk := <-got
+	took := time.Since(died)
+	t.Logf("the task was taken over %v after the worker's last keep-alive (TTL %v, term %v)", took, ttl, term)
+	if tk == nil || tk.Key != task.Key || tk.Token() <= task.Token() {
+		t.Fatalf("the takeover got %+v", tk)
+	}
+	if took < ttl || took > ttl+2*time.Second {
+		t.Fatalf("taken over %v after the last keep-alive; want between the TTL %v and 2 s past it, not a term (%v) later", took, ttl, term)
+	}
+	if err := tk.Complete(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

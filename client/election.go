@@ -176,6 +176,7 @@ func Observe(ctx context.Context, c *Client, name string) <-chan Leader {
 			t := c.clock.NewTimer(c.renewWait(name, &quick))
 			select {
 			case <-wake:
+				quick = 0 // a change is on its way: look again soon if it has not committed
 			case <-t.Chan():
 			case <-ctx.Done():
 			case <-c.ctx.Done():

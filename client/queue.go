@@ -137,7 +137,14 @@ type TaskStatus struct {
 // grants one, oldest first: by the version of their record, the commit of
 // their last Enqueue or Fail.
 func (q *Queue) tasks(ctx context.Context) ([]Task, error) {
+	tasks, _, err := q.tasksAt(ctx)
+	return tasks, err
+}
+
+// tasksAt is tasks, and the revision its first page was read at.
+func (q *Queue) tasksAt(ctx context.Context) ([]Task, uint64, error) {
 	var tasks []Task
+	var rev uint64
 	after := ""
 	for {
 		opts := []ListOption{Leased()}
@@ -146,12 +153,15 @@ func (q *Queue) tasks(ctx context.Context) ([]Task, error) {
 		}
 		r, err := q.c.List(ctx, q.Prefix(), opts...)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
+		}
+		if rev == 0 {
+			rev = r.Revision
 		}
 		for _, kv := range r.KVs {
 			a, v, err := decodeTask(kv.Value)
 			if err != nil {
-				return nil, fmt.Errorf("queue %q: task %q: %w", q.name, kv.Key, err)
+				return nil, 0, fmt.Errorf("queue %q: task %q: %w", q.name, kv.Key, err)
 			}
 			tasks = append(tasks, Task{Key: kv.Key, Value: v, Attempt: a, Version: kv.Version, q: q})
 		}
@@ -161,7 +171,7 @@ func (q *Queue) tasks(ctx context.Context) ([]Task, error) {
 		after = r.KVs[len(r.KVs)-1].Key
 	}
 	slices.SortFunc(tasks, func(a, b Task) int { return int64cmp(a.Version, b.Version) })
-	return tasks, nil
+	return tasks, rev, nil
 }
 
 func int64cmp(a, b uint64) int {
@@ -196,11 +206,20 @@ func (q *Queue) ClaimUnder(ctx context.Context, id LeaseID) (*Task, error) {
 
 // claim claims a task under TTL lease id, kept alive until sdone is
 // closed (nil: never by this client).
+//
+// A claimer that waits hears of new tasks from a watch of the tasks'
+// prefix (a task enqueued or put back is a put there), and of claims that
+// ended from the invalidation of the lock records it read: a claimed
+// task keeps the prefix from being leased, its holder's writes under it
+// going at once.
 func (q *Queue) claim(ctx context.Context, id LeaseID, sdone <-chan struct{}) (*Task, error) {
 	c := q.c
 	var quick backoff
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	var w *Watcher
 	for {
-		tasks, err := q.tasks(ctx)
+		tasks, rev, err := q.tasksAt(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -214,9 +233,17 @@ func (q *Queue) claim(ctx context.Context, id LeaseID, sdone <-chan struct{}) (*
 			stop()
 			return t, err
 		}
-		timer := c.clock.NewTimer(q.wait(&quick))
+		if w == nil {
+			w = c.Watch(wctx, q.Prefix(), WithPrefix(), FromRevision(rev+1))
+		}
+		timer := c.clock.NewTimer(q.wait(&quick, records))
 		select {
 		case <-wake:
+			quick = 0 // a change is on its way: look again soon if it has not committed
+		case _, ok := <-w.C:
+			if !ok {
+				w = nil // ended (compacted): watched again from the next listing
+			}
 		case <-timer.Chan():
 		case <-ctx.Done():
 		case <-sdone:
@@ -235,17 +262,26 @@ func (q *Queue) claim(ctx context.Context, id LeaseID, sdone <-chan struct{}) (*
 	}
 }
 
-// wait is how long Claim waits for an invalidation before it lists the
-// tasks again: until the listing's prefix lease runs out, or soon if the
-// listing got no lease (a write under the prefix was pending, or it is
-// too hot to lease), as renewWait does for a key.
-func (q *Queue) wait(quick *backoff) time.Duration {
-	term := q.c.defaultTerm()
-	if left, ok := q.c.listingLeft(q.Prefix()); ok && left > 0 {
-		*quick = 0
-		return max(left, term/10)
+// wait is how long Claim waits for a change before it lists the tasks
+// again: until the first of the read leases on the tasks' lock records
+// runs out (a read then renews it), or soon if one of them got no lease (a
+// claim's end was pending: the invalidation that woke the claimer comes
+// before that change commits), as renewWait does for a key; a term if
+// there are no tasks.
+func (q *Queue) wait(quick *backoff, records []string) time.Duration {
+	c := q.c
+	term := c.defaultTerm()
+	left := term
+	now := c.clock.Now()
+	for _, r := range records {
+		_, deadline, ok := c.cache.Peek(r)
+		if !ok || !now.Before(deadline) {
+			return quick.next(term)
+		}
+		left = min(left, deadline.Sub(now))
 	}
-	return quick.next(term)
+	*quick = 0
+	return max(left, term/10)
 }
 
 func isDone(ch <-chan struct{}) bool {
