@@ -287,19 +287,3 @@ func (c *Client) fromListing(key string, now time.Time) (Item, bool) {
 	})
 	return it, answered
 }
-
-// listingLeft returns how long the prefix lease on the listing of prefix
-// lasts, false if the client holds none.
-func (c *Client) listingLeft(prefix string) (time.Duration, bool) {
-	c.imu.Lock()
-	l := c.listings[prefix]
-	var deadline time.Time
-	if l != nil {
-		deadline = l.deadline
-	}
-	c.imu.Unlock()
-	if deadline.IsZero() {
-		return 0, false
-	}
-	return deadline.Sub(c.clock.Now()), true
-}
