@@ -252,6 +252,8 @@ func leasedTests() {
 		}
 	}
 
+	leasedCoord(ctx) // coord.go: locks and task queues
+
 	// (f) server memory per outstanding read lease (fresh server).
 	if name := fmt.Sprintf("leased.mem.leases%d", *flagMemLeases); wanted(tname(name)) {
 		leasedMem(ctx, name, c0)

@@ -710,6 +710,7 @@ func etcdTests() {
 		runTest(name, func(int) runResult { return tight(conc, dur, read) })
 		cancel()
 	}
+	etcdCoord(ctx) // coord.go: locks and task queues
 	for _, c := range cl {
 		c.Close()
 	}

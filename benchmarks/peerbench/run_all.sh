@@ -1,6 +1,6 @@
 #!/bin/sh
 # Full baseline run, in this order: etcd (1 node), etcd (3 nodes), redis (non-durable, durable),
-# leased, the floors (cached reads, idle QUIC sessions), leased (3 nodes), fsync. About 17-22 min with
+# leased, the floors (cached reads, idle QUIC sessions), leased (3 nodes), fsync. About 18-23 min with
 # the defaults (3 x 5 s runs per test). Run it alone on the machine.
 # Extra bench flags via BENCHFLAGS (they come before the per-step flags), e.g. a smoke run:
 #   BENCHFLAGS="-dur 1s -runs 1 -prewarm 1s -puts 20 -memleases 100000 -sessions 1000" ./run_all.sh
