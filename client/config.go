@@ -100,6 +100,23 @@ type Config struct {
 	// OnEvent, if set, is called with connection and lease events, one at a
 	// time, from a goroutine of the client. It should return quickly.
 	OnEvent func(Event)
+	// OnInvalidate, if set, is called when the client drops cached
+	// entries because the server invalidated them: with the keys and the
+	// prefixes (listings) of an invalidation, before the client
+	// acknowledges it, so that a cache the application keeps beside the
+	// client's (a kernel's copy of file attributes, say) can be dropped
+	// before the write that invalidated it commits. Those calls come from
+	// the goroutine that reads the server's notices, one at a time: until
+	// one returns, no invalidation is acknowledged and the writes waiting
+	// for them wait. It is also called with the one prefix "" (everything)
+	// when the client drops every lease after a suspend, from the
+	// goroutine whose call (a Get, List or LeaseLeft) noticed the
+	// suspend, perhaps while a notice's call runs. It must be safe for
+	// concurrent use, return quickly, not call the Client, and not wait
+	// for anything that waits for a write or for a lock held around the
+	// Client's calls. The client's own writes call nothing: the
+	// application drops its copies of what it writes itself.
+	OnInvalidate func(keys, prefixes []string)
 	// PacketConn, if set, carries the client's QUIC packets instead of a
 	// UDP socket of its own, for the session and every reconnection: for
 	// example a socket shared with other traffic, or one wrapped to shape

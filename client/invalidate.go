@@ -36,6 +36,9 @@ func (c *Client) invalidate(cn *conn, keys, prefixes [][]byte, arrived time.Time
 	c.dropPrefixes(prefixes)
 	c.imu.Unlock()
 	c.notify(keys, prefixes)
+	if h := c.cfg.OnInvalidate; h != nil {
+		h(strs(keys), strs(prefixes))
+	}
 	if held := c.clock.Now().Sub(arrived); held > slowAck {
 		c.log.Warn("acknowledgement of an invalidation held up", "keys", len(keys), "held", held)
 	}
@@ -45,3 +48,12 @@ func (c *Client) invalidate(cn *conn, keys, prefixes [][]byte, arrived time.Time
 // slowAck is how long an acknowledgement may be held up in the client
 // before it is logged.
 const slowAck = 100 * time.Millisecond
+
+// strs returns bs as strings.
+func strs(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
+}

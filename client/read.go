@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +57,35 @@ func (c *Client) Get(ctx context.Context, key string) (Item, error) {
 		return it, nil
 	}
 	return c.fetch(ctx, key)
+}
+
+// LeaseLeft returns how long the lease under which Get would answer key
+// from the client's memory has left to run: the key's own entry's, or that
+// of a cached listing that answers it; 0 if Get would ask the server. An
+// application that keeps a copy of an answer beside the client, such as a
+// kernel's cache of file attributes, keeps it no longer than that, and
+// drops it on Config.OnInvalidate.
+func (c *Client) LeaseLeft(key string) time.Duration {
+	now := c.base.Add(c.sinceBase())
+	if _, deadline, ok := c.cache.Peek(key); ok && now.Before(deadline) {
+		return deadline.Sub(now)
+	}
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	var left time.Duration
+	dirsOf(key, func(p string) bool {
+		l := c.listings[p]
+		if l == nil || !now.Before(l.deadline) {
+			return true
+		}
+		_, found := slices.BinarySearchFunc(l.kvs, key, func(kv KV, k string) int { return strings.Compare(kv.Key, k) })
+		if !found || !l.keysOnly {
+			left = l.deadline.Sub(now)
+			return false
+		}
+		return true
+	})
+	return left
 }
 
 // GetStale is Get, except that when the server cannot be reached it serves

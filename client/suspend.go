@@ -61,6 +61,9 @@ func (c *Client) dropAfterSuspend(asleep time.Duration) {
 	c.dropAllListings()
 	c.imu.Unlock()
 	c.notifyAll()
+	if h := c.cfg.OnInvalidate; h != nil {
+		h(nil, []string{""})
+	}
 	c.relinquish(keys)
 	c.loseWriteLeases()
 	c.log.Warn("the machine was suspended longer than the clock slack: every cached lease dropped",
