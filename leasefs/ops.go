@@ -7,7 +7,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/leased/leased/client"
 )
@@ -399,7 +398,7 @@ func (f *FS) checkEmpty(ctx context.Context, ino uint64) syscall.Errno {
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	ctx = detach(ctx)
 	f := n.fsys
-	if flags&^uint32(unix.RENAME_NOREPLACE) != 0 {
+	if flags&^uint32(renameNoReplace) != 0 {
 		return syscall.EINVAL // RENAME_EXCHANGE and RENAME_WHITEOUT are not supported
 	}
 	p1, p2 := n.ino, newParent.EmbeddedInode().StableAttr().Ino
@@ -416,7 +415,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno
 		case exists && de.Ino == se.Ino:
 			return 0 // two links of one inode: nothing to do
-		case exists && flags&unix.RENAME_NOREPLACE != 0:
+		case exists && flags&renameNoReplace != 0:
 			return syscall.EEXIST
 		}
 		src, srcVer, errno := f.getInode(ctx, se.Ino)
@@ -584,3 +583,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	return 0, 0
 }
+
+// renameNoReplace is RENAME_NOREPLACE, the flag of FUSE's rename (Linux's
+// renameat2): fail with EEXIST rather than replace the target.
+const renameNoReplace = 0x1

@@ -141,6 +141,7 @@ of leased; 130 when interrupted.`,
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.AddCommand(fsCommand(ctx, stdout, stderr), fsMountCommand(ctx, stdout, stderr))
 	f := cmd.Flags()
 	f.BoolVar(&o.full, "full", false, "the full sweep: S = 1, 10, 20, 40 over eleven terms, longer measurements (other flags still apply)")
 	f.StringVar(&o.out, "out", "leasebench-out", "folder for the JSON, CSV and PNG files (empty: none)")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leased/leased/internal/testkit/clitest"
+	"github.com/leased/leased/leasefs"
 )
 
 // bins are leased and leasectl (clitest.Build), and leasefsBin leasefs,
@@ -50,7 +51,7 @@ func (w mainWithLeasefs) Run() int {
 // mounts need root and /dev/fuse.
 func needFUSE(t *testing.T) {
 	t.Helper()
-	if err := checkFUSE(); err != nil {
+	if err := leasefs.CheckFUSE(); err != nil {
 		t.Skipf("no FUSE mounts here: %v", err)
 	}
 }

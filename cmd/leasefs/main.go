@@ -20,12 +20,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
 
 	"github.com/leased/leased/client"
@@ -118,17 +115,6 @@ mounts through /dev/fuse directly, which needs root.`,
 	return cmd
 }
 
-// checkFUSE says why this process cannot mount, if it cannot.
-func checkFUSE() error {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return usageError{fmt.Errorf("FUSE is not available here: /dev/fuse: %w (load the fuse module, or give the container the device)", err)}
-	}
-	if os.Geteuid() != 0 {
-		return usageError{errors.New("leasefs mounts through /dev/fuse directly, which needs root (CAP_SYS_ADMIN): run it as root")}
-	}
-	return nil
-}
-
 func (a *app) run(ctx context.Context) error {
 	if a.mount == "" {
 		return usageError{errors.New("--mount DIR is required")}
@@ -136,14 +122,14 @@ func (a *app) run(ctx context.Context) error {
 	if !strings.HasSuffix(a.prefix, "/") {
 		return usageError{fmt.Errorf("--prefix %q must end with /", a.prefix)}
 	}
-	if err := checkFUSE(); err != nil {
-		return err
+	if err := leasefs.CheckFUSE(); err != nil {
+		return usageError{err}
 	}
 	mount, err := filepath.Abs(a.mount)
 	if err != nil {
 		return usageError{err}
 	}
-	if err := unmountStale(mount); err != nil {
+	if err := leasefs.UnmountStale(mount); err != nil {
 		return err
 	}
 	if fi, err := os.Stat(mount); err != nil || !fi.IsDir() {
@@ -163,64 +149,27 @@ func (a *app) run(ctx context.Context) error {
 		host, _ := os.Hostname()
 		name = "leasefs:" + host
 	}
-	// The kernel caches nothing of the file system before it exists.
-	var fsys atomic.Pointer[leasefs.FS]
-	cfg := client.Config{
-		CAFile: ca, CertFile: a.cert, KeyFile: a.key, Name: name, Logger: log,
-		OnInvalidate: func(keys, prefixes []string) {
-			if f := fsys.Load(); f != nil && a.kernelTTL == 0 {
-				f.Invalidated(keys, prefixes)
-			}
-		},
-	}
-	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	c, err := client.Dial(dialCtx, a.endpoints, cfg)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("connecting to leased at %s: %w", a.endpoints, err)
-	}
-	defer c.Close()
-	newCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	f, err := leasefs.New(newCtx, leasefs.Options{Client: c, Data: a.data, Prefix: a.prefix, Logger: log, KernelTTL: a.kernelTTL})
+	cfg := client.Config{CAFile: ca, CertFile: a.cert, KeyFile: a.key, Name: name, Logger: log}
+	mountCtx, cancel := context.WithTimeout(ctx, mountWait)
+	m, err := leasefs.Mount(mountCtx, mount, a.endpoints, cfg,
+		leasefs.Options{Data: a.data, Prefix: a.prefix, Logger: log, KernelTTL: a.kernelTTL}, a.debug)
 	cancel()
 	if err != nil {
 		return err
-	}
-	fsys.Store(f)
-	ttl := a.kernelTTL // 0 but for comparisons: every lookup asks the mount
-	server, err := fs.Mount(mount, f.Root(), &fs.Options{
-		MountOptions: fuse.MountOptions{
-			DirectMount:       true,
-			DirectMountStrict: true,
-			AllowOther:        true,
-			FsName:            "leasefs",
-			Name:              "leasefs",
-			Options:           []string{"default_permissions"},
-			Debug:             a.debug,
-			MaxBackground:     64,
-		},
-		EntryTimeout:    &ttl,
-		NegativeTimeout: &ttl,
-		AttrTimeout:     &ttl,
-		RootStableAttr:  &fs.StableAttr{Ino: leasefs.RootIno},
-		NullPermissions: true,
-	})
-	if err != nil {
-		return fmt.Errorf("mounting on %s: %w", mount, err)
 	}
 	log.Info("leasefs mounted", "mount", mount, "endpoints", a.endpoints, "data", a.data, "prefix", a.prefix)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	done := make(chan struct{})
-	go func() { server.Wait(); close(done) }()
+	go func() { m.Server.Wait(); close(done) }()
 	for {
 		select {
 		case <-done:
 			log.Info("leasefs unmounted", "mount", mount)
-			return nil
+			return m.Client.Close()
 		case s := <-sigs:
 			log.Info("unmounting", "signal", s.String())
-			if err := server.Unmount(); err != nil {
+			if err := m.Server.Unmount(); err != nil {
 				// Busy: detach it, so that it goes once its last user
 				// lets go; the mount serves them until then.
 				log.Warn("the mount is busy; detaching it", "err", err)
@@ -232,17 +181,6 @@ func (a *app) run(ctx context.Context) error {
 	}
 }
 
-// unmountStale unmounts what a crashed leasefs left on mount: a folder
-// whose every access fails with ENOTCONN.
-func unmountStale(mount string) error {
-	// A stat may be answered from the kernel's cache; reading the folder
-	// asks the mount.
-	_, err := os.ReadDir(mount)
-	if !errors.Is(err, syscall.ENOTCONN) {
-		return nil
-	}
-	if err := syscall.Unmount(mount, syscall.MNT_DETACH); err != nil {
-		return fmt.Errorf("%s was left mounted by a leasefs that ended, and unmounting it failed: %w", mount, err)
-	}
-	return nil
-}
+// mountWait bounds the wait for leased, and for the root's creation, at
+// start.
+const mountWait = 30 * time.Second
