@@ -70,6 +70,11 @@ type Entry struct {
 // Key returns the key e was stored under. It is safe for concurrent use.
 func (e *Entry) Key() string { return e.key }
 
+// Until returns e's deadline as a duration since the Cache's epoch, as
+// GetAt's now is measured. It is safe for concurrent use; a renewal moves
+// it later.
+func (e *Entry) Until() time.Duration { return time.Duration(e.until.Load()) }
+
 // Cache is a bounded map from keys to leased entries with CLOCK eviction.
 // All its methods are safe for concurrent use by multiple goroutines; Get
 // takes no lock, and Peek only a read lock.

@@ -464,6 +464,51 @@ func TestExtendMakesGetHitLonger(t *testing.T) {
 	}
 }
 
+// TestEntryUntil: Until is the entry's deadline as a duration since the
+// cache's epoch, the scale of GetAt's now, from Put on; a renewal (Extend)
+// moves it to the new deadline, and neither a shorter deadline nor a
+// refused Extend moves it back. With no Epoch, the epoch is the time New
+// was called.
+func TestEntryUntil(t *testing.T) {
+	c := New(Config{Epoch: t0})
+	e, _ := c.Put("k", []byte("v"), 1, true, at(10*time.Second))
+	if got := e.Until(); got != 10*time.Second {
+		t.Fatalf("Until after Put = %v, want 10s", got)
+	}
+	if _, ok := c.GetAt("k", e.Until()-1); !ok {
+		t.Error("GetAt just before Until missed")
+	}
+	if _, ok := c.GetAt("k", e.Until()); ok {
+		t.Error("GetAt at Until hit")
+	}
+	if !c.Extend(e, at(time.Second), at(25*time.Second)) {
+		t.Fatal("Extend of a live entry failed")
+	}
+	if got := e.Until(); got != 25*time.Second {
+		t.Fatalf("Until after Extend to 25s = %v, want 25s", got)
+	}
+	if !c.Extend(e, at(time.Second), at(20*time.Second)) {
+		t.Fatal("Extend of a live entry to an earlier deadline failed")
+	}
+	if got := e.Until(); got != 25*time.Second {
+		t.Errorf("Until after Extend to the earlier 20s = %v, want 25s still", got)
+	}
+	if c.Extend(e, at(25*time.Second), at(time.Hour)) {
+		t.Fatal("Extend at the deadline revived the entry")
+	}
+	if got := e.Until(); got != 25*time.Second {
+		t.Errorf("Until after a refused Extend = %v, want 25s still", got)
+	}
+
+	// The default epoch, and an entry of a negative lease.
+	d := New(Config{})
+	deadline := time.Now().Add(time.Minute)
+	f, _ := d.Put("k", nil, 0, false, deadline)
+	if want := deadline.Sub(d.epoch); f.Until() != want {
+		t.Errorf("Until with the default epoch = %v, want %v (deadline - epoch)", f.Until(), want)
+	}
+}
+
 // TestExtendDoesNotRevive: once an entry's lease has run out, a late
 // renewal reply does not bring it back, whether or not Expired reported it.
 func TestExtendDoesNotRevive(t *testing.T) {

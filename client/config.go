@@ -110,7 +110,7 @@ type Config struct {
 	// one returns, no invalidation is acknowledged and the writes waiting
 	// for them wait. It is also called with the one prefix "" (everything)
 	// when the client drops every lease after a suspend, from the
-	// goroutine whose call (a Get, List or LeaseLeft) noticed the
+	// goroutine whose call (a Get or a List) noticed the
 	// suspend, perhaps while a notice's call runs. It must be safe for
 	// concurrent use, return quickly, not call the Client, and not wait
 	// for anything that waits for a write or for a lock held around the

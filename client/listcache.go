@@ -278,10 +278,10 @@ func (c *Client) fromListing(key string, now time.Time) (Item, bool) {
 		i, found := slices.BinarySearchFunc(l.kvs, key, func(kv KV, k string) int { return strings.Compare(kv.Key, k) })
 		switch {
 		case !found:
-			it, answered = Item{Cached: true}, true
+			it, answered = Item{Cached: true, Lease: l.deadline.Sub(now)}, true
 		case !l.keysOnly:
 			kv := l.kvs[i]
-			it, answered = Item{Value: kv.Value, Found: true, Version: kv.Version, Cached: true}, true
+			it, answered = Item{Value: kv.Value, Found: true, Version: kv.Version, Cached: true, Lease: l.deadline.Sub(now)}, true
 		}
 		return !answered
 	})

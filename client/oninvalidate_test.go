@@ -1,15 +1,16 @@
 package client_test
 
-// Config.OnInvalidate and Client.LeaseLeft, end to end on the in-memory
+// Config.OnInvalidate and Item.Lease, end to end on the in-memory
 // server (internal/testkit). Most tests run on real time with a lease term
 // of a minute, far longer than any of them waits, so a write that another
 // client's lease holds back is released only by that client's
-// acknowledgement, never by the lease running out. TestLeaseLeftRunsOut
+// acknowledgement, never by the lease running out. TestItemLeaseRunsOut
 // runs in a synctest bubble (leasetime_test.go's bubble), where leases do
 // run out, on the fake clock.
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -288,12 +289,19 @@ func TestOnInvalidatePrefix(t *testing.T) {
 	checkNoCalls(t, "B (the writer)", hookB)
 }
 
-// TestLeaseLeft: LeaseLeft is the time left on the lease under which Get
-// answers a key from memory: the key's own entry's, or a cached listing's
-// that answers it (an absent key under it too); 0 for a key never read,
-// one another client's write invalidated, one outside every listing, and a
-// present key under a listing of keys only (which Get cannot answer).
-func TestLeaseLeft(t *testing.T) {
+// fmtLeased is fmtItem with the answer's Lease.
+func fmtLeased(it client.Item) string {
+	return fmt.Sprintf("%s lease=%v", fmtItem(it), it.Lease)
+}
+
+// TestItemLease: a Cached answer of Get carries the time left, when Get
+// answered, on the lease behind it (Item.Lease): the key's own entry's, or
+// a cached listing's that answers it (an absent key under it too). An
+// answer fetched from the server has Lease 0, even though it is cached
+// for the next Get: the first read of a key, one another client's write
+// invalidated, one outside every listing, and a present key under a
+// listing of keys only (which Get cannot answer).
+func TestItemLease(t *testing.T) {
 	leaktest.Check(t)
 	srv := testkit.NewServer(t, server.Config{LeaseTerm: hookTerm})
 	a := srv.Dial(client.Config{Name: "reader"})
@@ -301,153 +309,213 @@ func TestLeaseLeft(t *testing.T) {
 	ctx := stepCtx(t)
 	term := srv.Config.LeaseTerm
 
-	// within checks that left is a live lease no longer than the term.
-	within := func(what string, left time.Duration) {
+	// cached checks that it came from the cache under a live lease no
+	// longer than the term, and returns the lease's time left.
+	cached := func(what string, it client.Item) time.Duration {
 		t.Helper()
-		if left <= 0 || left > term {
-			t.Errorf("LeaseLeft(%s) = %v; want in (0, %v]", what, left, term)
+		if !it.Cached || it.Lease <= 0 || it.Lease > term {
+			t.Errorf("%s: %s; want it from the cache, with a lease in (0, %v]", what, fmtLeased(it), term)
+		}
+		return it.Lease
+	}
+	// fetched checks that it came from the server: not Cached, Lease 0.
+	fetched := func(what string, it client.Item) {
+		t.Helper()
+		if it.Cached || it.Lease != 0 {
+			t.Errorf("%s: %s; want it from the server, with lease 0", what, fmtLeased(it))
 		}
 	}
-	zero := func(what string, left time.Duration) {
+	// timedGet is mustGet, with readings of the clock just before and
+	// after it.
+	timedGet := func(key string) (it client.Item, asked, answered time.Time) {
 		t.Helper()
-		if left != 0 {
-			t.Errorf("LeaseLeft(%s) = %v; want 0", what, left)
+		asked = time.Now()
+		it = mustGet(t, a, key)
+		answered = time.Now()
+		return it, asked, answered
+	}
+	// leaseBetween checks that the lease of it, the answer of a Get
+	// between asked and answered, runs a term from a read or a listing
+	// sent between sent and got.
+	leaseBetween := func(what string, it client.Item, sent, got, asked, answered time.Time) {
+		t.Helper()
+		if least, most := sent.Add(term).Sub(answered), got.Add(term).Sub(asked); it.Lease < least || it.Lease > most {
+			t.Errorf("%s: lease %v; want within [%v, %v], a term from the read", what, it.Lease, least, most)
 		}
 	}
 
 	mustPut(t, b, "/k", "v1")
-	zero("/k before A read it", a.LeaseLeft("/k"))
-	zero("/never", a.LeaseLeft("/never"))
+	fetched("A's first Get of /never", mustGet(t, a, "/never"))
+	it := mustGet(t, a, "/never")
+	if cached("A's second Get of /never", it); it.Found {
+		t.Errorf("A's second Get of /never: %s; want not found", fmtLeased(it))
+	}
 
 	// The lease runs a term from when A sent the read, which was between
-	// sent and got; LeaseLeft reads the client's clock between asked and
-	// answered.
-	sent := time.Now()
-	mustGet(t, a, "/k")
-	got := time.Now()
-	asked := time.Now()
-	left := a.LeaseLeft("/k")
-	answered := time.Now()
-	within("/k after A's Get", left)
-	if least, most := sent.Add(term).Sub(answered), got.Add(term).Sub(asked); left < least || left > most {
-		t.Errorf("LeaseLeft(/k) = %v; want within [%v, %v], a term from the read", left, least, most)
+	// sent and got; the cached Get reads the client's clock between asked
+	// and answered.
+	it, sent, got := timedGet("/k")
+	if fetched("A's first Get of /k", it); !it.Found || string(it.Value) != "v1" {
+		t.Errorf("A's first Get of /k: %s; want v1", fmtLeased(it))
 	}
-	if it := mustGet(t, a, "/k"); !it.Cached {
-		t.Errorf("A's Get of /k with %v left: %s; want it from the cache", left, fmtItem(it))
+	it, asked, answered := timedGet("/k")
+	left := cached("A's second Get of /k", it)
+	if string(it.Value) != "v1" {
+		t.Errorf("A's second Get of /k: %s; want v1", fmtLeased(it))
 	}
-	// Time passes on the lease.
+	leaseBetween("A's second Get of /k", it, sent, got, asked, answered)
+	// Time passes on the lease: at least the 20ms slept since the last
+	// Get read the clock.
 	time.Sleep(20 * time.Millisecond)
-	if later := a.LeaseLeft("/k"); later <= 0 || later >= left {
-		t.Errorf("LeaseLeft(/k) %v after 20ms, from %v; want less, but above 0", later, left)
+	if later := cached("A's Get of /k 20ms later", mustGet(t, a, "/k")); later > left-20*time.Millisecond {
+		t.Errorf("A's Get of /k 20ms after one with %v left: lease %v; want at most %v", left, later, left-20*time.Millisecond)
 	}
-	zero("/never after A read /k", a.LeaseLeft("/never"))
 
 	// B's write invalidates A's lease; A has acknowledged by the time the
 	// Put returns.
 	mustPut(t, b, "/k", "v2")
-	zero("/k after B wrote it", a.LeaseLeft("/k"))
-	if it := mustGet(t, a, "/k"); it.Cached || string(it.Value) != "v2" {
-		t.Errorf("A's Get of /k after B's write: %s; want v2, from the server", fmtItem(it))
+	it, sent, got = timedGet("/k")
+	if fetched("A's Get of /k after B wrote it", it); string(it.Value) != "v2" {
+		t.Errorf("A's Get of /k after B's write: %s; want v2", fmtLeased(it))
 	}
-	within("/k after A read it again", a.LeaseLeft("/k"))
+	it, asked, answered = timedGet("/k")
+	cached("A's Get of /k after A read it again", it)
+	leaseBetween("A's Get of /k after A read it again", it, sent, got, asked, answered)
 
-	// A leased listing answers every key under it, present or absent.
+	// A leased listing answers every key under it, present or absent,
+	// under its own lease: the three answers count down the same one.
 	mustPut(t, b, "/d/a", "1")
 	mustPut(t, b, "/e", "1")
-	zero("/d/absent before the listing", a.LeaseLeft("/d/absent"))
+	listSent := time.Now()
 	if r, err := a.List(ctx, "/d/", client.Leased()); err != nil || !slices.Equal(keysOf(r), []string{"/d/a"}) {
 		t.Fatalf("A's List /d/: %q, %v", keysOf(r), err)
 	}
-	within("/d/absent under the listing", a.LeaseLeft("/d/absent"))
-	within("/d/a under the listing", a.LeaseLeft("/d/a"))
-	within("/d/sub/absent under the listing", a.LeaseLeft("/d/sub/absent"))
-	zero("/e outside the listing", a.LeaseLeft("/e"))
-	zero("/dx outside the listing", a.LeaseLeft("/dx"))
-	if it := mustGet(t, a, "/d/absent"); !it.Cached || it.Found {
-		t.Errorf("A's Get of /d/absent: %s; want absent, from the listing", fmtItem(it))
+	listGot := time.Now()
+	var prev time.Duration
+	for _, k := range []string{"/d/absent", "/d/a", "/d/sub/absent"} {
+		what := "A's Get of " + k + " under the listing"
+		it, asked, answered := timedGet(k)
+		left := cached(what, it)
+		leaseBetween(what, it, listSent, listGot, asked, answered)
+		if want := k == "/d/a"; it.Found != want || (want && string(it.Value) != "1") {
+			t.Errorf("%s: %s; want found %v", what, fmtLeased(it), want)
+		}
+		if prev > 0 && left > prev {
+			t.Errorf("%s: lease %v, more than the %v of the Get before it under the same listing", what, left, prev)
+		}
+		prev = left
 	}
-	if it := mustGet(t, a, "/e"); it.Cached {
-		t.Errorf("A's Get of /e, which LeaseLeft said no lease answers: %s; want it from the server", fmtItem(it))
-	}
-	within("/e after A read it", a.LeaseLeft("/e"))
+	fetched("A's Get of /e, outside the listing", mustGet(t, a, "/e"))
+	fetched("A's Get of /dx, outside the listing", mustGet(t, a, "/dx"))
+	cached("A's Get of /e after A read it", mustGet(t, a, "/e"))
 
-	// A key created under the listing ends its lease: 0 for the listing's
-	// keys, present or absent, until A lists or reads again.
+	// A key created under the listing ends its lease: the listing's keys,
+	// present or absent, are fetched again, until A lists again.
 	mustPut(t, b, "/d/new", "n")
-	zero("/d/absent after B wrote under /d/", a.LeaseLeft("/d/absent"))
-	zero("/d/new after B created it", a.LeaseLeft("/d/new"))
-	within("/e, untouched by B's write under /d/", a.LeaseLeft("/e"))
+	fetched("A's Get of /d/absent after B wrote under /d/", mustGet(t, a, "/d/absent"))
+	it = mustGet(t, a, "/d/new")
+	if fetched("A's Get of /d/new after B created it", it); string(it.Value) != "n" {
+		t.Errorf("A's Get of /d/new: %s; want n", fmtLeased(it))
+	}
+	cached("A's Get of /e, untouched by B's write under /d/", mustGet(t, a, "/e"))
 
 	// A listing of keys only answers absent keys, but not present ones,
 	// whose values it does not hold.
 	mustPut(t, b, "/f/a", "1")
+	listSent = time.Now()
 	if r, err := a.List(ctx, "/f/", client.Leased(), client.KeysOnly()); err != nil || !slices.Equal(keysOf(r), []string{"/f/a"}) {
 		t.Fatalf("A's keys-only List /f/: %q, %v", keysOf(r), err)
 	}
-	within("/f/absent under a keys-only listing", a.LeaseLeft("/f/absent"))
-	zero("/f/a, present under a keys-only listing", a.LeaseLeft("/f/a"))
-	if it := mustGet(t, a, "/f/a"); it.Cached {
-		t.Errorf("A's Get of /f/a under a keys-only listing: %s; want it from the server", fmtItem(it))
+	listGot = time.Now()
+	it, asked, answered = timedGet("/f/absent")
+	if cached("A's Get of /f/absent under a keys-only listing", it); it.Found {
+		t.Errorf("A's Get of /f/absent: %s; want not found", fmtLeased(it))
 	}
-	within("/f/a after A read it", a.LeaseLeft("/f/a"))
+	leaseBetween("A's Get of /f/absent under a keys-only listing", it, listSent, listGot, asked, answered)
+	it = mustGet(t, a, "/f/a")
+	if fetched("A's Get of /f/a, present under a keys-only listing", it); string(it.Value) != "1" {
+		t.Errorf("A's Get of /f/a: %s; want 1", fmtLeased(it))
+	}
+	cached("A's Get of /f/a after A read it", mustGet(t, a, "/f/a"))
 }
 
-// TestLeaseLeftRunsOut: LeaseLeft counts down with the clock, for an
-// entry and for a listing, and is 0 once the lease has run out, when Get
-// asks the server again; and the lapse calls no OnInvalidate (nothing was
-// invalidated). On the in-memory server under synctest, where the network
-// takes no time, the figures are exact.
-func TestLeaseLeftRunsOut(t *testing.T) {
+// TestItemLeaseRunsOut: the Lease of a Cached answer counts down with the
+// clock, for an entry and for a listing, and once the lease has run out
+// Get asks the server again (not Cached, Lease 0); and the lapse calls no
+// OnInvalidate (nothing was invalidated). On the in-memory server under
+// synctest, where the network takes no time, the figures are exact.
+//
+// A cached Get marks its entry as read during the term, which the client
+// renews before it runs out (DESIGN §3.5), so the entries that lapse here
+// are of keys that were fetched and never read from the cache; the key
+// whose countdown is watched (/k) is renewed instead. A listing's lease is
+// not renewed, however often it answers.
+func TestItemLeaseRunsOut(t *testing.T) {
 	bubble(t, nil, func(t *testing.T, srv *testkit.Server) {
 		hook := newInvHook()
 		a := srv.Dial(client.Config{OnInvalidate: hook.on})
 		b := srv.Dial(client.Config{})
 		ctx := stepCtx(t)
-		mustPut(t, b, "/k", "v")
-		mustPut(t, b, "/d/a", "1")
-		mustGet(t, a, "/k")
+		for _, k := range []string{"/k", "/j1", "/j2", "/d/a"} {
+			mustPut(t, b, k, "v")
+		}
+		for _, k := range []string{"/k", "/j1", "/j2"} {
+			if it := mustGet(t, a, k); it.Cached || it.Lease != 0 {
+				t.Errorf("A's first Get of %s: %s; want it from the server, with lease 0", k, fmtLeased(it))
+			}
+		}
 		if _, err := a.List(ctx, "/d/", client.Leased()); err != nil {
 			t.Fatalf("List /d/: %v", err)
 		}
-		for _, k := range []string{"/k", "/d/a", "/d/absent"} {
-			if left := a.LeaseLeft(k); left != timeTerm {
-				t.Errorf("LeaseLeft(%s) just after the read = %v; want the term %v", k, left, timeTerm)
+		// watched are the keys whose countdown the test reads.
+		watched := []string{"/k", "/d/a", "/d/absent"}
+		for _, k := range watched {
+			if it := mustGet(t, a, k); !it.Cached || it.Lease != timeTerm {
+				t.Errorf("A's Get of %s just after the read: %s; want it from the cache, with the term %v", k, fmtLeased(it), timeTerm)
 			}
 		}
 		time.Sleep(timeTerm / 4)
-		for _, k := range []string{"/k", "/d/a", "/d/absent"} {
-			if left, want := a.LeaseLeft(k), timeTerm-timeTerm/4; left != want {
-				t.Errorf("LeaseLeft(%s) a quarter of a term after the read = %v; want %v", k, left, want)
+		for _, k := range watched {
+			if it, want := mustGet(t, a, k), timeTerm-timeTerm/4; !it.Cached || it.Lease != want {
+				t.Errorf("A's Get of %s a quarter of a term after the read: %s; want it from the cache, with %v", k, fmtLeased(it), want)
 			}
 		}
 		time.Sleep(timeTerm - timeTerm/4)
-		for _, k := range []string{"/k", "/d/a", "/d/absent"} {
-			if left := a.LeaseLeft(k); left != 0 {
-				t.Errorf("LeaseLeft(%s) a term after the read = %v; want 0", k, left)
+		// At the term, the leases of the listing and of /j1, which no Get
+		// read from the cache, have run out: Get asks the server.
+		for _, k := range []string{"/j1", "/d/a"} {
+			if it := mustGet(t, a, k); it.Cached || it.Lease != 0 || !it.Found {
+				t.Errorf("A's Get of %s a term after the read: %s; want it from the server, with lease 0", k, fmtLeased(it))
 			}
 		}
-		// A moment later it is still 0, not negative: the lapsed entry may
-		// still be in the cache, until the client's next sweep.
+		// /k, read from the cache during its term, was renewed: still
+		// cached, under a new lease that ends within a term.
+		if it := mustGet(t, a, "/k"); !it.Cached || it.Lease <= 0 || it.Lease > timeTerm {
+			t.Errorf("A's Get of /k, renewed, a term after the read: %s; want it from the cache, with a lease in (0, %v]", fmtLeased(it), timeTerm)
+		}
+		// A moment later it is the same, not a negative lease: the lapsed
+		// entry of /j2 may still be in the cache, until the client's next
+		// sweep.
 		time.Sleep(time.Millisecond)
-		for _, k := range []string{"/k", "/d/a", "/d/absent"} {
-			if left := a.LeaseLeft(k); left != 0 {
-				t.Errorf("LeaseLeft(%s) a term and a millisecond after the read = %v; want 0", k, left)
+		for _, k := range []string{"/j2", "/d/absent"} {
+			if it := mustGet(t, a, k); it.Cached || it.Lease != 0 || it.Found != (k == "/j2") {
+				t.Errorf("A's Get of %s a term and a millisecond after the read: %s; want it from the server, with lease 0", k, fmtLeased(it))
 			}
 		}
-		if it := mustGet(t, a, "/d/absent"); it.Cached {
-			t.Errorf("Get of /d/absent after the listing's lease ran out: %s; want it from the server", fmtItem(it))
-		}
-		if left := a.LeaseLeft("/d/absent"); left != timeTerm {
-			t.Errorf("LeaseLeft(/d/absent) after reading it again = %v; want the term %v", left, timeTerm)
+		for _, k := range []string{"/j2", "/d/absent"} {
+			if it := mustGet(t, a, k); !it.Cached || it.Lease != timeTerm {
+				t.Errorf("A's Get of %s after reading it again: %s; want it from the cache, with the term %v", k, fmtLeased(it), timeTerm)
+			}
 		}
 		checkNoCalls(t, "A, whose leases ran out", hook)
 	})
 }
 
 // TestOnInvalidateSuspend: a suspend of the machine longer than the slack
-// drops every lease, which the next look at the clock notices, LeaseLeft's
-// included: it reports 0, and the hook is called once with no keys and
-// the prefix "" (everything), before LeaseLeft returns.
+// drops every lease, which the next look at the clock notices, Get's
+// included: a Get that would have been answered from the cache asks the
+// server (Lease 0), and the hook is called once with no keys and the
+// prefix "" (everything), before that Get returns.
 func TestOnInvalidateSuspend(t *testing.T) {
 	leaktest.Check(t)
 	srv := testkit.NewServer(t, server.Config{LeaseTerm: hookTerm})
@@ -461,25 +529,28 @@ func TestOnInvalidateSuspend(t *testing.T) {
 	if _, err := a.List(ctx, "/d/", client.Leased()); err != nil {
 		t.Fatalf("List /d/: %v", err)
 	}
-	if a.LeaseLeft("/k") <= 0 || a.LeaseLeft("/d/absent") <= 0 {
-		t.Fatalf("before the suspend, LeaseLeft /k %v, /d/absent %v; want both live", a.LeaseLeft("/k"), a.LeaseLeft("/d/absent"))
+	for _, k := range []string{"/k", "/d/absent"} {
+		if it := mustGet(t, a, k); !it.Cached || it.Lease <= 0 || it.Lease > hookTerm {
+			t.Fatalf("A's Get of %s before the suspend: %s; want it from the cache, with a lease in (0, %v]", k, fmtLeased(it), hookTerm)
+		}
 	}
 	if calls := hook.snapshot(); len(calls) != 0 {
 		t.Fatalf("hook called before the suspend: %+v", calls)
 	}
 	clk.sleep(time.Hour)
-	if left := a.LeaseLeft("/k"); left != 0 {
-		t.Errorf("LeaseLeft(/k) after a suspend of an hour = %v; want 0", left)
+	if it := mustGet(t, a, "/k"); it.Cached || it.Lease != 0 || string(it.Value) != "v" {
+		t.Errorf("A's Get of /k after a suspend of an hour: %s; want v from the server, with lease 0", fmtLeased(it))
 	}
 	calls := hook.snapshot()
 	if len(calls) != 1 || len(calls[0].keys) != 0 || !slices.Equal(calls[0].prefixes, []string{""}) {
 		t.Fatalf("hook calls after the suspend %+v; want one, with no keys and the prefix \"\"", calls)
 	}
-	if left := a.LeaseLeft("/d/absent"); left != 0 {
-		t.Errorf("LeaseLeft(/d/absent) after a suspend of an hour = %v; want 0", left)
+	if it := mustGet(t, a, "/d/absent"); it.Cached || it.Lease != 0 || it.Found {
+		t.Errorf("A's Get of /d/absent after a suspend of an hour: %s; want it absent, from the server, with lease 0", fmtLeased(it))
 	}
-	if it := mustGet(t, a, "/k"); it.Cached {
-		t.Errorf("Get of /k after the suspend: %s; want it from the server", fmtItem(it))
+	// The cache works again after the drop, under the new leases.
+	if it := mustGet(t, a, "/k"); !it.Cached || it.Lease <= 0 || it.Lease > hookTerm {
+		t.Errorf("A's Get of /k after reading it again: %s; want it from the cache, with a lease in (0, %v]", fmtLeased(it), hookTerm)
 	}
 	if n := len(hook.snapshot()); n != 1 {
 		t.Errorf("hook called %d times; want once, for the one suspend", n)

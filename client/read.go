@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +25,14 @@ type Item struct {
 	Cached bool
 	// Stale is true if GetStale served an entry whose lease had run out.
 	Stale bool
+	// Lease is how long the lease behind a Cached answer had left when
+	// Get answered: the answer is the key's value until then, unless the
+	// server invalidates it first (Config.OnInvalidate). An application
+	// that keeps a copy of the answer, such as a kernel's cache of file
+	// attributes, keeps it no longer. It is 0 for an answer that did not
+	// come from the cache, even if it was cached for the next Get, and for
+	// a Stale one.
+	Lease time.Duration
 }
 
 // fetch tracks reads and writes of one key in flight. An invalidation of
@@ -51,41 +57,12 @@ type fetch struct {
 func (c *Client) Get(ctx context.Context, key string) (Item, error) {
 	since := c.sinceBase()
 	if e, ok := c.cache.GetAt(key, since); ok {
-		return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true}, nil
+		return Item{Value: e.Value, Found: e.Found, Version: e.Version, Cached: true, Lease: max(0, e.Until()-since)}, nil
 	}
 	if it, ok := c.fromListing(key, c.base.Add(since)); ok {
 		return it, nil
 	}
 	return c.fetch(ctx, key)
-}
-
-// LeaseLeft returns how long the lease under which Get would answer key
-// from the client's memory has left to run: the key's own entry's, or that
-// of a cached listing that answers it; 0 if Get would ask the server. An
-// application that keeps a copy of an answer beside the client, such as a
-// kernel's cache of file attributes, keeps it no longer than that, and
-// drops it on Config.OnInvalidate.
-func (c *Client) LeaseLeft(key string) time.Duration {
-	now := c.base.Add(c.sinceBase())
-	if _, deadline, ok := c.cache.Peek(key); ok && now.Before(deadline) {
-		return deadline.Sub(now)
-	}
-	c.imu.Lock()
-	defer c.imu.Unlock()
-	var left time.Duration
-	dirsOf(key, func(p string) bool {
-		l := c.listings[p]
-		if l == nil || !now.Before(l.deadline) {
-			return true
-		}
-		_, found := slices.BinarySearchFunc(l.kvs, key, func(kv KV, k string) int { return strings.Compare(kv.Key, k) })
-		if !found || !l.keysOnly {
-			left = l.deadline.Sub(now)
-			return false
-		}
-		return true
-	})
-	return left
 }
 
 // GetStale is Get, except that when the server cannot be reached it serves

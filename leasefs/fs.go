@@ -175,20 +175,26 @@ var (
 	_ fs.NodeStatfser      = (*node)(nil)
 	_ fs.NodeFsyncer       = (*node)(nil)
 	_ fs.NodeOnForgetter   = (*node)(nil)
+	_ fs.NodeOnAdder       = (*node)(nil)
 	_ fs.NodeGetxattrer    = (*node)(nil)
 	_ fs.NodeSetxattrer    = (*node)(nil)
 	_ fs.NodeRemovexattrer = (*node)(nil)
 	_ fs.NodeListxattrer   = (*node)(nil)
 )
 
-// child returns the kernel's inode for ino, made a child of n.
+// child returns the kernel's inode for ino, made a child of n: the one
+// the kernel knows already, if it does.
 func (n *node) child(ctx context.Context, ino uint64, mode uint32) *fs.Inode {
+	return n.NewInode(ctx, &node{fsys: n.fsys, ino: ino}, fs.StableAttr{Mode: mode & syscall.S_IFMT, Ino: ino})
+}
+
+// OnAdd is called when the node becomes the kernel's (the root at the
+// mount): Invalidated finds it from then on.
+func (n *node) OnAdd(ctx context.Context) {
 	f := n.fsys
-	in := n.NewInode(ctx, &node{fsys: f, ino: ino}, fs.StableAttr{Mode: mode & syscall.S_IFMT, Ino: ino})
 	f.mu.Lock()
-	f.nodes[ino] = in
+	f.nodes[n.ino] = n.EmbeddedInode()
 	f.mu.Unlock()
-	return in
 }
 
 // OnForget is called when the kernel forgets the inode.
@@ -202,18 +208,22 @@ func (n *node) OnForget() {
 }
 
 // entryOut fills out for a lookup's answer: the entry is not cached by the
-// kernel, the attributes as long as the lease on them lasts.
-func (f *FS) entryOut(ino uint64, in *Inode, out *fuse.EntryOut) {
+// kernel, the attributes for lease, the time left on the lease of the
+// answer they come from (client.Item.Lease).
+func (f *FS) entryOut(ino uint64, in *Inode, lease time.Duration, out *fuse.EntryOut) {
 	out.NodeId = ino
 	f.fillAttr(ino, in, &out.Attr)
-	out.SetEntryTimeout(min(f.ttl, f.attrTimeout(ino)))
-	out.SetAttrTimeout(f.attrTimeout(ino))
+	out.SetEntryTimeout(min(f.ttl, f.attrTimeout(ino, lease)))
+	out.SetAttrTimeout(f.attrTimeout(ino, lease))
 }
 
-// attrTimeout is how long the kernel may keep ino's attributes: the time
-// left on the mount's lease on its record, and nothing while the file has
-// changes in this mount that leased has not got yet.
-func (f *FS) attrTimeout(ino uint64) time.Duration {
+// attrTimeout is how long the kernel may keep ino's attributes, read from
+// an answer whose lease had lease left: that long, and not at all while the
+// file has changes in this mount that leased has not got yet. The lease
+// must be the answer's own, not the key's at some other moment: an answer
+// read from leased while a write of the key was pending has none, even if
+// the committed write's value is in the cache by the time it is sent.
+func (f *FS) attrTimeout(ino uint64, lease time.Duration) time.Duration {
 	f.mu.Lock()
 	open := f.files[ino]
 	f.mu.Unlock()
@@ -223,7 +233,7 @@ func (f *FS) attrTimeout(ino uint64) time.Duration {
 	if f.ttl > 0 {
 		return f.ttl
 	}
-	return f.c.LeaseLeft(f.k.inode(ino))
+	return lease
 }
 
 // fillAttr sets out from in, with the size and time of the changes this
@@ -257,23 +267,29 @@ func (f *FS) fillAttr(ino uint64, in *Inode, out *fuse.Attr) {
 // getInode reads ino's record, from the mount's lease cache while its
 // lease lasts: the record and its version.
 func (f *FS) getInode(ctx context.Context, ino uint64) (*Inode, uint64, syscall.Errno) {
+	in, it, errno := f.readInode(ctx, ino)
+	return in, it.Version, errno
+}
+
+// readInode is getInode, with the answer it decoded.
+func (f *FS) readInode(ctx context.Context, ino uint64) (*Inode, client.Item, syscall.Errno) {
 	var it client.Item
 	err := f.retry(ctx, func() (err error) {
 		it, err = f.c.Get(ctx, f.k.inode(ino))
 		return err
 	})
 	if err != nil {
-		return nil, 0, f.errno("reading an inode", err)
+		return nil, it, f.errno("reading an inode", err)
 	}
 	if !it.Found {
-		return nil, 0, syscall.ENOENT
+		return nil, it, syscall.ENOENT
 	}
 	in, err := DecodeInode(it.Value)
 	if err != nil {
 		f.log.Error("leasefs: a damaged inode record", "ino", ino, "err", err)
-		return nil, 0, syscall.EIO
+		return nil, it, syscall.EIO
 	}
-	return in, it.Version, 0
+	return in, it, 0
 }
 
 // getEntry reads name's entry in directory dir: the entry, its version, and

@@ -20,11 +20,11 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if errno != 0 {
 		return nil, errno
 	}
-	in, _, errno := f.getInode(ctx, e.Ino)
+	in, it, errno := f.readInode(ctx, e.Ino)
 	if errno != 0 {
 		return nil, errno
 	}
-	f.entryOut(e.Ino, in, out)
+	f.entryOut(e.Ino, in, it.Lease, out)
 	return n.child(ctx, e.Ino, in.Mode), 0
 }
 
@@ -32,12 +32,12 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 func (n *node) Getattr(ctx context.Context, _ fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	ctx = detach(ctx)
 	f := n.fsys
-	in, _, errno := f.getInode(ctx, n.ino)
+	in, it, errno := f.readInode(ctx, n.ino)
 	if errno != 0 {
 		return errno
 	}
 	f.fillAttr(n.ino, in, &out.Attr)
-	out.SetTimeout(f.attrTimeout(n.ino))
+	out.SetTimeout(f.attrTimeout(n.ino, it.Lease))
 	return 0
 }
 
@@ -232,8 +232,7 @@ func (n *node) create(ctx context.Context, name string, rec *Inode, out *fuse.En
 				continue
 			}
 		}
-		f.entryOut(ino, rec, out)
-		out.SetAttrTimeout(0)
+		f.entryOut(ino, rec, 0, out) // the write dropped this mount's lease on the record
 		return n.child(ctx, ino, rec.Mode), 0
 	}
 }
@@ -295,8 +294,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 				continue
 			}
 		}
-		f.entryOut(ino, rec, out)
-		out.SetAttrTimeout(0)
+		f.entryOut(ino, rec, 0, out) // the write dropped this mount's lease on the record
 		return n.child(ctx, ino, rec.Mode), 0
 	}
 }

@@ -88,6 +88,7 @@ func staleAnswers(t *testing.T, extra ...string) (checks, stale int, staleSeen [
 		}
 		fds = append(fds, l)
 	}
+	rootMode := uint32(0o755)
 	check := func(step int, what string) {
 		for mi, m := range ms {
 			report := func(format string, args ...any) {
@@ -113,6 +114,11 @@ func staleAnswers(t *testing.T, extra ...string) (checks, stale int, staleSeen [
 						report("%s: read %q, %v; want %q", name, data, err, w.content)
 					}
 				}
+			}
+			var rst syscall.Stat_t
+			checks++
+			if err := syscall.Lstat(m.dir, &rst); err != nil || rst.Mode&0o7777 != rootMode {
+				report("the root: mode %o, %v; want %o", rst.Mode&0o7777, err, rootMode)
 			}
 			for i, fd := range fds[mi] {
 				w := model[fmt.Sprintf("p%d", i)]
@@ -161,7 +167,10 @@ func staleAnswers(t *testing.T, extra ...string) (checks, stale int, staleSeen [
 		pick := func(l []string) string { return l[r.IntN(len(l))] }
 		var what string
 		var err error
-		switch op := r.IntN(9); op {
+		switch op := r.IntN(10); op {
+		case 9: // chmod the root
+			rootMode = []uint32{0o755, 0o750, 0o700}[r.IntN(3)]
+			what, err = "chmod the root", os.Chmod(m.dir, os.FileMode(rootMode))
 		case 0: // chmod
 			n := pick(names)
 			mode := uint32([]int{0o600, 0o640, 0o644, 0o700, 0o755}[r.IntN(5)])

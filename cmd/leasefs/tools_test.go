@@ -20,6 +20,7 @@ import (
 // fsTest is one leased and the shared data folder of its file system.
 type fsTest struct {
 	t    *testing.T
+	srv  *clitest.Server
 	eps  string // leased's endpoints
 	ca   string
 	data string
@@ -30,7 +31,7 @@ type fsTest struct {
 func newFS(t *testing.T) *fsTest {
 	needFUSE(t)
 	srv := clitest.StartServer(t, bins, t.TempDir(), "data", "--lease-term", "5s")
-	return &fsTest{t: t, eps: srv.Addr, ca: srv.CA, data: filepath.Join(t.TempDir(), "fsdata")}
+	return &fsTest{t: t, srv: srv, eps: srv.Addr, ca: srv.CA, data: filepath.Join(t.TempDir(), "fsdata")}
 }
 
 // mounts mounts n leasefs processes, m1, m2, ..., with the extra flags.
@@ -412,5 +413,94 @@ func TestRemoveWhileListing(t *testing.T) {
 	}
 	if got := f.objects(); got != 0 {
 		t.Errorf("%d data objects left after the tree was removed", got)
+	}
+}
+
+// TestLargeDirectory lists a folder of more entries than one leased
+// listing holds (1,000): every mount sees every name, and a change made
+// after the listing.
+func TestLargeDirectory(t *testing.T) {
+	f := newFS(t)
+	ms := f.mounts(2)
+	const n = 1100
+	run(t, ms[0].dir, "sh", "-c", fmt.Sprintf("mkdir big && cd big && seq -f 'n%%04g' 1 %d | xargs touch", n))
+	for _, m := range ms {
+		ents, err := os.ReadDir(m.path("big"))
+		if err != nil || len(ents) != n {
+			t.Fatalf("big in %s: %d entries, %v; want %d", m.dir, len(ents), err, n)
+		}
+	}
+	if err := os.Remove(ms[1].path("big/n0500")); err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := os.ReadDir(ms[0].path("big")); err != nil || len(ents) != n-1 {
+		t.Fatalf("big in m1 after m2 removed a name: %d entries, %v", len(ents), err)
+	}
+}
+
+// TestRenameCycleRace has two mounts move two folders into each other at
+// once, again and again: at most one move of each pair wins, so the tree
+// never loses a folder into a cycle, and every mount sees both folders.
+func TestRenameCycleRace(t *testing.T) {
+	f := newFS(t)
+	ms := f.mounts(2)
+	for round := range 15 {
+		x, y := fmt.Sprintf("x%d", round), fmt.Sprintf("y%d", round)
+		for _, d := range []string{x, y} {
+			if err := os.Mkdir(ms[0].path(d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, mv := range [][2]string{{x, y + "/" + x}, {y, x + "/" + y}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = os.Rename(ms[i].path(mv[0]), ms[i].path(mv[1]))
+			}()
+		}
+		wg.Wait()
+		if errs[0] == nil && errs[1] == nil {
+			t.Fatalf("round %d: both moves succeeded: %s and %s are cut off in a cycle", round, x, y)
+		}
+		for _, m := range ms {
+			found := 0
+			filepath.WalkDir(m.dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() && (d.Name() == x || d.Name() == y) {
+					found++
+				}
+				return nil
+			})
+			if found != 2 {
+				t.Fatalf("round %d: %s reaches %d of %s and %s (errors %v)", round, m.dir, found, x, y, errs)
+			}
+		}
+	}
+}
+
+// TestCrashesLoseNothing: what close returned for survives a SIGKILL of
+// the mount and of leased: after both restart, a mount on the same folder
+// and a new one show the same tree, and take changes.
+func TestCrashesLoseNothing(t *testing.T) {
+	f := newFS(t)
+	m := startMount(t, "m1", f.eps, f.ca, f.data)
+	makeTree(t, m.dir, 120, 5)
+	if err := os.Rename(m.path("file010.txt"), m.path("renamed.txt")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	truth := view(t, m.dir)
+	m.proc.Signal(t, syscall.SIGKILL)
+	m.proc.Wait(t, mountTimeout)
+	f.srv.Kill(t)
+	f.srv = f.srv.Restart(t)
+	m = startMountAt(t, m.dir, f.eps, f.ca, f.data)
+	m2 := startMount(t, "m2", f.eps, f.ca, f.data)
+	sameViews(t, truth, m.dir, m2.dir)
+	if err := os.Mkdir(m2.path("after"), 0o755); err != nil {
+		t.Fatalf("a change after the restarts: %v", err)
+	}
+	if _, err := os.Stat(m.path("after")); err != nil {
+		t.Fatalf("the other mount does not see it: %v", err)
 	}
 }
