@@ -15,7 +15,7 @@ LINCHECK_DURATION ?= 30m
 
 # The README's test command.
 test:
-	$(GO) test -race -p 1 ./...
+	$(GO) test -race -p 1 -timeout 30m ./...
 
 # A three-node cluster on this machine (scripts/local-cluster.sh).
 cluster:

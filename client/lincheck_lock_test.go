@@ -893,7 +893,7 @@ func runLockHistory(t *testing.T, sc lockScenario, seed uint64, out string) hist
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	res.viz = filepath.Join(out, fmt.Sprintf("lincheck-%s-seed%d.html", name, seed))
 	start := time.Now()
-	verdict, err := lincheck.Check(history, 2*time.Minute, res.viz)
+	verdict, err := lincheck.Check(history, checkBudget, res.viz)
 	res.verdict = verdict
 	if verdict == porcupine.Ok {
 		res.viz = ""
