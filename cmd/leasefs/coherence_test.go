@@ -357,3 +357,21 @@ func TestClusterFailover(t *testing.T) {
 	truth := view(t, src)
 	sameViews(t, truth, m1.path("src"), m2.path("src"))
 }
+
+// TestNoDevFuse: on a machine without /dev/fuse (here, an empty /dev in a
+// mount namespace of its own), leasefs says so and exits with status 2 at
+// once, instead of hanging.
+func TestNoDevFuse(t *testing.T) {
+	needFUSE(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare is not installed")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), mountTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "unshare", "-m", "sh", "-c", `mount -t tmpfs none /dev && exec "$0" --mount "$1"`, leasefsBin, dir).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(string(out), "FUSE is not available here: /dev/fuse") {
+		t.Fatalf("leasefs without /dev/fuse: %v\n%s", err, out)
+	}
+}

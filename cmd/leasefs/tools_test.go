@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leased/leased/internal/testkit/clitest"
 )
 
@@ -502,5 +504,38 @@ func TestCrashesLoseNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(m.path("after")); err != nil {
 		t.Fatalf("the other mount does not see it: %v", err)
+	}
+}
+
+// TestRenameFlags: renameat2's RENAME_NOREPLACE refuses to replace a name
+// (EEXIST) and moves onto a free one; RENAME_EXCHANGE is refused with
+// EINVAL and changes nothing; the other mount sees each outcome.
+func TestRenameFlags(t *testing.T) {
+	f := newFS(t)
+	ms := f.mounts(2)
+	for _, n := range []string{"a", "b"} {
+		if err := os.WriteFile(ms[0].path(n), []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rename2 := func(from, to string, flags uint) error {
+		return unix.Renameat2(unix.AT_FDCWD, ms[0].path(from), unix.AT_FDCWD, ms[0].path(to), flags)
+	}
+	if err := rename2("a", "b", unix.RENAME_NOREPLACE); !errors.Is(err, unix.EEXIST) {
+		t.Fatalf("RENAME_NOREPLACE onto an existing name: %v, want EEXIST", err)
+	}
+	if err := rename2("a", "b", unix.RENAME_EXCHANGE); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("RENAME_EXCHANGE: %v, want EINVAL", err)
+	}
+	if err := rename2("a", "c", unix.RENAME_NOREPLACE); err != nil {
+		t.Fatalf("RENAME_NOREPLACE onto a free name: %v", err)
+	}
+	for name, want := range map[string]string{"b": "b", "c": "a"} {
+		if data, err := os.ReadFile(ms[1].path(name)); err != nil || string(data) != want {
+			t.Errorf("%s in the other mount: %q, %v; want %q", name, data, err, want)
+		}
+	}
+	if _, err := os.Lstat(ms[1].path("a")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a in the other mount after it moved: %v", err)
 	}
 }
