@@ -16,16 +16,29 @@ import (
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = detach(ctx)
 	f := n.fsys
-	e, _, errno := f.getEntry(ctx, n.ino, name)
-	if errno != 0 {
-		return nil, errno
+	for attempt := 0; ; attempt++ {
+		e, _, errno := f.getEntry(ctx, n.ino, name)
+		if errno != 0 {
+			return nil, errno
+		}
+		in, it, errno := f.readInode(ctx, e.Ino)
+		if again(ctx, errno, attempt) {
+			continue // the name was replaced between the two reads: read it again
+		}
+		if errno != 0 {
+			return nil, errno
+		}
+		f.entryOut(e.Ino, in, it.Lease, out)
+		return n.child(ctx, e.Ino, in.Mode), 0
 	}
-	in, it, errno := f.readInode(ctx, e.Ino)
-	if errno != 0 {
-		return nil, errno
-	}
-	f.entryOut(e.Ino, in, it.Lease, out)
-	return n.child(ctx, e.Ino, in.Mode), 0
+}
+
+// again says whether an operation that read a name's entry and then found
+// the inode it names gone (errno ENOENT) should read both again: another
+// mount replaced or removed the name between the two reads. It waits a
+// little before the next attempt, and gives up after maxAttempts.
+func again(ctx context.Context, errno syscall.Errno, attempt int) bool {
+	return errno == syscall.ENOENT && attempt < maxAttempts && backoff(ctx, attempt) == 0
 }
 
 // Getattr answers from the mount's lease on the inode's record.
@@ -323,6 +336,9 @@ func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno 
 			return errno
 		}
 		rec, ver, errno := f.getInode(ctx, e.Ino)
+		if again(ctx, errno, attempt) {
+			continue
+		}
 		if errno != 0 {
 			return errno
 		}
@@ -417,6 +433,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return syscall.EEXIST
 		}
 		src, srcVer, errno := f.getInode(ctx, se.Ino)
+		if again(ctx, errno, attempt) {
+			continue
+		}
 		if errno != 0 {
 			return errno
 		}
@@ -426,6 +445,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		var dropped *Inode // the inode whose last link the rename replaces
 		if exists {
 			dst, dstVer, errno := f.getInode(ctx, de.Ino)
+			if again(ctx, errno, attempt) {
+				continue
+			}
 			if errno != 0 {
 				return errno
 			}
