@@ -386,20 +386,21 @@ func fsPoint(ctx context.Context, cfg FSConfig, r fsRun) (FSPoint, error) {
 		d := time.Since(t0)
 		if err != nil {
 			r.log.Error("leasebench fs: change", "path", rel, "err", err)
+			mu.Lock()
 			pt.Errors++
+			mu.Unlock()
 			continue
 		}
 		changes = append(changes, d)
 		for _, m := range readers {
 			var st syscall.Stat_t
-			mu.Lock()
+			stale := syscall.Lstat(filepath.Join(m.dir, ch.rel), &st) != nil || st.Mode&0o7777 != ch.mode || st.Size != ch.size
+			mu.Lock() // the readers count their errors in pt too
 			pt.Checks++
-			mu.Unlock()
-			if err := syscall.Lstat(filepath.Join(m.dir, ch.rel), &st); err != nil || st.Mode&0o7777 != ch.mode || st.Size != ch.size {
-				mu.Lock()
+			if stale {
 				pt.Stale++
-				mu.Unlock()
 			}
+			mu.Unlock()
 		}
 	}
 	tick.Stop()

@@ -228,26 +228,37 @@ func (n *node) create(ctx context.Context, name string, rec *Inode, out *fuse.En
 			return nil, f.errno("creating "+name, err)
 		}
 		if !r.Succeeded {
-			e, _, errno := f.getEntry(ctx, n.ino, name)
-			switch {
-			case errno == 0 && e.Ino == ino:
-				// A retry after a lost reply: the first try committed.
-			case errno == 0:
-				return nil, syscall.EEXIST
-			case errno != syscall.ENOENT:
+			retry, errno := n.refused(ctx, name, ino, attempt)
+			if errno != 0 {
 				return nil, errno
-			case attempt >= maxAttempts:
-				return nil, syscall.EAGAIN
-			default:
-				if errno := backoff(ctx, attempt); errno != 0 {
-					return nil, errno
-				}
+			}
+			if retry {
 				continue
 			}
 		}
 		f.entryOut(ino, rec, 0, out) // the write dropped this mount's lease on the record
 		return n.child(ctx, ino, rec.Mode), 0
 	}
+}
+
+// refused says what a create or a link of name to ino does after its
+// transaction's compares failed: if name already names ino, an earlier try
+// committed (a retry after a lost reply) and it is done; another inode
+// there is EEXIST; no entry means the directory changed meanwhile, and it
+// tries again (retry) after a backoff, at most maxAttempts times.
+func (n *node) refused(ctx context.Context, name string, ino uint64, attempt int) (retry bool, errno syscall.Errno) {
+	e, _, errno := n.fsys.getEntry(ctx, n.ino, name)
+	switch {
+	case errno == 0 && e.Ino == ino:
+		return false, 0
+	case errno == 0:
+		return false, syscall.EEXIST
+	case errno != syscall.ENOENT:
+		return false, errno
+	case attempt >= maxAttempts:
+		return false, syscall.EAGAIN
+	}
+	return true, backoff(ctx, attempt)
 }
 
 // txn commits t, trying again while leased is unavailable.
@@ -290,20 +301,11 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 			return nil, f.errno("linking "+name, err)
 		}
 		if !r.Succeeded {
-			e, _, errno := f.getEntry(ctx, n.ino, name)
-			switch {
-			case errno == 0 && e.Ino == ino:
-				// A retry after a lost reply, or another link of ours.
-			case errno == 0:
-				return nil, syscall.EEXIST
-			case errno != syscall.ENOENT:
+			retry, errno := n.refused(ctx, name, ino, attempt)
+			if errno != 0 {
 				return nil, errno
-			case attempt >= maxAttempts:
-				return nil, syscall.EAGAIN
-			default:
-				if errno := backoff(ctx, attempt); errno != 0 {
-					return nil, errno
-				}
+			}
+			if retry {
 				continue
 			}
 		}
